@@ -1,0 +1,82 @@
+"""The one seam between the loop and a model vendor: :class:`Provider`.
+
+A provider turns a :class:`ModelRequest` into live deltas (through a callback) and one
+complete :class:`ModelReply`. Content blocks are the provider-neutral maps the loop keeps in
+its history: ``{"type": "text", "text"}``, ``{"type": "tool_use", "id", "name", "input"}``,
+``{"type": "thinking", "thinking", "signature"}``, and in user messages ``{"type":
+"tool_result", "tool_use_id", "content", "is_error"}``.
+
+Exception tree::
+
+    ProviderError          the call failed for good (after retries); .message says why
+    └── ProviderUnavailable  the provider cannot be used at all (no key, unknown model)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+#: ``on_delta(kind, text)``: kind is ``"text"`` or ``"reasoning"``. Must not block.
+DeltaCallback = Callable[[str, str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One model call."""
+
+    #: The model's name at its provider (``claude-sonnet-4-5``, not ``anthropic/...``).
+    model: str
+    system: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_tokens: int = 8192
+    #: The session's working directory (the scripted provider resolves paths from it).
+    cwd: str = "."
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """A complete reply: content blocks, why it stopped, and tokens used."""
+
+    content: tuple[Mapping[str, Any], ...]
+    stop_reason: str
+    usage: Mapping[str, int] = field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """A model call failed for good; the run ends with reason ``error`` and this message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider cannot serve this model at all (unknown, or no API key)."""
+
+
+class Provider(Protocol):
+    """A model vendor. One instance per provider, shared by every session."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
+        """Call the model, report deltas as they arrive, return the complete reply.
+
+        Error handling:
+            Raises :class:`ProviderError` once retries are exhausted. Cancellation closes
+            the underlying stream at once.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...

@@ -1,0 +1,45 @@
+"""Effects: what the conductor must do after a step. The loop performs none of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Union
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    """Stream one model reply for ``messages``; answer with ModelFinished or ModelFailed."""
+
+    run: str
+    step: int
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunTool:
+    """Run one tool call; answer with ToolFinished. Calls of one step may run concurrently."""
+
+    run: str
+    call_id: str
+    name: str
+    input: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRun:
+    """Stop every model stream and tool process of the run at once."""
+
+    run: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishRun:
+    """The run has ended: release the session for the next run."""
+
+    run: str
+    reason: str
+
+
+Effect = Union[CallModel, RunTool, CancelRun, FinishRun]

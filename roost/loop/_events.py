@@ -1,0 +1,90 @@
+"""Events: what happened in a session, as plain data.
+
+An event is a map with ``session``, ``seq``, ``run``, ``type``, ``ts`` and fields of its own;
+the same map goes into the store, over the wire and out of ``--json``. Event types are
+defined here, once; the daemon lists them in ``hello``. Live events (text and reasoning
+deltas) are published but never stored and carry no ``seq``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+SESSION_CREATED = "session.created"
+RUN_STARTED = "run.started"
+MESSAGE_USER = "message.user"
+STEP_STARTED = "step.started"
+TEXT_DELTA = "text.delta"
+REASONING_DELTA = "reasoning.delta"
+MESSAGE_ASSISTANT = "message.assistant"
+TOOL_STARTED = "tool.started"
+TOOL_FINISHED = "tool.finished"
+STEER_QUEUED = "steer.queued"
+STEP_FINISHED = "step.finished"
+RUN_FINISHED = "run.finished"
+ERROR = "error"
+
+#: Every event type, with what it means (listed by ``hello``).
+EVENT_TYPES: Mapping[str, str] = {
+    SESSION_CREATED: "a session was created (cwd, created)",
+    RUN_STARTED: "a run started (task, agent, mode, model, max_turns)",
+    MESSAGE_USER: "a user message entered the history (text, origin: task or steer)",
+    STEP_STARTED: "a model call started (step)",
+    TEXT_DELTA: "live: assistant text as it streams (text)",
+    REASONING_DELTA: "live: model reasoning as it streams (text)",
+    MESSAGE_ASSISTANT: "the model's complete reply (content, usage, stop_reason, latency)",
+    TOOL_STARTED: "a tool call started (call_id, name, input)",
+    TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
+    STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
+    STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
+    RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
+    ERROR: "something went wrong in the run (message)",
+}
+
+#: Published to attached clients but never stored.
+LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA})
+
+#: Why a run ends.
+STOP_REASONS = ("done", "max_turns", "max_tokens", "aborted", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One thing that happened in a session.
+
+    ``seq`` is ``None`` until the store numbers the event (and stays ``None`` for live ones).
+    """
+
+    type: str
+    session: str
+    run: str | None
+    ts: float
+    data: Mapping[str, Any] = field(default_factory=dict)
+    seq: int | None = None
+
+    def to_map(self) -> dict[str, Any]:
+        """The event as the map that is stored and sent."""
+        out: dict[str, Any] = dict(self.data)
+        out.update(session=self.session, run=self.run, type=self.type, ts=self.ts)
+        if self.seq is not None:
+            out["seq"] = self.seq
+        return out
+
+    @classmethod
+    def from_map(cls, m: Mapping[str, Any]) -> Event:
+        """Rebuild an event from its map (as read from the store or the wire)."""
+        data = {k: v for k, v in m.items() if k not in _ENVELOPE}
+        return cls(m["type"], m["session"], m.get("run"), m["ts"], data, m.get("seq"))
+
+    def numbered(self, seq: int) -> Event:
+        """The same event with its per-session sequence number."""
+        return replace(self, seq=seq)
+
+    @property
+    def live(self) -> bool:
+        """Whether this event is only published, never stored."""
+        return self.type in LIVE_TYPES
+
+
+_ENVELOPE = frozenset({"type", "session", "run", "ts", "seq"})

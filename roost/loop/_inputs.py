@@ -1,0 +1,90 @@
+"""Inputs: things that happened to a session, fed to :func:`roost.loop.step`.
+
+Times and ids come in as fields; the loop reads no clock and makes no ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Union
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSession:
+    """A new, empty session in ``cwd``."""
+
+    session: str
+    cwd: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """A task submitted to an idle session: starts a run."""
+
+    run: str
+    task: str
+    ts: float
+    model: str
+    agent: str = "default"
+    mode: str = "agent"
+    max_turns: int = 12
+    tools: tuple[str, ...] = ()
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFinished:
+    """The model's stream ended with a complete message."""
+
+    content: tuple[Mapping[str, Any], ...]
+    stop_reason: str
+    ts: float
+    usage: Mapping[str, int] = field(default_factory=dict)
+    latency: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFailed:
+    """The model call failed (after the provider's own retries)."""
+
+    message: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    """A tool call finished (successfully or not)."""
+
+    call_id: str
+    result: str
+    ts: float
+    is_error: bool = False
+    latency: float = 0.0
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Steer:
+    """More words for the run in flight; the next model call sees them."""
+
+    text: str
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Stop the run in flight now."""
+
+    ts: float
+    reason: str = "aborted by the user"
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The daemon found a run in flight that an earlier daemon never finished."""
+
+    ts: float
+
+
+Input = Union[CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted]

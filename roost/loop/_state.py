@@ -1,0 +1,225 @@
+"""The state of a session: a fold over its events, and nothing else.
+
+:func:`apply` records one event; :func:`fold` records many. Neither decides anything (that
+is :func:`roost.loop.step`'s job); they only remember, so that a daemon that restarts gets
+the same state by folding the stored log.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from . import _events as ev
+from ._events import Event
+
+
+class Phase(enum.Enum):
+    """Where a run is."""
+
+    #: No run in flight: a task may be submitted.
+    IDLE = "idle"
+    #: Waiting for the model's reply.
+    MODEL = "model"
+    #: Waiting for the tool calls of the last reply.
+    TOOLS = "tools"
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """The run in flight."""
+
+    id: str
+    model: str
+    agent: str
+    mode: str
+    max_turns: int
+    tools: tuple[str, ...]
+    started: float
+    phase: Phase = Phase.MODEL
+    turns: int = 0
+    #: Tool call ids started and not yet finished, in start order.
+    pending: tuple[str, ...] = ()
+    #: Steering texts queued and not yet given to the model.
+    steering: tuple[str, ...] = ()
+    #: Token usage summed over the run, and of the last reply alone.
+    usage: Mapping[str, int] = field(default_factory=dict)
+    step_usage: Mapping[str, int] = field(default_factory=dict)
+    #: When the current model call started.
+    step_started: float = 0.0
+    #: Text of the last assistant message.
+    text: str = ""
+    #: Names of the pending tool calls, by call id.
+    tool_names: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    """Everything the loop knows about one session."""
+
+    id: str
+    cwd: str = ""
+    created: float = 0.0
+    #: The conversation: ``{"role": "user" | "assistant", "content": [blocks]}``, roles
+    #: alternating, tool results in the user message after the reply that asked for them.
+    messages: tuple[Mapping[str, Any], ...] = ()
+    run: RunState | None = None
+    #: Reason the last run ended (``None`` before the first run).
+    last_status: str | None = None
+    last_run: str | None = None
+    #: Highest stored ``seq`` folded so far, and how many stored events that is.
+    last_seq: int = 0
+    events: int = 0
+    #: ``dispatch`` idempotency keys seen, with the run each started.
+    request_ids: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def phase(self) -> Phase:
+        """The run's phase, or IDLE when no run is in flight."""
+        return self.run.phase if self.run is not None else Phase.IDLE
+
+
+def fold(events: Iterable[Event], state: SessionState | None = None) -> SessionState:
+    """The state after ``events`` (starting from ``state``, or from nothing)."""
+    for event in events:
+        state = apply(state if state is not None else SessionState(event.session), event)
+    if state is None:
+        raise ValueError("fold() of no events needs a starting state")
+    return state
+
+
+def apply(state: SessionState, event: Event) -> SessionState:
+    """Record one event. Live events change nothing."""
+    if event.live:
+        return state
+    handler = _APPLY.get(event.type)
+    new = handler(state, event) if handler is not None else state
+    return replace(
+        new,
+        events=state.events + 1,
+        last_seq=event.seq if event.seq is not None else state.last_seq,
+    )
+
+
+def _session_created(state: SessionState, event: Event) -> SessionState:
+    return replace(state, cwd=event.data["cwd"], created=event.ts)
+
+
+def _run_started(state: SessionState, event: Event) -> SessionState:
+    d = event.data
+    run = RunState(
+        id=event.run or "",
+        model=d["model"],
+        agent=d.get("agent", "default"),
+        mode=d.get("mode", "agent"),
+        max_turns=d.get("max_turns", 12),
+        tools=tuple(d.get("tools", ())),
+        started=event.ts,
+    )
+    request_ids = state.request_ids
+    if d.get("request_id"):
+        request_ids = {**request_ids, d["request_id"]: run.id}
+    return replace(state, run=run, request_ids=request_ids)
+
+
+def _message_user(state: SessionState, event: Event) -> SessionState:
+    block = {"type": "text", "text": event.data["text"]}
+    state = replace(state, messages=_append_user(state.messages, block))
+    if state.run is not None and event.data.get("origin") == "steer":
+        state = replace(state, run=replace(state.run, steering=state.run.steering[1:]))
+    return state
+
+
+def _step_started(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    return replace(
+        state,
+        run=replace(run, phase=Phase.MODEL, turns=run.turns + 1, step_started=event.ts),
+    )
+
+
+def _message_assistant(state: SessionState, event: Event) -> SessionState:
+    content = [dict(block) for block in event.data["content"]]
+    run = _run(state)
+    text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+    step_usage = {
+        k: v for k, v in (event.data.get("usage") or {}).items() if isinstance(v, int)
+    }
+    usage = dict(run.usage)
+    for key, value in step_usage.items():
+        usage[key] = usage.get(key, 0) + value
+    message = {"role": "assistant", "content": content}
+    return replace(
+        state,
+        messages=state.messages + (message,),
+        run=replace(run, text=text, usage=usage, step_usage=step_usage),
+    )
+
+
+def _tool_started(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    call_id = event.data["call_id"]
+    return replace(
+        state,
+        run=replace(
+            run,
+            phase=Phase.TOOLS,
+            pending=run.pending + (call_id,),
+            tool_names={**run.tool_names, call_id: event.data["name"]},
+        ),
+    )
+
+
+def _tool_finished(state: SessionState, event: Event) -> SessionState:
+    d = event.data
+    block = {
+        "type": "tool_result",
+        "tool_use_id": d["call_id"],
+        "content": d["result"],
+        "is_error": bool(d.get("is_error")),
+    }
+    state = replace(state, messages=_append_user(state.messages, block))
+    if state.run is not None:
+        pending = tuple(c for c in state.run.pending if c != d["call_id"])
+        state = replace(state, run=replace(state.run, pending=pending))
+    return state
+
+
+def _steer_queued(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    return replace(state, run=replace(run, steering=run.steering + (event.data["text"],)))
+
+
+def _run_finished(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=None, last_status=event.data["reason"], last_run=event.run)
+
+
+def _run(state: SessionState) -> RunState:
+    if state.run is None:
+        raise ValueError(f"session {state.id}: event needs a run in flight")
+    return state.run
+
+
+def _append_user(
+    messages: tuple[Mapping[str, Any], ...], block: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], ...]:
+    # Consecutive user content (tool results, then steering) shares one message so that
+    # roles alternate, as the providers require.
+    if messages and messages[-1]["role"] == "user":
+        last = messages[-1]
+        return messages[:-1] + ({"role": "user", "content": [*last["content"], block]},)
+    return messages + ({"role": "user", "content": [block]},)
+
+
+_APPLY = {
+    ev.SESSION_CREATED: _session_created,
+    ev.RUN_STARTED: _run_started,
+    ev.MESSAGE_USER: _message_user,
+    ev.STEP_STARTED: _step_started,
+    ev.MESSAGE_ASSISTANT: _message_assistant,
+    ev.TOOL_STARTED: _tool_started,
+    ev.TOOL_FINISHED: _tool_finished,
+    ev.STEER_QUEUED: _steer_queued,
+    ev.RUN_FINISHED: _run_finished,
+}

@@ -1,0 +1,275 @@
+"""The agent loop's rules: ``step(state, input) -> Transition(events, effects)``.
+
+Everything that decides what a run does next lives in this module. The rules:
+
+- A session is IDLE, or has one run in flight that waits for the MODEL or for TOOLS.
+- ``Submit`` needs IDLE: it starts a run (``run.started``, ``message.user``) and the first
+  model call (``step.started`` + CallModel). Each model call is one turn.
+- ``ModelFinished`` needs MODEL. The reply is stored (``message.assistant``). Tool calls in it
+  start (``tool.started`` + RunTool each, phase TOOLS), unless the reply was cut off at
+  ``max_tokens``: then the calls are answered with errors and the run ends ``max_tokens``.
+  A reply with no tool calls ends the run ``done``, unless steering is queued, which starts
+  another model call.
+- ``ToolFinished`` needs TOOLS and a pending call id. When the last call of the step is done:
+  ``step.finished``; then the run ends ``max_turns`` if every turn is used, else queued
+  steering becomes user messages and the next model call starts.
+- ``ModelFailed`` needs MODEL: ``error`` and the run ends ``error``.
+- ``Steer`` needs a run in flight: ``steer.queued``; the next model call sees it.
+- ``Abort`` needs a run in flight: pending tool calls are answered "aborted", the run ends
+  ``aborted``, and CancelRun stops its model stream and tool processes.
+- ``Interrupted`` (a run left in flight by a daemon that died) ends it ``error``; tool calls
+  that started and never finished are answered "interrupted", never run again.
+- Every run ends with ``run.finished`` and FinishRun.
+
+An input that breaks these rules raises :class:`InvalidInput`; nothing changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from . import _events as ev
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunTool
+from ._events import Event
+from ._inputs import (
+    Abort,
+    CreateSession,
+    Input,
+    Interrupted,
+    ModelFailed,
+    ModelFinished,
+    Steer,
+    Submit,
+    ToolFinished,
+)
+from ._state import Phase, RunState, SessionState, apply
+
+
+class InvalidInput(Exception):
+    """An input that the session's phase does not allow. The state is unchanged."""
+
+    def __init__(self, input: Input, phase: Phase, why: str) -> None:
+        super().__init__(f"{type(input).__name__} in phase {phase.value}: {why}")
+        self.input = input
+        self.phase = phase
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """What a step produced: events to store and publish, then effects to perform."""
+
+    events: tuple[Event, ...]
+    effects: tuple[Effect, ...]
+    #: The state after the events (equal to folding them onto the old state).
+    state: SessionState
+
+
+def step(state: SessionState, input: Input) -> Transition:
+    """Decide what ``input`` means for the session. Pure: no IO, no clock, no ids.
+
+    Raises:
+        InvalidInput: the input is not allowed in the session's phase.
+    """
+    builder = _Builder(state, input)
+    handler = _HANDLERS[type(input)]
+    handler(builder, input)
+    return Transition(tuple(builder.events), tuple(builder.effects), builder.state)
+
+
+class _Builder:
+    """Collects events (applying each as it goes) and effects for one step."""
+
+    def __init__(self, state: SessionState, input: Input) -> None:
+        self.state = state
+        self.input = input
+        self.events: list[Event] = []
+        self.effects: list[Effect] = []
+
+    def emit(self, type: str, *, run: str | None = None, **data: Any) -> None:
+        if run is None and self.state.run is not None:
+            run = self.state.run.id
+        event = Event(type, self.state.id, run, self.input.ts, data)
+        self.events.append(event)
+        self.state = apply(self.state, event)
+
+    def emit_run_finished(self, reason: str, error: str | None = None) -> None:
+        run = self.run
+        data: dict[str, Any] = {
+            "reason": reason,
+            "text": run.text,
+            "turns": run.turns,
+            "usage": dict(run.usage),
+            "duration": max(0.0, self.input.ts - run.started),
+        }
+        if error is not None:
+            data["error"] = error
+        self.emit(ev.RUN_FINISHED, **data)
+        self.effects.append(FinishRun(run.id, reason))
+
+    def start_model_call(self) -> None:
+        for text in self.run.steering:
+            self.emit(ev.MESSAGE_USER, text=text, origin="steer")
+        self.emit(ev.STEP_STARTED, step=self.run.turns + 1)
+        run = self.run
+        self.effects.append(
+            CallModel(run.id, run.turns, run.model, self.state.messages, run.tools)
+        )
+
+    def answer_pending(self, result: str) -> None:
+        run = self.run
+        for call_id in run.pending:
+            self.emit(
+                ev.TOOL_FINISHED,
+                call_id=call_id,
+                name=run.tool_names.get(call_id, ""),
+                result=result,
+                is_error=True,
+                latency=0.0,
+                size=len(result),
+            )
+
+    @property
+    def run(self) -> RunState:
+        assert self.state.run is not None
+        return self.state.run
+
+    def require(self, ok: bool, why: str) -> None:
+        if not ok:
+            raise InvalidInput(self.input, self.state.phase, why)
+
+
+def _create_session(b: _Builder, input: CreateSession) -> None:
+    b.require(b.state.events == 0, "the session already exists")
+    b.emit(ev.SESSION_CREATED, cwd=input.cwd)
+
+
+def _submit(b: _Builder, input: Submit) -> None:
+    b.require(b.state.run is None, "a run is already in flight")
+    b.require(input.max_turns >= 1, "max_turns must be at least 1")
+    b.emit(
+        ev.RUN_STARTED,
+        run=input.run,
+        task=input.task,
+        model=input.model,
+        agent=input.agent,
+        mode=input.mode,
+        max_turns=input.max_turns,
+        tools=list(input.tools),
+        **({"request_id": input.request_id} if input.request_id else {}),
+    )
+    b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
+    b.start_model_call()
+
+
+def _model_finished(b: _Builder, input: ModelFinished) -> None:
+    b.require(b.state.phase is Phase.MODEL, "no model call in flight")
+    content = [dict(block) for block in input.content]
+    b.emit(
+        ev.MESSAGE_ASSISTANT,
+        content=content,
+        usage=dict(input.usage),
+        stop_reason=input.stop_reason,
+        latency=input.latency,
+    )
+    calls = [block for block in content if block.get("type") == "tool_use"]
+    if input.stop_reason == "max_tokens":
+        for call in calls:
+            note = "not run: the reply was cut off at max_tokens"
+            b.emit(
+                ev.TOOL_FINISHED,
+                call_id=call["id"],
+                name=call.get("name", ""),
+                result=note,
+                is_error=True,
+                latency=0.0,
+                size=len(note),
+            )
+        _finish_step(b)
+        b.emit_run_finished("max_tokens")
+        return
+    if calls:
+        for call in calls:
+            b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}))
+            b.effects.append(RunTool(b.run.id, call["id"], call["name"], call.get("input", {})))
+        return
+    _finish_step(b)
+    _continue_or_finish(b, after_tools=False)
+
+
+def _model_failed(b: _Builder, input: ModelFailed) -> None:
+    b.require(b.state.phase is Phase.MODEL, "no model call in flight")
+    b.emit(ev.ERROR, message=input.message)
+    _finish_step(b)
+    b.emit_run_finished("error", input.message)
+
+
+def _tool_finished(b: _Builder, input: ToolFinished) -> None:
+    b.require(b.state.phase is Phase.TOOLS, "no tool calls in flight")
+    b.require(input.call_id in b.run.pending, f"no pending tool call {input.call_id!r}")
+    b.emit(
+        ev.TOOL_FINISHED,
+        call_id=input.call_id,
+        name=b.run.tool_names.get(input.call_id, ""),
+        result=input.result,
+        is_error=input.is_error,
+        latency=input.latency,
+        size=len(input.result),
+        **({"meta": dict(input.meta)} if input.meta else {}),
+    )
+    if b.run.pending:
+        return
+    _finish_step(b)
+    _continue_or_finish(b, after_tools=True)
+
+
+def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
+    # After tool results the model must see them; after a final reply only queued
+    # steering keeps the run going.
+    if not after_tools and not b.run.steering:
+        b.emit_run_finished("done")
+    elif b.run.turns >= b.run.max_turns:
+        b.emit_run_finished("max_turns")
+    else:
+        b.start_model_call()
+
+
+def _finish_step(b: _Builder) -> None:
+    run = b.run
+    b.emit(
+        ev.STEP_FINISHED,
+        step=run.turns,
+        usage=dict(run.step_usage),
+        latency=max(0.0, b.input.ts - run.step_started),
+    )
+
+
+def _steer(b: _Builder, input: Steer) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    b.require(bool(input.text.strip()), "steering text is empty")
+    b.emit(ev.STEER_QUEUED, text=input.text)
+
+
+def _abort(b: _Builder, input: Abort) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    b.answer_pending("aborted: " + input.reason)
+    b.effects.append(CancelRun(b.run.id))
+    b.emit_run_finished("aborted", input.reason)
+
+
+def _interrupted(b: _Builder, input: Interrupted) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    b.answer_pending("interrupted: the daemon stopped while this tool ran; it was not run again")
+    b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
+
+
+_HANDLERS: dict[type, Any] = {
+    CreateSession: _create_session,
+    Submit: _submit,
+    ModelFinished: _model_finished,
+    ModelFailed: _model_failed,
+    ToolFinished: _tool_finished,
+    Steer: _steer,
+    Abort: _abort,
+    Interrupted: _interrupted,
+}

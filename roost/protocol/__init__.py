@@ -1,0 +1,54 @@
+"""The wire protocol: msgpack-RPC over a Unix socket, and the small clients.
+
+Layers, each wrapping the one below (as in pynvim): :class:`Decoder` (bytes to messages,
+with a frame limit) → :class:`RpcSession` (msgids and the pending table) → the clients
+(:class:`Client` here, blocking; ``roost.protocol.trio_client`` for trio). Imports msgpack
+and the stdlib only.
+"""
+
+from ._address import default_socket_path
+from ._client import Client, notification_map
+from ._errors import (
+    ConnectionClosed,
+    ErrorCode,
+    FrameTooLarge,
+    ProtocolError,
+    RoostError,
+    RpcError,
+    error_table,
+)
+from ._framing import DEFAULT_MAX_FRAME, Decoder
+from ._messages import Message, Notification, Request, Response, encode, pack, parse
+from ._methods import API_COMPATIBLE, API_LEVEL, METHODS, METHODS_BY_NAME, PROTOCOL_VERSION, Method, Param
+from ._session import RpcSession, result_of
+
+__all__ = [
+    "API_COMPATIBLE",
+    "API_LEVEL",
+    "Client",
+    "ConnectionClosed",
+    "DEFAULT_MAX_FRAME",
+    "Decoder",
+    "ErrorCode",
+    "FrameTooLarge",
+    "METHODS",
+    "METHODS_BY_NAME",
+    "Message",
+    "Method",
+    "Notification",
+    "PROTOCOL_VERSION",
+    "Param",
+    "ProtocolError",
+    "Request",
+    "Response",
+    "RoostError",
+    "RpcError",
+    "RpcSession",
+    "default_socket_path",
+    "encode",
+    "error_table",
+    "notification_map",
+    "pack",
+    "parse",
+    "result_of",
+]

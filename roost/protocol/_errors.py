@@ -1,0 +1,132 @@
+"""Stable error codes and the exceptions that carry them.
+
+The codes are part of the wire API: a released code never changes meaning, new ones are
+added. Error responses on the wire are maps ``{"code": int, "name": str, "message": str,
+"data": any}``; tracebacks never leave the daemon (they go to its log).
+
+Exception tree::
+
+    RoostError                 anything this package raises
+    ├── RpcError               an error response from the peer (has .code, .message, .data)
+    ├── ProtocolError          the byte stream is not msgpack-RPC (has .code)
+    │   └── FrameTooLarge      one message exceeds the maximum frame size
+    └── ConnectionClosed       the peer went away
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+
+class ErrorCode(enum.IntEnum):
+    """Error codes sent in error responses. Values are stable; add, never renumber."""
+
+    #: The bytes are not msgpack, or the message is not a msgpack-RPC message.
+    INVALID_MESSAGE = 1
+    #: One message is larger than the connection's maximum frame size.
+    FRAME_TOO_LARGE = 2
+    #: No method of that name.
+    UNKNOWN_METHOD = 3
+    #: The params are not one map of the documented shape.
+    INVALID_PARAMS = 4
+    #: The client asked for a protocol version the daemon cannot serve.
+    UNSUPPORTED_PROTOCOL = 5
+    #: No session with that id.
+    SESSION_NOT_FOUND = 10
+    #: The session already has a run in flight (use ``steer`` to add to it).
+    SESSION_BUSY = 11
+    #: The session has no run in flight (for ``steer``, ``abort``).
+    NOT_RUNNING = 12
+    #: The model id names no known provider, or the provider cannot be used as configured.
+    MODEL_UNAVAILABLE = 20
+    #: The daemon is shutting down and takes no new work.
+    SHUTTING_DOWN = 30
+    #: A bug in the daemon; the details are in its log.
+    INTERNAL = 99
+
+
+class RoostError(Exception):
+    """Base class of every exception raised by :mod:`roost.protocol`."""
+
+
+class RpcError(RoostError):
+    """An error response: the peer understood the request and refused it."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    @property
+    def name(self) -> str:
+        """The symbolic name of :attr:`code`, or ``"UNKNOWN"`` for a code we do not know."""
+        try:
+            return ErrorCode(self.code).name
+        except ValueError:
+            return "UNKNOWN"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The error as the map sent in a response."""
+        wire: dict[str, Any] = {"code": int(self.code), "name": self.name, "message": self.message}
+        if self.data is not None:
+            wire["data"] = self.data
+        return wire
+
+    @classmethod
+    def from_wire(cls, error: Any) -> RpcError:
+        """Build from whatever a peer put in a response's error slot."""
+        if isinstance(error, dict):
+            code = error.get("code")
+            return cls(
+                code if isinstance(code, int) else ErrorCode.INTERNAL,
+                str(error.get("message", error)),
+                error.get("data"),
+            )
+        return cls(ErrorCode.INTERNAL, str(error))
+
+    def __repr__(self) -> str:
+        return f"RpcError({self.name}, {self.message!r})"
+
+
+class ProtocolError(RoostError):
+    """The byte stream broke the protocol; the connection cannot go on."""
+
+    code: int = ErrorCode.INVALID_MESSAGE
+
+
+class FrameTooLarge(ProtocolError):
+    """A message is larger than the maximum frame size."""
+
+    code = ErrorCode.FRAME_TOO_LARGE
+
+
+class ConnectionClosed(RoostError):
+    """The peer closed the connection (or it broke) before the answer came."""
+
+
+def error_table() -> list[dict[str, Any]]:
+    """Every error code with its name and meaning, as listed by ``hello``."""
+    return [
+        {"code": int(code), "name": code.name, "doc": _doc(code)} for code in ErrorCode
+    ]
+
+
+def _doc(code: ErrorCode) -> str:
+    return _DOCS[code]
+
+
+_DOCS = {
+    ErrorCode.INVALID_MESSAGE: "not msgpack, or not a msgpack-RPC message",
+    ErrorCode.FRAME_TOO_LARGE: "a message exceeds the maximum frame size",
+    ErrorCode.UNKNOWN_METHOD: "no method of that name",
+    ErrorCode.INVALID_PARAMS: "params are not one map of the documented shape",
+    ErrorCode.UNSUPPORTED_PROTOCOL: "protocol version not served by this daemon",
+    ErrorCode.SESSION_NOT_FOUND: "no session with that id",
+    ErrorCode.SESSION_BUSY: "the session has a run in flight; steer it instead",
+    ErrorCode.NOT_RUNNING: "the session has no run in flight",
+    ErrorCode.MODEL_UNAVAILABLE: "unknown provider or model, or the provider is not usable",
+    ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
+    ErrorCode.INTERNAL: "a bug in the daemon; see its log",
+}

@@ -1,0 +1,79 @@
+"""Sans-IO decoding of a msgpack byte stream into messages.
+
+msgpack-RPC has no length prefix: messages are msgpack objects back to back. The decoder
+buffers at most ``max_frame`` bytes of one unfinished message; more than that and the stream
+is refused with :class:`FrameTooLarge`. Bytes that are not msgpack raise
+:class:`ProtocolError`. Both are fatal to the connection (the stream cannot be resynchronised);
+a decodable object that is not a valid message is not fatal and comes back as a
+:class:`ProtocolError` in the output, so the caller can answer it and go on.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgpack
+
+from ._errors import FrameTooLarge, ProtocolError
+from ._messages import Message, parse
+
+#: Default maximum size of one message: 16 MiB.
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+
+
+class Decoder:
+    """Feed bytes in, get messages out. No IO.
+
+    Error handling:
+        :meth:`feed` raises :class:`FrameTooLarge` or :class:`ProtocolError` when the stream
+        is broken; after that the decoder must not be used again. A well-formed msgpack
+        object that is not a message is returned as a :class:`ProtocolError` instance in
+        the list, and decoding continues.
+    """
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._unpacker = msgpack.Unpacker(
+            raw=False,
+            strict_map_key=False,
+            max_buffer_size=max_frame,
+        )
+        self._fed = 0
+
+    def feed(self, data: bytes) -> list[Union[Message, ProtocolError]]:
+        """Add bytes from the stream; return the messages now complete, in order."""
+        out: list[Union[Message, ProtocolError]] = []
+        view = memoryview(data)
+        # Feed in slices no larger than the free buffer so that a burst of many small
+        # messages in one read is never mistaken for one oversized message.
+        while view:
+            room = self.max_frame - self._buffered()
+            if room <= 0:
+                raise FrameTooLarge(f"a message exceeds the {self.max_frame}-byte frame limit")
+            chunk, view = view[:room], view[room:]
+            try:
+                self._unpacker.feed(chunk)
+                self._fed += len(chunk)
+            except msgpack.BufferFull as exc:
+                raise FrameTooLarge(
+                    f"a message exceeds the {self.max_frame}-byte frame limit"
+                ) from exc
+            self._drain(out)
+        return out
+
+    def _buffered(self) -> int:
+        # Bytes held for the unfinished message: fed so far minus consumed so far.
+        return self._fed - self._unpacker.tell()
+
+    def _drain(self, out: list[Union[Message, ProtocolError]]) -> None:
+        while True:
+            try:
+                obj = next(self._unpacker)
+            except StopIteration:
+                return
+            except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
+                raise ProtocolError(f"bytes are not msgpack: {exc}") from exc
+            try:
+                out.append(parse(obj))
+            except ProtocolError as exc:
+                out.append(exc)

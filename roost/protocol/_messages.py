@@ -1,0 +1,104 @@
+"""msgpack-RPC message kinds, as the spec defines them.
+
+request ``[0, msgid, method, params]``, response ``[1, msgid, error, result]``,
+notification ``[2, method, params]``. ``params`` is an array; roost's methods take one map,
+so a call looks like ``[0, 7, "dispatch", [{"task": "..."}]]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import msgpack
+
+from ._errors import ProtocolError
+
+REQUEST = 0
+RESPONSE = 1
+NOTIFICATION = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A call that expects a response with the same ``msgid``."""
+
+    msgid: int
+    method: str
+    params: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The answer to a request: exactly one of ``error`` and ``result`` is meaningful."""
+
+    msgid: int
+    error: Any
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A one-way message; roost's daemon sends events this way."""
+
+    method: str
+    params: list[Any]
+
+
+Message = Union[Request, Response, Notification]
+
+
+def pack(obj: Any) -> bytes:
+    """Encode one object as msgpack, the way every roost peer does."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def encode(message: Message) -> bytes:
+    """Encode a message as one msgpack array."""
+    if isinstance(message, Request):
+        return pack([REQUEST, message.msgid, message.method, message.params])
+    if isinstance(message, Response):
+        return pack([RESPONSE, message.msgid, message.error, message.result])
+    return pack([NOTIFICATION, message.method, message.params])
+
+
+def parse(obj: Any) -> Message:
+    """Turn one decoded msgpack object into a message.
+
+    Raises:
+        ProtocolError: ``obj`` is not a well-formed msgpack-RPC message. Its ``msgid``
+            attribute holds the request's msgid when one could be read, so the caller can
+            answer that request with an error instead of dropping it.
+    """
+    if not isinstance(obj, (list, tuple)) or not obj:
+        raise ProtocolError("a message must be a non-empty array")
+    kind = obj[0]
+    if kind == REQUEST and len(obj) == 4:
+        _, msgid, method, params = obj
+        if not _is_msgid(msgid):
+            raise ProtocolError("request msgid must be an unsigned 32-bit integer")
+        if not isinstance(method, str):
+            raise _with_msgid(ProtocolError("request method must be a string"), msgid)
+        if not isinstance(params, (list, tuple)):
+            raise _with_msgid(ProtocolError("request params must be an array"), msgid)
+        return Request(msgid, method, list(params))
+    if kind == RESPONSE and len(obj) == 4:
+        _, msgid, error, result = obj
+        if not _is_msgid(msgid):
+            raise ProtocolError("response msgid must be an unsigned 32-bit integer")
+        return Response(msgid, error, result)
+    if kind == NOTIFICATION and len(obj) == 3:
+        _, method, params = obj
+        if not isinstance(method, str) or not isinstance(params, (list, tuple)):
+            raise ProtocolError("notification must be [2, str method, array params]")
+        return Notification(method, list(params))
+    raise ProtocolError("not a msgpack-RPC request, response or notification")
+
+
+def _is_msgid(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
+
+
+def _with_msgid(error: ProtocolError, msgid: int) -> ProtocolError:
+    error.msgid = msgid  # type: ignore[attr-defined]
+    return error

@@ -1,0 +1,103 @@
+"""The method catalogue: names, parameters and what each returns.
+
+This table is the API: ``hello`` sends it to clients (like Neovim's api-info). Released
+names and parameters never change; new ones are added and the API level goes up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Version of the wire protocol (message framing and kinds).
+PROTOCOL_VERSION = 1
+#: Level of the method API; raised whenever methods or parameters are added.
+API_LEVEL = 1
+#: The oldest API level this daemon still serves unchanged.
+API_COMPATIBLE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One key of a method's parameter map."""
+
+    name: str
+    type: str
+    required: bool = False
+    doc: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    """One RPC method: its name, parameters, and the keys of its result."""
+
+    name: str
+    doc: str
+    params: tuple[Param, ...] = ()
+    returns: tuple[str, ...] = field(default=())
+
+    def describe(self) -> dict[str, Any]:
+        """The method as listed by ``hello``."""
+        return {
+            "name": self.name,
+            "doc": self.doc,
+            "params": [
+                {"name": p.name, "type": p.type, "required": p.required, "doc": p.doc}
+                for p in self.params
+            ],
+            "returns": list(self.returns),
+        }
+
+
+_SESSION = Param("session", "str", True, "session id")
+
+METHODS: tuple[Method, ...] = (
+    Method(
+        "hello",
+        "Handshake: the daemon's version and the API catalogue.",
+        (Param("client", "str", doc="client name"), Param("protocol", "int", doc="protocol version")),
+        ("api_level", "api_compatible", "version", "protocol", "pid", "methods", "events", "errors"),
+    ),
+    Method("status", "Daemon status.", (), ("pid", "version", "socket", "uptime", "sessions", "runs")),
+    Method("shutdown", "Stop the daemon: runs are aborted and stored, then it exits.", (), ("ok",)),
+    Method("sessions.list", "Every session, newest last.", (), ("sessions",)),
+    Method(
+        "sessions.create",
+        "Create an empty session.",
+        (Param("cwd", "str", doc="working directory (default: the daemon's)"),),
+        ("session",),
+    ),
+    Method(
+        "attach",
+        "Stream a session's events: stored ones after `since`, then live ones, no gap.",
+        (_SESSION, Param("since", "int", doc="last seq already seen (default 0: everything)")),
+        ("session", "last_seq"),
+    ),
+    Method("detach", "Stop streaming a session's events.", (_SESSION,), ("ok",)),
+    Method(
+        "dispatch",
+        "Start a run on a task; returns at once with the session and run ids.",
+        (
+            Param("task", "str", True, "what to do"),
+            Param("session", "str", doc="existing session (default: a new one)"),
+            Param("agent", "str", doc="agent name"),
+            Param("mode", "str", doc="run mode"),
+            Param("model", "str", doc="provider/model"),
+            Param("cwd", "str", doc="working directory of a new session"),
+            Param("max_turns", "int", doc="model calls allowed in this run"),
+            Param("request_id", "str", doc="idempotency key: a repeat returns the first run"),
+            Param("attach", "bool", doc="also attach this connection to the session"),
+        ),
+        ("session", "run"),
+    ),
+    Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
+    Method("abort", "Abort the run in flight.", (_SESSION,), ("ok", "run")),
+    Method(
+        "events",
+        "Stored events of a session after `since` (no streaming).",
+        (_SESSION, Param("since", "int"), Param("limit", "int")),
+        ("events", "last_seq"),
+    ),
+)
+
+METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}

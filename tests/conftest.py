@@ -1,0 +1,40 @@
+"""Every test runs with its own socket, config, state and log dirs, and no provider keys."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def roost_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """Point ROOST_SOCKET and the XDG dirs at temp folders; drop provider keys.
+
+    The socket lives in a short folder under /tmp because AF_UNIX paths are limited to
+    about 107 bytes and pytest's tmp paths are long.
+    """
+    short = Path(tempfile.mkdtemp(prefix="roost-", dir="/tmp"))
+    monkeypatch.setenv("ROOST_SOCKET", str(short / "s.sock"))
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+    ):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(short))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    for var in list(os.environ):
+        if var.startswith(("ANTHROPIC_", "OPENAI_", "ROOST_MODEL")):
+            monkeypatch.delenv(var)
+    try:
+        yield short
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
