@@ -7,7 +7,7 @@ reads a clock or makes ids: those arrive as fields of the inputs.
 """
 
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunTool
-from ._events import EVENT_TYPES, LIVE_TYPES, STOP_REASONS, Event
+from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
     Abort,
     CreateSession,
@@ -25,7 +25,9 @@ from ._step import InvalidInput, Transition, step
 __all__ = [
     "EVENT_TYPES",
     "LIVE_TYPES",
+    "REASONING_DELTA",
     "STOP_REASONS",
+    "TEXT_DELTA",
     "Abort",
     "CallModel",
     "CancelRun",

@@ -1,0 +1,282 @@
+"""The method table: each RPC method's handler, and the checks every request goes through.
+
+Params are checked against the catalogue in :mod:`roost.protocol` (one map, required keys,
+types) before a handler runs. Handlers raise :class:`RpcError` with a stable code; anything
+else is a bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Awaitable, Callable
+
+import trio
+
+import roost
+from roost.loop import EVENT_TYPES, InvalidInput, Phase
+from roost.protocol import (
+    API_COMPATIBLE,
+    API_LEVEL,
+    METHODS,
+    METHODS_BY_NAME,
+    PROTOCOL_VERSION,
+    ErrorCode,
+    Notification,
+    Request,
+    Response,
+    RpcError,
+    encode,
+    error_table,
+)
+
+from ._conductor import Conductor
+from ._connection import Attachment, Connection
+from ._sessions import Session, SessionNotFound
+from .providers import ProviderUnavailable, default_model
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,)}
+
+
+class Api:
+    """Answers requests on behalf of one daemon."""
+
+    def __init__(self, conductor: Conductor, socket: str, shutdown: trio.Event) -> None:
+        self.conductor = conductor
+        self.socket = socket
+        self.started = time.monotonic()
+        self._shutdown = shutdown
+        self._handlers: dict[str, Handler] = {
+            "hello": self.hello,
+            "status": self.status,
+            "shutdown": self.shutdown,
+            "sessions.list": self.sessions_list,
+            "sessions.create": self.sessions_create,
+            "attach": self.attach,
+            "detach": self.detach,
+            "dispatch": self.dispatch,
+            "steer": self.steer,
+            "abort": self.abort,
+            "events": self.events,
+        }
+        assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
+
+    async def answer(self, connection: Connection, request: Request) -> bytes:
+        """Run one request and return the encoded response (never raises)."""
+        try:
+            params = _check(request)
+            result = await self._handlers[request.method](connection, params)
+        except RpcError as exc:
+            return encode(Response(request.msgid, exc.to_wire(), None))
+        except Exception:
+            log.exception("internal error in %s", request.method)
+            error = RpcError(ErrorCode.INTERNAL, f"internal error in {request.method}; see the daemon log")
+            return encode(Response(request.msgid, error.to_wire(), None))
+        return encode(Response(request.msgid, None, result))
+
+    async def hello(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        protocol = params.get("protocol", PROTOCOL_VERSION)
+        if protocol != PROTOCOL_VERSION:
+            raise RpcError(
+                ErrorCode.UNSUPPORTED_PROTOCOL,
+                f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
+            )
+        connection.client = str(params.get("client", "unknown"))
+        return {
+            "api_level": API_LEVEL,
+            "api_compatible": API_COMPATIBLE,
+            "version": roost.__version__,
+            "protocol": PROTOCOL_VERSION,
+            "pid": os.getpid(),
+            "methods": [m.describe() for m in METHODS],
+            "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
+            "errors": error_table(),
+        }
+
+    async def status(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        sessions = await self.conductor.store.sessions()
+        return {
+            "pid": os.getpid(),
+            "version": roost.__version__,
+            "socket": self.socket,
+            "uptime": time.monotonic() - self.started,
+            "sessions": len(sessions),
+            "runs": self.conductor.runs_in_flight(),
+            "database": str(self.conductor.store.path),
+        }
+
+    async def shutdown(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._shutdown.set()
+        return {"ok": True}
+
+    async def sessions_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        loaded = {s.id: s for s in self.conductor.sessions.loaded()}
+        out = []
+        for row in await self.conductor.store.sessions():
+            session = loaded.get(row.id)
+            status = row.last_status or "new"
+            events = row.events
+            if session is not None:
+                status = "running" if session.state.run is not None else session.state.last_status or "new"
+                events = session.state.events
+            out.append(
+                {"id": row.id, "cwd": row.cwd, "created": row.created, "status": status, "events": events}
+            )
+        return {"sessions": out}
+
+    async def sessions_create(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        session = await self.conductor.create_session(_cwd(params.get("cwd")))
+        return {"session": session.id}
+
+    async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        since = params.get("since", 0)
+        hub = self.conductor.hub
+        connection.attachments[session.id] = attachment = Attachment(last_seq=since)
+        hub.subscribe(session.id, connection)
+        for event in await self.conductor.store.events(session.id, since):
+            if connection.attachments.get(session.id) is not attachment:
+                break
+            await connection.send(encode(Notification("event", [event.to_map()])))
+            attachment.last_seq = event.seq or attachment.last_seq
+        _finish_replay(connection, session.id, attachment)
+        return {"session": session.id, "last_seq": attachment.last_seq}
+
+    async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        connection.attachments.pop(params["session"], None)
+        self.conductor.hub.unsubscribe(params["session"], connection)
+        return {"ok": True}
+
+    async def dispatch(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        request_id = params.get("request_id")
+        if request_id:
+            earlier = self.conductor.find_request(request_id)
+            if earlier is not None:
+                return {"session": earlier[0], "run": earlier[1], "repeated": True}
+        if not params["task"].strip():
+            raise RpcError(ErrorCode.INVALID_PARAMS, "task is empty")
+        max_turns = params.get("max_turns", 12)
+        if max_turns < 1:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "max_turns must be at least 1")
+        model = params.get("model") or default_model()
+        try:
+            self.conductor.providers.resolve(model)
+        except ProviderUnavailable as exc:
+            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
+        if params.get("session"):
+            session = await self._session(params["session"])
+            if session.state.phase is not Phase.IDLE:
+                raise _busy(session)
+        else:
+            session = await self.conductor.create_session(_cwd(params.get("cwd")))
+        if params.get("attach"):
+            connection.attachments[session.id] = Attachment(session.state.last_seq, replaying=False)
+            self.conductor.hub.subscribe(session.id, connection)
+        try:
+            run = await self.conductor.dispatch(
+                session,
+                task=params["task"],
+                model=model,
+                agent=params.get("agent") or "default",
+                mode=params.get("mode") or "agent",
+                max_turns=max_turns,
+                request_id=request_id,
+            )
+        except InvalidInput:
+            raise _busy(session) from None
+        except ProviderUnavailable as exc:
+            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
+        return {"session": session.id, "run": run}
+
+    async def steer(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        if not params["text"].strip():
+            raise RpcError(ErrorCode.INVALID_PARAMS, "text is empty")
+        try:
+            await self.conductor.steer(session, params["text"])
+        except InvalidInput:
+            raise _not_running(session) from None
+        return {"ok": True}
+
+    async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        try:
+            run = await self.conductor.abort(session)
+        except InvalidInput:
+            raise _not_running(session) from None
+        return {"ok": True, "run": run}
+
+    async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
+        return {"events": [e.to_map() for e in events], "last_seq": session.state.last_seq}
+
+    async def _session(self, session_id: str) -> Session:
+        try:
+            return await self.conductor.sessions.get(session_id)
+        except SessionNotFound:
+            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}") from None
+
+    def _refuse_when_stopping(self) -> None:
+        if self._shutdown.is_set():
+            raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+
+
+def _finish_replay(connection: Connection, session: str, attachment: Attachment) -> None:
+    # Live events that arrived during the replay go out now; deliver() drops the ones the
+    # replay already sent (same seq), so there is no gap and no duplicate.
+    if connection.attachments.get(session) is not attachment:
+        return
+    attachment.replaying = False
+    buffered, attachment.buffer = attachment.buffer, []
+    for seq, data in buffered:
+        connection.deliver(session, seq, data)
+
+
+def _check(request: Request) -> dict[str, Any]:
+    method = METHODS_BY_NAME.get(request.method)
+    if method is None:
+        raise RpcError(ErrorCode.UNKNOWN_METHOD, f"no method {request.method!r}")
+    if len(request.params) > 1 or (request.params and not isinstance(request.params[0], dict)):
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} takes one map of params")
+    params = request.params[0] if request.params else {}
+    for param in method.params:
+        value = params.get(param.name)
+        if value is None:
+            if param.required:
+                raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} is required")
+            continue
+        types = _TYPES[param.type]
+        if not isinstance(value, types) or (param.type == "int" and isinstance(value, bool)):
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"{request.method}: {param.name!r} must be {param.type}, not {type(value).__name__}",
+            )
+    return params
+
+
+def _cwd(cwd: str | None) -> str:
+    path = os.path.abspath(os.path.expanduser(cwd)) if cwd else os.getcwd()
+    if not os.path.isdir(path):
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"cwd {path!r} is not a folder")
+    return path
+
+
+def _busy(session: Session) -> RpcError:
+    run = session.state.run.id if session.state.run else None
+    return RpcError(
+        ErrorCode.SESSION_BUSY,
+        f"session {session.id} has a run in flight ({run}); steer it or abort it",
+        {"run": run},
+    )
+
+
+def _not_running(session: Session) -> RpcError:
+    return RpcError(ErrorCode.NOT_RUNNING, f"session {session.id} has no run in flight")

@@ -1,0 +1,278 @@
+"""The conductor: the one driver of the pure loop.
+
+For every input it steps the session's state, stores the new events (durably), publishes
+them, and performs the effects: model calls and tool calls run as tasks in the run's own
+nursery, and what they return is fed back as the next input. The conductor decides nothing
+about the run itself (that is :func:`roost.loop.step`); failures of IO come back as inputs.
+
+Resource handling:
+    Each run owns a nursery inside the daemon's nursery. CancelRun cancels it, which closes
+    the model's HTTP stream and kills tool process groups at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import replace
+from typing import Any
+
+import trio
+
+from roost.loop import (
+    Abort,
+    CallModel,
+    CancelRun,
+    Effect,
+    Event,
+    FinishRun,
+    Input,
+    REASONING_DELTA,
+    TEXT_DELTA,
+    Interrupted,
+    InvalidInput,
+    ModelFailed,
+    ModelFinished,
+    RunTool,
+    Steer,
+    Submit,
+    ToolFinished,
+    Transition,
+    step,
+)
+
+from ._hub import Hub
+from ._sessions import Session, SessionTable
+from ._store import EventStore
+from .providers import ModelRequest, ProviderError, ProviderRegistry, ToolSpec
+from .tools import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+#: Tool calls of one step that may run at the same time.
+TOOL_CONCURRENCY = 8
+#: How long shutdown waits for aborted runs to wind down.
+SHUTDOWN_GRACE = 5.0
+
+_SYSTEM = (
+    "You are roost's agent, working in the project folder {cwd}. Use the tools to inspect "
+    "and change the project; tool results are real. Be brief, and say what you did."
+)
+
+
+class Conductor:
+    """Runs sessions: dispatch, steer, abort, recovery, shutdown."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        hub: Hub,
+        providers: ProviderRegistry,
+        tools: ToolRegistry,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.store = store
+        self.hub = hub
+        self.providers = providers
+        self.tools = tools
+        self.sessions = SessionTable(store)
+        self._nursery = nursery
+        self._request_ids: dict[str, tuple[str, str]] = {}
+
+    async def start(self) -> None:
+        """Load what a restart needs: idempotency keys, and runs a dead daemon left open."""
+        self._request_ids = await self.store.request_ids()
+        for session_id in await self.store.open_runs():
+            session = await self.sessions.get(session_id)
+            log.warning("session %s: run %s was interrupted", session_id, session.state.run and session.state.run.id)
+            await self.feed(session, Interrupted(time.time()))
+
+    def runs_in_flight(self) -> int:
+        """Sessions with a run in flight."""
+        return sum(1 for s in self.sessions.loaded() if s.state.run is not None)
+
+    async def create_session(self, cwd: str) -> Session:
+        """A new session; its first events are stored and published."""
+        session, stored = await self.sessions.create(cwd)
+        for event in stored:
+            self.hub.publish(event.to_map())
+        return session
+
+    async def dispatch(
+        self,
+        session: Session,
+        *,
+        task: str,
+        model: str,
+        agent: str = "default",
+        mode: str = "agent",
+        max_turns: int = 12,
+        request_id: str | None = None,
+    ) -> str:
+        """Start a run on ``session``; return its id once ``run.started`` is stored.
+
+        Raises:
+            InvalidInput: a run is already in flight (or max_turns < 1).
+            ProviderUnavailable: the model cannot be used.
+        """
+        self.providers.resolve(model)
+        submit = Submit(
+            run="r" + secrets.token_hex(6),
+            task=task,
+            ts=time.time(),
+            model=model,
+            agent=agent,
+            mode=mode,
+            max_turns=max_turns,
+            tools=self.tools.names(),
+            request_id=request_id,
+        )
+        await self._nursery.start(self._run, session, submit)
+        if request_id:
+            self._request_ids[request_id] = (session.id, submit.run)
+        return submit.run
+
+    def find_request(self, request_id: str) -> tuple[str, str] | None:
+        """The (session, run) a dispatch with this idempotency key started, if any."""
+        return self._request_ids.get(request_id)
+
+    async def steer(self, session: Session, text: str) -> None:
+        """Queue words for the run in flight. Raises InvalidInput when there is none."""
+        await self.feed(session, Steer(text, time.time()))
+
+    async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
+        """Abort the run in flight and return its id. Raises InvalidInput when there is none."""
+        run = session.state.run
+        await self.feed(session, Abort(time.time(), reason))
+        assert run is not None
+        return run.id
+
+    async def shutdown(self) -> None:
+        """Abort every run (their events are stored) and wait, bounded, for them to end."""
+        with trio.CancelScope(shield=True):
+            waits = []
+            for session in self.sessions.loaded():
+                if session.state.run is None:
+                    continue
+                try:
+                    await self.feed(session, Abort(time.time(), "the daemon shut down"))
+                except InvalidInput:
+                    continue
+                if session.run_done is not None:
+                    waits.append(session.run_done)
+            with trio.move_on_after(SHUTDOWN_GRACE):
+                for done in waits:
+                    await done.wait()
+            with trio.move_on_after(SHUTDOWN_GRACE):
+                await self.providers.aclose()
+
+    async def feed(self, session: Session, input: Input) -> Transition:
+        """Step, store, publish, perform: the conductor's whole job for one input.
+
+        Raises:
+            InvalidInput: the input is not allowed now; nothing was stored.
+        """
+        async with session.lock:
+            transition = step(session.state, input)
+            # Once stepped, the events must be stored and the state advanced together.
+            with trio.CancelScope(shield=True):
+                stored = await self.store.append(transition.events)
+            state = transition.state
+            if stored:
+                state = replace(state, last_seq=stored[-1].seq)
+            session.state = state
+            for event in stored:
+                self.hub.publish(event.to_map())
+            self._perform(session, transition.effects)
+        return transition
+
+    def _perform(self, session: Session, effects: tuple[Effect, ...]) -> None:
+        nursery = session.run_nursery
+        for effect in effects:
+            if isinstance(effect, CallModel):
+                assert nursery is not None
+                nursery.start_soon(self._call_model, session, effect)
+            elif isinstance(effect, RunTool):
+                assert nursery is not None
+                nursery.start_soon(self._run_tool, session, effect)
+            elif isinstance(effect, CancelRun):
+                if nursery is not None:
+                    nursery.cancel_scope.cancel()
+            elif isinstance(effect, FinishRun):
+                log.info("session %s: run %s finished: %s", session.id, effect.run, effect.reason)
+
+    async def _run(self, session: Session, submit: Submit, *, task_status: Any) -> None:
+        session.run_done = done = trio.Event()
+        session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
+        try:
+            async with trio.open_nursery() as nursery:
+                session.run_nursery = nursery
+                await self.feed(session, submit)
+                task_status.started()
+        finally:
+            session.run_nursery = None
+            done.set()
+
+    async def _call_model(self, session: Session, effect: CallModel) -> None:
+        started = time.monotonic()
+
+        def on_delta(kind: str, text: str) -> None:
+            type = TEXT_DELTA if kind == "text" else REASONING_DELTA
+            self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text}).to_map())
+
+        try:
+            provider, name = self.providers.resolve(effect.model)
+            request = ModelRequest(
+                model=name,
+                system=_SYSTEM.format(cwd=session.state.cwd),
+                messages=effect.messages,
+                tools=tuple(self._tool_specs(effect.tools)),
+                cwd=session.state.cwd,
+            )
+            reply = await provider.stream(request, on_delta)
+        except ProviderError as exc:
+            result: Input = ModelFailed(exc.message, time.time())
+        except Exception as exc:
+            log.exception("session %s: model call failed", session.id)
+            result = ModelFailed(f"internal error in the model call: {type(exc).__name__}: {exc}", time.time())
+        else:
+            result = ModelFinished(
+                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
+            )
+        await self._feed_result(session, effect.run, result)
+
+    async def _run_tool(self, session: Session, effect: RunTool) -> None:
+        async with session.tool_limiter:
+            ctx = ToolContext(cwd=session.state.cwd)
+            result = await self.tools.call(effect.name, effect.input, ctx)
+        await self._feed_result(
+            session,
+            effect.run,
+            ToolFinished(
+                effect.call_id,
+                result.text,
+                time.time(),
+                result.is_error,
+                float(result.meta.get("latency", 0.0)),
+                {k: v for k, v in result.meta.items() if k != "latency"},
+            ),
+        )
+
+    async def _feed_result(self, session: Session, run: str, result: Input) -> None:
+        if session.state.run is None or session.state.run.id != run:
+            return
+        try:
+            await self.feed(session, result)
+        except InvalidInput as exc:
+            # The run moved on (aborted while this effect finished): the result is stale.
+            log.debug("session %s: stale result dropped: %s", session.id, exc)
+
+    def _tool_specs(self, names: tuple[str, ...]) -> list[ToolSpec]:
+        specs = []
+        for name in names:
+            tool = self.tools.get(name)
+            if tool is not None:
+                specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
+        return specs
+

@@ -1,0 +1,251 @@
+"""The daemon's lifetime: lock, socket, store, connections, signals, clean shutdown.
+
+Error handling:
+    A client's mistake or disappearance ends that connection only; it is logged and never
+    reaches the server nursery. Bytes that are not msgpack get an ``error`` notification and
+    the connection is closed; a message that is not msgpack-RPC gets an error response (or
+    notification when it has no msgid) and the connection goes on.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket as stdsocket
+import struct
+from pathlib import Path
+from typing import IO, Any
+
+import trio
+
+from roost.protocol import (
+    DEFAULT_MAX_FRAME,
+    Decoder,
+    ErrorCode,
+    Notification,
+    ProtocolError,
+    Request,
+    Response,
+    RpcError,
+    encode,
+)
+
+from ._api import Api
+from ._conductor import Conductor
+from ._connection import Connection
+from ._hub import Hub
+from ._paths import ensure_private_dir, state_dir
+from ._store import EventStore
+from .providers import ProviderRegistry
+from .tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+#: Requests of one connection handled at the same time.
+REQUESTS_PER_CONNECTION = 64
+
+
+class AlreadyRunning(RuntimeError):
+    """Another daemon holds the lock for this socket."""
+
+
+class Daemon:
+    """One roost daemon. Use :func:`serve`."""
+
+    def __init__(self, socket_path: Path, database: Path, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.socket_path = socket_path
+        self.database = database
+        self.max_frame = max_frame
+        self.hub = Hub()
+        self.stopping = trio.Event()
+        self._connections: set[Connection] = set()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly."""
+        lock = _acquire_lock(self.socket_path)
+        try:
+            listener = await _listen(self.socket_path)
+            store = EventStore.open(self.database)
+            try:
+                await self._serve(listener, store, task_status)
+            finally:
+                store.close()
+                try:
+                    self.socket_path.unlink()
+                except FileNotFoundError:
+                    pass
+        finally:
+            lock.close()
+
+    async def _serve(self, listener: trio.SocketListener, store: EventStore, task_status: Any) -> None:
+        providers = ProviderRegistry()
+        async with trio.open_nursery() as root:
+            await root.start(store.run_writer)
+            async with trio.open_nursery() as nursery:
+                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery)
+                await conductor.start()
+                api = Api(conductor, str(self.socket_path), self.stopping)
+                nursery.start_soon(self._watch_signals)
+                nursery.start_soon(self._accept, listener, api, nursery)
+                log.info("listening on %s (pid %d)", self.socket_path, os.getpid())
+                task_status.started()
+                await self.stopping.wait()
+                log.info("shutting down")
+                await listener.aclose()
+                await conductor.shutdown()
+                with trio.move_on_after(2):
+                    for connection in list(self._connections):
+                        connection.close_outbox()
+                nursery.cancel_scope.cancel()
+            store.stop_writer()
+        log.info("stopped")
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %s", signal.Signals(signum).name)
+                self.stopping.set()
+                return
+
+    async def _accept(self, listener: trio.SocketListener, api: Api, nursery: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS):
+                    log.error("accept failed: %s; pausing", exc)
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            nursery.start_soon(self._handle, stream, api)
+
+    async def _handle(self, stream: trio.SocketStream, api: Api) -> None:
+        connection = Connection(stream)
+        self._connections.add(connection)
+        try:
+            uid = _peer_uid(stream)
+            if uid is not None and uid != os.getuid():
+                log.warning("refused a connection from uid %d", uid)
+                await stream.send_all(_error_note(ErrorCode.INVALID_MESSAGE, "connections from other users are refused"))
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._write, connection, nursery.cancel_scope)
+                await self._read(connection, api)
+        except Exception:
+            log.exception("connection %d failed", connection.id)
+        finally:
+            self._connections.discard(connection)
+            self.hub.drop(connection)
+            connection.attachments.clear()
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _write(self, connection: Connection, scope: trio.CancelScope) -> None:
+        try:
+            await connection.run_writer()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        # The writer only ends when the client is gone or the outbox was closed: either
+        # way the connection is over.
+        scope.cancel()
+
+    async def _read(self, connection: Connection, api: Api) -> None:
+        decoder = Decoder(self.max_frame)
+        limiter = trio.Semaphore(REQUESTS_PER_CONNECTION)
+        async with trio.open_nursery() as answers:
+            while True:
+                try:
+                    data = await connection.stream.receive_some(256 * 1024)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    break
+                if not data:
+                    break
+                try:
+                    messages = decoder.feed(data)
+                except ProtocolError as exc:
+                    log.info("connection %d: %s", connection.id, exc)
+                    await connection.send(_error_note(exc.code, str(exc)))
+                    break
+                for message in messages:
+                    if isinstance(message, Request):
+                        await limiter.acquire()
+                        answers.start_soon(self._answer, connection, api, message, limiter)
+                    elif isinstance(message, ProtocolError):
+                        await connection.send(_invalid(message))
+                    elif isinstance(message, Response):
+                        log.info("connection %d: ignored a response (msgid %d)", connection.id, message.msgid)
+        # Every answer is queued; the writer sends them and then ends.
+        connection.close_outbox()
+
+    async def _answer(
+        self, connection: Connection, api: Api, request: Request, limiter: trio.Semaphore
+    ) -> None:
+        try:
+            await connection.send(await api.answer(connection, request))
+        finally:
+            limiter.release()
+
+
+def _invalid(error: ProtocolError) -> bytes:
+    msgid = getattr(error, "msgid", None)
+    if msgid is not None:
+        return encode(Response(msgid, RpcError(error.code, str(error)).to_wire(), None))
+    return _error_note(error.code, str(error))
+
+
+def _error_note(code: int, message: str) -> bytes:
+    return encode(Notification("error", [RpcError(code, message).to_wire()]))
+
+
+def _peer_uid(stream: trio.SocketStream) -> int | None:
+    so_peercred = getattr(stdsocket, "SO_PEERCRED", None)
+    if so_peercred is None:
+        # No SO_PEERCRED (macOS, BSD): the socket's 0700 folder keeps other users out.
+        return None
+    creds = stream.socket.getsockopt(stdsocket.SOL_SOCKET, so_peercred, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid
+
+
+def _acquire_lock(socket_path: Path) -> IO[str]:
+    ensure_private_dir(socket_path.parent)
+    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        pid = lock.read().strip()
+        lock.close()
+        raise AlreadyRunning(f"a roost daemon (pid {pid or '?'}) already serves {socket_path}") from None
+    lock.seek(0)
+    lock.truncate()
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
+async def _listen(path: Path) -> trio.SocketListener:
+    # Only the lock holder gets here, so a socket file left behind is stale.
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        await sock.bind(os.fspath(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    sock.listen(128)
+    return trio.SocketListener(sock)
+
+
+def default_database() -> Path:
+    """The database file in the user state dir."""
+    return state_dir() / "roost.db"

@@ -1,0 +1,81 @@
+"""Sessions in memory: their folded state, their run lock, and the scope of the run in flight."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import trio
+
+from roost.loop import CreateSession, SessionState, fold, step
+
+from ._store import EventStore
+
+
+@dataclass(eq=False)
+class Session:
+    """One session the daemon has loaded.
+
+    ``lock`` serialises steps: every input is stepped, stored and published under it, so
+    the state always equals the fold of the stored log.
+    """
+
+    state: SessionState
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    #: The nursery of the run in flight (its effects run there) and a flag set when it ends.
+    run_nursery: trio.Nursery | None = None
+    run_done: trio.Event | None = None
+    #: Bounds the tool calls of one step that run at once.
+    tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(8))
+
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+
+class SessionNotFound(KeyError):
+    """No session with that id."""
+
+
+class SessionTable:
+    """Sessions by id, loaded from the store on first use."""
+
+    def __init__(self, store: EventStore) -> None:
+        self._store = store
+        self._sessions: dict[str, Session] = {}
+        self._loading = trio.Lock()
+
+    def loaded(self) -> list[Session]:
+        """The sessions in memory."""
+        return list(self._sessions.values())
+
+    async def get(self, session_id: str) -> Session:
+        """The session, folded from its stored events the first time.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return session
+        if not self._store.has_session(session_id):
+            raise SessionNotFound(session_id)
+        async with self._loading:
+            session = self._sessions.get(session_id)
+            if session is None:
+                events = await self._store.events(session_id)
+                state = fold(events, SessionState(session_id))
+                session = self._sessions[session_id] = Session(state)
+        return session
+
+    async def create(self, cwd: str) -> tuple[Session, list]:
+        """A new session in ``cwd``; returns it and its stored first events."""
+        session_id = secrets.token_hex(6)
+        now = time.time()
+        transition = step(SessionState(session_id), CreateSession(session_id, cwd, now))
+        await self._store.create_session(session_id, cwd, now)
+        stored = await self._store.append(transition.events)
+        session = Session(fold(stored, SessionState(session_id)))
+        self._sessions[session_id] = session
+        return session, stored

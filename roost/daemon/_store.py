@@ -1,0 +1,260 @@
+"""The event store: SQLite in WAL mode, one writer with group commit.
+
+Design: every stored event gets the next per-session ``seq`` the moment it is appended (in
+the trio thread, so numbering follows call order), then joins a batch that one writer task
+commits in a single transaction on a worker thread. ``append`` returns only once the batch
+is committed, so an event is durable before anyone publishes it. Reads use a second
+connection (WAL lets them run beside the writer).
+
+Migrations are numbered and named; applied names are recorded in ``_migrations``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import msgpack
+import trio
+
+from roost.loop import Event
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    db.execute(
+        "CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT NOT NULL, created REAL NOT NULL)"
+    )
+    db.execute(
+        """CREATE TABLE events (
+            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            run TEXT,
+            type TEXT NOT NULL,
+            ts REAL NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY (session, seq)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE INDEX events_type ON events(type, session)")
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("m001_initial", _m001_initial),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """A session as listed: the fields ``sessions.list`` reports."""
+
+    id: str
+    cwd: str
+    created: float
+    events: int
+    last_status: str | None
+
+
+class EventStore:
+    """Sessions and their events in one SQLite file.
+
+    Resource handling:
+        Open with :meth:`open`; run :meth:`run_writer` in a nursery (``nursery.start``) for
+        the store's lifetime; :meth:`close` when done.
+    """
+
+    def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._read_lock = trio.Lock()
+        self._next_seq: dict[str, int] = {}
+        self._queue_send, self._queue_receive = trio.open_memory_channel[
+            tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
+        ](256)
+        for session, last in writer.execute("SELECT session, max(seq) FROM events GROUP BY session"):
+            self._next_seq[session] = last + 1
+
+    @classmethod
+    def open(cls, path: Path) -> EventStore:
+        """Open (creating and migrating as needed) the database at ``path``."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = _connect(path)
+        _migrate(writer)
+        reader = _connect(path)
+        return cls(path, writer, reader)
+
+    def close(self) -> None:
+        """Close both connections."""
+        self._writer.close()
+        self._reader.close()
+
+    async def run_writer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Commit appended events in batches until the queue is closed. Never returns early."""
+        task_status.started()
+        async with self._queue_receive:
+            async for first in self._queue_receive:
+                batch = [first]
+                while True:
+                    try:
+                        batch.append(self._queue_receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                rows = [row for rows, _, _ in batch for row in rows]
+                try:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(self._commit, rows)
+                except Exception as exc:
+                    for _, _, errors in batch:
+                        errors.append(exc)
+                for _, done, _ in batch:
+                    done.set()
+
+    def stop_writer(self) -> None:
+        """Let the writer finish the queued batches and return."""
+        self._queue_send.close()
+
+    def _commit(self, rows: list[tuple[Any, ...]]) -> None:
+        with _transaction(self._writer):
+            sessions = [r[1:] for r in rows if r[0] == "session"]
+            events = [r[1:] for r in rows if r[0] == "event"]
+            if sessions:
+                self._writer.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+            if events:
+                self._writer.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+
+    async def create_session(self, session: str, cwd: str, created: float) -> None:
+        """Record a new session (durably)."""
+        self._next_seq.setdefault(session, 1)
+        await self._submit([("session", session, cwd, created)])
+
+    async def append(self, events: Sequence[Event]) -> list[Event]:
+        """Number ``events`` and store them durably; return the numbered events.
+
+        Live events are not accepted: they are never stored.
+        """
+        numbered = []
+        rows = []
+        for event in events:
+            if event.live:
+                raise ValueError(f"live event {event.type} cannot be stored")
+            seq = self._next_seq.get(event.session, 1)
+            self._next_seq[event.session] = seq + 1
+            event = event.numbered(seq)
+            numbered.append(event)
+            rows.append(
+                ("event", event.session, seq, event.run, event.type, event.ts, _pack(event.to_map()))
+            )
+        if rows:
+            await self._submit(rows)
+        return numbered
+
+    async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
+        done = trio.Event()
+        errors: list[BaseException] = []
+        # Once numbered, the rows must reach the disk even if the caller is cancelled.
+        with trio.CancelScope(shield=True):
+            await self._queue_send.send((rows, done, errors))
+            await done.wait()
+        if errors:
+            raise errors[0]
+
+    def last_seq(self, session: str) -> int:
+        """The highest seq stored (or queued) for ``session``; 0 if none."""
+        return self._next_seq.get(session, 1) - 1
+
+    def has_session(self, session: str) -> bool:
+        """Whether the session exists."""
+        return session in self._next_seq
+
+    async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
+        """Stored events of ``session`` with ``seq > since``, in order."""
+        sql = "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
+        args: tuple[Any, ...] = (session, since)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        rows = await self._read(sql, args)
+        return [Event.from_map(_unpack(body)) for (body,) in rows]
+
+    async def sessions(self) -> list[SessionRow]:
+        """Every session with its event count and the reason its last run ended."""
+        rows = await self._read(
+            """SELECT s.id, s.cwd, s.created,
+                (SELECT count(*) FROM events e WHERE e.session = s.id),
+                (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
+                 ORDER BY seq DESC LIMIT 1)
+               FROM sessions s ORDER BY s.created""",
+            (),
+        )
+        return [
+            SessionRow(id, cwd, created, count, _unpack(last)["reason"] if last else None)
+            for id, cwd, created, count, last in rows
+        ]
+
+    async def open_runs(self) -> list[str]:
+        """Sessions whose last run started and never finished (a daemon died mid-run)."""
+        rows = await self._read(
+            """SELECT session FROM events WHERE type = 'run.started' GROUP BY session
+               HAVING max(seq) > coalesce((SELECT max(f.seq) FROM events f
+                 WHERE f.session = events.session AND f.type = 'run.finished'), 0)""",
+            (),
+        )
+        return [session for (session,) in rows]
+
+    async def request_ids(self) -> dict[str, tuple[str, str]]:
+        """Every dispatch idempotency key seen: key -> (session, run)."""
+        rows = await self._read("SELECT session, run, body FROM events WHERE type = 'run.started'", ())
+        out = {}
+        for session, run, body in rows:
+            key = _unpack(body).get("request_id")
+            if key:
+                out[key] = (session, run)
+        return out
+
+    async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with self._read_lock:
+            return await trio.to_thread.run_sync(lambda: self._reader.execute(sql, args).fetchall())
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # Autocommit mode: transactions are explicit (see _transaction), DDL included.
+    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    # FULL with group commit is durable across power loss and still fast (see STACK.md).
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA foreign_keys=ON")
+    db.execute("PRAGMA busy_timeout=5000")
+    return db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL)")
+    done = {name for (name,) in db.execute("SELECT name FROM _migrations")}
+    for name, migration in MIGRATIONS:
+        if name in done:
+            continue
+        with _transaction(db):
+            migration(db)
+            db.execute("INSERT INTO _migrations VALUES (?, julianday('now'))", (name,))
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _unpack(body: bytes) -> Any:
+    return msgpack.unpackb(body, raw=False, strict_map_key=False)

@@ -1,0 +1,104 @@
+"""The scripted provider: replays a script of responses (the offline demo and the test double).
+
+``scripted/demo`` is a built-in script; ``scripted/PATH`` reads a JSON file (``PATH`` absolute,
+or relative to the session's cwd)::
+
+    {"responses": [{"content": [{"type": "text", "text": "..."},
+                                {"type": "tool_use", "name": "bash", "input": {"command": "ls"}}],
+                    "usage": {...}, "stop_reason": "..."}, ...]}
+
+The n-th model call of a session gets the n-th response; n is the number of assistant
+messages already in the history, so a restarted daemon carries on where the last one stopped.
+The stop reason is ``tool_use`` when the response has tool_use blocks, else ``end_turn``,
+unless the response names one. Text streams as deltas, a few words at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import trio
+
+from ._base import DeltaCallback, ModelReply, ModelRequest, ProviderError, ProviderUnavailable
+
+DEMO_SCRIPT: Mapping[str, Any] = {
+    "responses": [
+        {
+            "content": [
+                {"type": "text", "text": "I'll list the files in this folder first."},
+                {"type": "tool_use", "name": "bash", "input": {"command": "ls -1A"}},
+            ]
+        },
+        {
+            "content": [
+                {"type": "text", "text": "Now I'll count them."},
+                {"type": "tool_use", "name": "bash", "input": {"command": "ls -1A | wc -l"}},
+            ]
+        },
+        {
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Done. The listing and the count are in the tool results above. "
+                    "(This was the offline scripted/demo model: no network, no API key.)",
+                }
+            ]
+        },
+    ]
+}
+
+
+class ScriptedProvider:
+    """Replays responses from the demo script or a JSON file."""
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
+        """Return the response whose index is the number of assistant turns so far."""
+        script = _load(request.model, request.cwd)
+        responses = script.get("responses")
+        if not isinstance(responses, list):
+            raise ProviderUnavailable(f"scripted/{request.model}: no \"responses\" list in the script")
+        index = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if index >= len(responses):
+            raise ProviderError(
+                f"scripted/{request.model}: the script has {len(responses)} responses "
+                f"and this is call {index + 1}"
+            )
+        response = responses[index]
+        content = []
+        for i, block in enumerate(response.get("content", [])):
+            block = dict(block)
+            if block.get("type") == "text":
+                for piece in re.findall(r"\S+\s*|\s+", block.get("text", "")):
+                    on_delta("text", piece)
+                await trio.lowlevel.checkpoint()
+            elif block.get("type") == "tool_use":
+                block.setdefault("id", f"toolu_s{index + 1}_{i}")
+                block.setdefault("input", {})
+            content.append(block)
+        has_tools = any(b.get("type") == "tool_use" for b in content)
+        stop = response.get("stop_reason") or ("tool_use" if has_tools else "end_turn")
+        usage = response.get("usage") or {
+            "input_tokens": sum(len(json.dumps(m)) for m in request.messages) // 4,
+            "output_tokens": max(1, len(json.dumps(content)) // 4),
+        }
+        return ModelReply(tuple(content), stop, usage)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _load(name: str, cwd: str) -> Mapping[str, Any]:
+    if name == "demo":
+        return DEMO_SCRIPT
+    path = Path(name)
+    if not path.is_absolute():
+        path = Path(cwd) / path
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProviderUnavailable(f"scripted: no script file at {path}") from None
+    except (OSError, ValueError) as exc:
+        raise ProviderUnavailable(f"scripted: cannot read {path}: {exc}") from None

@@ -1,0 +1,6 @@
+"""Built-in tools and the registry that checks and runs calls."""
+
+from ._base import Tool, ToolContext, ToolResult, truncate
+from ._registry import BUILTIN_TOOLS, ToolRegistry
+
+__all__ = ["BUILTIN_TOOLS", "Tool", "ToolContext", "ToolRegistry", "ToolResult", "truncate"]

@@ -1,0 +1,44 @@
+"""What a tool is: a name, a JSON Schema for its input, and an async function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where a call runs."""
+
+    cwd: str
+    #: Seconds before a call is ended (a call's own ``timeout`` input may lower it).
+    timeout: float = 120.0
+    #: Characters of output kept; the rest is cut with a note.
+    output_limit: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one call, as the model sees it."""
+
+    text: str
+    is_error: bool = False
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A built-in tool."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    run: Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolResult]]
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    cut = len(text) - limit
+    return f"{text[:limit]}\n[... output truncated: {cut} more characters not shown]"

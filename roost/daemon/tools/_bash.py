@@ -1,0 +1,91 @@
+"""The ``bash`` tool: a real shell in the session's folder, in its own process group.
+
+The process group is killed (SIGKILL) when the call times out or is cancelled (abort,
+daemon shutdown), so no child outlives its run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Any, Mapping
+
+import trio
+
+from ._base import Tool, ToolContext, ToolResult, truncate
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1, "description": "the shell command"},
+        "timeout": {
+            "type": "number",
+            "exclusiveMinimum": 0,
+            "description": "seconds before the command is killed",
+        },
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    timeout = min(float(input.get("timeout", ctx.timeout)), ctx.timeout)
+    started = time.monotonic()
+    process = await trio.lowlevel.open_process(
+        ["bash", "-c", input["command"]],
+        cwd=ctx.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    chunks: list[bytes] = []
+    kept = 0
+    timed_out = False
+    try:
+        assert process.stdout is not None
+        with trio.move_on_after(timeout) as scope:
+            async with process.stdout:
+                while chunk := await process.stdout.receive_some(65536):
+                    # Keep a little past the limit so truncate() can say how much was cut.
+                    if kept <= ctx.output_limit * 4:
+                        chunks.append(chunk)
+                        kept += len(chunk)
+            await process.wait()
+        timed_out = scope.cancelled_caught
+    finally:
+        if process.returncode is None:
+            _kill_group(process.pid)
+            with trio.CancelScope(shield=True):
+                await process.wait()
+    output = b"".join(chunks).decode("utf-8", errors="replace")
+    status = process.returncode
+    latency = time.monotonic() - started
+    if timed_out:
+        output += f"\n[killed: timed out after {timeout:g} s]"
+    elif status != 0:
+        output += f"\n[exit status {status}]"
+    return ToolResult(
+        truncate(output, ctx.output_limit),
+        is_error=timed_out or status != 0,
+        meta={"exit_status": status, "bytes": kept, "latency": latency, "timed_out": timed_out},
+    )
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+BASH = Tool(
+    "bash",
+    "Run a shell command (bash -c) in the session's working directory. Output is stdout and "
+    "stderr together; a non-zero exit status is reported.",
+    _SCHEMA,
+    _run_bash,
+)

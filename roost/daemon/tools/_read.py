@@ -1,0 +1,56 @@
+"""The ``read`` tool: a text file's lines, numbered, with an optional range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import trio
+
+from ._base import Tool, ToolContext, ToolResult, truncate
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1, "description": "file path, relative to the working directory"},
+        "offset": {"type": "integer", "minimum": 1, "description": "first line to read (1-based)"},
+        "limit": {"type": "integer", "minimum": 1, "description": "how many lines to read"},
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+_DEFAULT_LIMIT = 2000
+
+
+async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    path = Path(ctx.cwd) / Path(input["path"]).expanduser()
+    offset = input.get("offset", 1)
+    limit = input.get("limit", _DEFAULT_LIMIT)
+    try:
+        data = await trio.Path(path).read_bytes()
+    except FileNotFoundError:
+        return ToolResult(f"no such file: {input['path']}", is_error=True)
+    except IsADirectoryError:
+        return ToolResult(f"{input['path']} is a directory, not a file", is_error=True)
+    except OSError as exc:
+        return ToolResult(f"cannot read {input['path']}: {exc.strerror}", is_error=True)
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    chosen = lines[offset - 1 : offset - 1 + limit]
+    width = len(str(offset + len(chosen)))
+    text = "\n".join(f"{n:>{width}}\t{line}" for n, line in enumerate(chosen, start=offset))
+    if offset - 1 + limit < len(lines):
+        text += f"\n[{len(lines) - (offset - 1 + limit)} more lines; read on with offset]"
+    if not lines:
+        text = "[empty file]"
+    elif not chosen:
+        text = f"[the file has {len(lines)} lines; offset {offset} is past the end]"
+    return ToolResult(truncate(text, ctx.output_limit), meta={"bytes": len(data), "lines": len(lines)})
+
+
+READ = Tool(
+    "read",
+    "Read a text file. Lines are numbered; use offset and limit for a range of a large file.",
+    _SCHEMA,
+    _run_read,
+)

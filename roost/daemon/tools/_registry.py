@@ -1,0 +1,68 @@
+"""The tools a session can call, and the one place a call is checked and run.
+
+A call to an unknown tool, with input that breaks the tool's JSON Schema, or that raises,
+becomes an error result the model sees; it never ends the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Mapping
+
+from ._base import Tool, ToolContext, ToolResult
+from ._bash import BASH
+from ._read import READ
+
+log = logging.getLogger(__name__)
+
+BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ)
+
+
+class ToolRegistry:
+    """Tools by name."""
+
+    def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS) -> None:
+        self._tools = {tool.name: tool for tool in tools}
+        self._validators: dict[str, Any] = {}
+
+    def names(self) -> tuple[str, ...]:
+        """Every tool's name."""
+        return tuple(self._tools)
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called ``name``, if any."""
+        return self._tools.get(name)
+
+    async def call(self, name: str, input: Any, ctx: ToolContext) -> ToolResult:
+        """Check and run one call; every failure comes back as an error result."""
+        started = time.monotonic()
+        tool = self._tools.get(name)
+        if tool is None:
+            return ToolResult(
+                f"unknown tool {name!r}; available: {', '.join(sorted(self._tools))}", is_error=True
+            )
+        problem = self._check(tool, input)
+        if problem is not None:
+            return ToolResult(f"invalid input for {name}: {problem}", is_error=True)
+        try:
+            result = await tool.run(input, ctx)
+        except Exception as exc:
+            log.exception("tool %s failed", name)
+            return ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        meta = {"latency": time.monotonic() - started, **result.meta}
+        return ToolResult(result.text, result.is_error, meta)
+
+    def _check(self, tool: Tool, input: Any) -> str | None:
+        if not isinstance(input, Mapping):
+            return "input must be an object"
+        validator = self._validators.get(tool.name)
+        if validator is None:
+            import jsonschema
+
+            validator = self._validators[tool.name] = jsonschema.Draft202012Validator(tool.input_schema)
+        error = next(iter(sorted(validator.iter_errors(input), key=lambda e: list(e.path))), None)
+        if error is None:
+            return None
+        where = "/".join(str(p) for p in error.absolute_path)
+        return f"{where}: {error.message}" if where else error.message
