@@ -1,0 +1,86 @@
+"""Commands about the daemon itself: status, stop, daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import click
+
+from roost.protocol import Client, ConnectionClosed
+
+from ._connect import DaemonError, connect, socket_path, start_daemon
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def status(obj: dict[str, Any], as_json: bool) -> None:
+    """Show the daemon's pid, version, socket, uptime, sessions and runs in flight.
+
+    Does not start a daemon: exits 10 when none is running.
+    """
+    with connect(socket_path(obj["socket"]), start=False) as client:
+        info = client.call("status")
+    if as_json:
+        click.echo(json.dumps(info))
+        return
+    click.echo(
+        f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])}\n"
+        f"socket   {info['socket']}\n"
+        f"database {info.get('database', '?')}\n"
+        f"sessions {info['sessions']} · runs in flight {info['runs']}"
+    )
+
+
+@click.command()
+@click.pass_obj
+def stop(obj: dict[str, Any]) -> None:
+    """Stop the daemon: runs in flight are aborted (and stored), tool processes killed."""
+    path = socket_path(obj["socket"])
+    try:
+        client = Client.connect(path, client="roost-cli")
+    except (FileNotFoundError, ConnectionRefusedError):
+        click.echo("no roost daemon is running")
+        return
+    with client:
+        pid = client.info.get("pid")
+        try:
+            client.call("shutdown")
+        except ConnectionClosed:
+            pass
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and path.exists():
+        time.sleep(0.02)
+    if path.exists():
+        raise DaemonError(f"the daemon (pid {pid}) did not stop within 15 s")
+    click.echo(f"stopped roost daemon (pid {pid})")
+
+
+@click.command()
+@click.option("--foreground", is_flag=True, help="Run here (for systemd and debugging) and log to stderr too.")
+@click.pass_obj
+def daemon(obj: dict[str, Any], foreground: bool) -> None:
+    """Start the daemon (other commands start it when needed)."""
+    path = socket_path(obj["socket"])
+    if foreground:
+        argv = [sys.executable, "-m", "roost.daemon", "--foreground", "--socket", os.fspath(path)]
+        os.execv(sys.executable, argv)
+    try:
+        with Client.connect(path, client="roost-cli") as client:
+            click.echo(f"a roost daemon is already running (pid {client.info.get('pid')})")
+            return
+    except (FileNotFoundError, ConnectionRefusedError):
+        pass
+    pid = start_daemon(path)
+    click.echo(f"started roost daemon (pid {pid}) on {path}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"

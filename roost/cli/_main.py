@@ -1,0 +1,37 @@
+"""The ``roost`` command: a thin client of the daemon (imports roost.protocol and click only)."""
+
+from __future__ import annotations
+
+import click
+
+import roost
+
+from ._daemon import daemon, status, stop
+from ._run import abort, dispatch, steer
+from ._sessions import logs, sessions
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(roost.__version__, prog_name="roost")
+@click.option("--socket", envvar="ROOST_SOCKET", help="Daemon socket path.  [env: ROOST_SOCKET]")
+@click.pass_context
+def cli(ctx: click.Context, socket: str | None) -> None:
+    """roost: a local-first agent runtime.
+
+    One daemon per user runs every agent session; these commands talk to it (and start it
+    when it is not running). Runs go on when the terminal closes.
+
+    \b
+    Try it offline:
+      roost dispatch "list the files here and count them" --model scripted/demo
+    """
+    ctx.obj = {"socket": socket}
+
+
+for command in (dispatch, sessions, logs, steer, abort, status, stop, daemon):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Entry point of the ``roost`` script."""
+    cli()

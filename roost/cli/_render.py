@@ -1,0 +1,147 @@
+"""Events as readable terminal output: text as it streams, tool calls in brief, a summary."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable
+
+import click
+
+#: Exit status of ``roost dispatch`` by the reason the run ended.
+EXIT_STATUS = {
+    "done": 0,
+    "error": 1,
+    "max_turns": 3,
+    "max_tokens": 4,
+    "aborted": 5,
+}
+
+
+def exit_status(reason: str) -> int:
+    """The exit status for a run that ended with ``reason`` (1 for reasons not listed)."""
+    return EXIT_STATUS.get(reason, 1)
+
+
+class Renderer:
+    """Turns a session's events into lines; keeps just enough state to avoid repeats."""
+
+    def __init__(self, echo: Callable[..., None] = click.echo, *, color: bool | None = None) -> None:
+        self._echo = echo
+        self._color = color
+        self._streamed = False
+        self._mid_line = False
+
+    def render(self, event: dict[str, Any]) -> None:
+        """Write one event."""
+        kind = event.get("type")
+        handler = getattr(self, "_" + str(kind).replace(".", "_"), None)
+        if handler is not None:
+            handler(event)
+
+    def _out(self, text: str, *, nl: bool = True, **style: Any) -> None:
+        if style:
+            text = click.style(text, **style)
+        self._echo(text, nl=nl, color=self._color)
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self._out("")
+            self._mid_line = False
+
+    def _run_started(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"▶ run {e.get('run')} · {e.get('model')} · session {e.get('session')}", dim=True)
+
+    def _message_user(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        prefix = "steer" if e.get("origin") == "steer" else "task"
+        self._out(f"{prefix}: {e.get('text', '')}", bold=True)
+
+    def _text_delta(self, e: dict[str, Any]) -> None:
+        self._streamed = True
+        text = e.get("text", "")
+        if text:
+            self._out(text, nl=False)
+            self._mid_line = not text.endswith("\n")
+
+    def _reasoning_delta(self, e: dict[str, Any]) -> None:
+        self._streamed = True
+        self._out(e.get("text", ""), nl=False, dim=True)
+        self._mid_line = True
+
+    def _message_assistant(self, e: dict[str, Any]) -> None:
+        if not self._streamed:
+            for block in e.get("content", []):
+                if block.get("type") == "text" and block.get("text"):
+                    self._end_line()
+                    self._out(block["text"])
+        self._streamed = False
+        self._end_line()
+
+    def _tool_started(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"→ {e.get('name')} {_brief_input(e.get('input'))}", fg="cyan")
+
+    def _tool_finished(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        result = str(e.get("result", ""))
+        lines = result.strip().splitlines()
+        first = lines[0] if lines else ""
+        if len(first) > 100:
+            first = first[:97] + "..."
+        more = f" (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+        took = f" {e.get('latency', 0.0):.2f}s"
+        if e.get("is_error"):
+            self._out(f"  ✗ {first}{more}{took}", fg="red")
+        else:
+            self._out(f"  ✓ {first}{more}{took}", dim=True)
+
+    def _steer_queued(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"(steering queued: {e.get('text', '')})", dim=True)
+
+    def _error(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"error: {e.get('message', '')}", fg="red")
+
+    def _lagged(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"(fell behind at seq {e.get('last_seq')}; catching up)", dim=True)
+
+    def _run_finished(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(summary(e), bold=True, fg="green" if e.get("reason") == "done" else "yellow")
+
+
+def summary(e: dict[str, Any]) -> str:
+    """The last line of a run: how it ended, turns, tokens and time."""
+    usage = e.get("usage") or {}
+    tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+    parts = [
+        f"■ {e.get('reason')}",
+        f"{e.get('turns', 0)} turns",
+        f"{tokens:,} tokens ({usage.get('input_tokens', 0):,} in, {usage.get('output_tokens', 0):,} out)",
+        f"{e.get('duration', 0.0):.1f}s",
+    ]
+    if e.get("error"):
+        parts.append(str(e["error"]))
+    return " · ".join(parts)
+
+
+def when(ts: float) -> str:
+    """A timestamp as local time, to the second."""
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _brief_input(value: Any) -> str:
+    if isinstance(value, dict):
+        for key in ("command", "path", "pattern", "query"):
+            if isinstance(value.get(key), str):
+                text = value[key]
+                break
+        else:
+            text = ", ".join(f"{k}={v!r}" for k, v in value.items())
+    else:
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= 100 else text[:97] + "..."

@@ -1,0 +1,135 @@
+"""Commands that start and steer runs: dispatch, steer, abort."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from roost.protocol import RpcError
+
+from ._connect import connect, refused, resolve_session, socket_path
+from ._follow import follow, print_json
+from ._render import EXIT_STATUS, Renderer, exit_status
+
+_EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items())
+
+
+@click.command(
+    epilog=f"Exit status: {_EXITS}; 2 bad usage; 10 refused by the daemon or no daemon. "
+    "With --detach: 0 once the run has started."
+)
+@click.argument("task")
+@click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
+@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model, e.g. scripted/demo or anthropic/claude-sonnet-4-5.  [env: ROOST_MODEL]")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
+@click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
+@click.option("--request-id", help="Idempotency key: repeating it returns the first run.")
+@click.pass_obj
+def dispatch(
+    obj: dict[str, Any],
+    task: str,
+    session: str | None,
+    model: str | None,
+    cwd: str | None,
+    max_turns: int | None,
+    as_json: bool,
+    detach: bool,
+    request_id: str | None,
+) -> None:
+    """Run TASK through an agent and show the run as it happens.
+
+    \b
+    Examples:
+      roost dispatch "list the files here and count them"
+      roost dispatch "..." --model scripted/demo --json | jq .type
+      roost dispatch "fix the tests" --detach
+
+    Ctrl-C aborts the run (a second Ctrl-C leaves it running); closing the terminal
+    does not stop it: follow it again with `roost logs SESSION --follow`.
+    """
+    with connect(socket_path(obj["socket"])) as client:
+        params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd())}
+        if session:
+            params["session"] = resolve_session(client, session)
+        if model:
+            params["model"] = model
+        if max_turns:
+            params["max_turns"] = max_turns
+        if request_id:
+            params["request_id"] = request_id
+        params["attach"] = not detach
+        try:
+            started = client.call("dispatch", params)
+        except RpcError as exc:
+            raise refused(exc) from None
+        if detach:
+            if as_json:
+                print_json(started)
+            else:
+                click.echo(f"session {started['session']} run {started['run']}")
+            return
+        on_event = print_json if as_json else Renderer().render
+        finished = _watch(client, started, on_event)
+    raise SystemExit(exit_status(finished["reason"]) if finished else 1)
+
+
+def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any] | None:
+    session, run = started["session"], started["run"]
+    # A repeated request_id returns an earlier run: replay the session so it is shown whole.
+    since = 0 if started.get("repeated") else None
+    try:
+        return follow(
+            client, session, on_event, since=since or 0, until_run=run, attached=since is None
+        )
+    except KeyboardInterrupt:
+        click.echo("\naborting the run (Ctrl-C again to leave it running)", err=True)
+    try:
+        try:
+            client.call("abort", session=session)
+        except RpcError:
+            pass
+        return follow(client, session, on_event, since=0, until_run=run, attached=True)
+    except KeyboardInterrupt:
+        click.echo(f"\nleft run {run} of session {session} running in the daemon", err=True)
+        raise SystemExit(130) from None
+
+
+@click.command()
+@click.argument("session")
+@click.argument("text")
+@click.pass_obj
+def steer(obj: dict[str, Any], session: str, text: str) -> None:
+    """Add TEXT to the run in flight in SESSION; the next model call sees it.
+
+    \b
+    Example:
+      roost steer 3f2a "also count hidden files"
+    """
+    with connect(socket_path(obj["socket"])) as client:
+        try:
+            client.call("steer", session=resolve_session(client, session), text=text)
+        except RpcError as exc:
+            raise refused(exc) from None
+    click.echo("steering queued")
+
+
+@click.command()
+@click.argument("session")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def abort(obj: dict[str, Any], session: str, as_json: bool) -> None:
+    """Abort the run in flight in SESSION (its tool processes are killed)."""
+    with connect(socket_path(obj["socket"])) as client:
+        try:
+            result = client.call("abort", session=resolve_session(client, session))
+        except RpcError as exc:
+            raise refused(exc) from None
+    click.echo(json.dumps(result) if as_json else f"aborted run {result['run']}")
+
+
+
