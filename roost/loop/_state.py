@@ -135,7 +135,10 @@ def _step_started(state: SessionState, event: Event) -> SessionState:
     run = _run(state)
     return replace(
         state,
-        run=replace(run, phase=Phase.MODEL, turns=run.turns + 1, step_started=event.ts),
+        # A new step has used no tokens yet (a failed call must not report the last reply's).
+        run=replace(
+            run, phase=Phase.MODEL, turns=run.turns + 1, step_started=event.ts, step_usage={}
+        ),
     )
 
 
