@@ -1,0 +1,451 @@
+"""The Anthropic provider: the Messages API through the official SDK, streamed.
+
+Design:
+
+- One :class:`anthropic.AsyncAnthropic` per provider instance, built in ``__init__`` and shared
+  by every session (a construction costs ~18 ms; the client keeps one connection pool).
+  Importing this module costs ~0.9 s (the SDK), so the daemon's provider registry imports it
+  lazily, on the first call that needs it.
+- The request is built from the neutral :class:`ModelRequest`; content blocks are copied by
+  whitelisting the API's fields, thinking blocks (and ``redacted_thinking``) go back exactly
+  as they came, so their signatures stay valid.
+- The call is ``messages.create(stream=True)``: the SDK builds and signs the request, retries,
+  and turns error statuses into exceptions. The SSE body of the successful response is then
+  read here, from ``response.aiter_bytes()`` inside ``aclosing``, through a small sans-IO
+  decoder (:class:`_SSEDecoder`) and fold (:class:`_Fold`) working on plain dicts. Not the
+  SDK's event iterator, nor its ``MessageStream`` helper, because: (1) they stack more async
+  generators on httpx2's, and when iteration stops early (an ``event: error``, a malformed
+  event) those are left unfinished and trio reports each one with a ``ResourceWarning`` when
+  it is collected; (2) they build a pydantic model per event (~70 µs each), and
+  ``MessageStream`` re-parses the partial tool JSON at every ``input_json_delta`` (quadratic
+  in the input size); (3) folding here lets us notice a stream that ends without
+  ``message_stop``. httpx2 itself leaves one generator unfinished when its byte iterator is
+  closed early, so after a failure inside the stream the body is drained to its end (an
+  ``event: error`` is the last event anyway) rather than abandoned.
+- Retries are the SDK's (``max_retries``; 408, 409, 429 and 5xx including 529, honouring
+  ``retry-after``/``retry-after-ms``), and only happen before the first byte of the stream:
+  once deltas have reached ``on_delta`` a failure is final, since they cannot be taken back.
+- Errors are translated once, here, into :class:`ProviderError` with a one-line message, e.g.
+  ``anthropic: 529 overloaded_error: Overloaded (after 2 retries)``. Cancellation
+  (``trio.Cancelled``, a ``BaseException``) is never caught: it propagates, and the response
+  (so its connection) is closed on the way out.
+
+Error mapping::
+
+    APIStatusError 401, 403, 404          -> ProviderUnavailable (bad key, no access,
+                                             unknown model)
+    APIStatusError (other statuses)       -> ProviderError "anthropic: 529 overloaded_error: ..."
+    ``event: error`` inside the stream    -> ProviderError "anthropic: overloaded_error during
+                                             the stream: Overloaded"
+    APITimeoutError                       -> ProviderError "anthropic: request timed out ..."
+    APIConnectionError                    -> ProviderError "anthropic: cannot reach ..."
+    httpx2.TimeoutException mid-stream    -> ProviderError "anthropic: stream timed out ..."
+    httpx2.TransportError mid-stream      -> ProviderError "anthropic: stream cut off ..."
+    no message_stop / malformed events    -> ProviderError
+    missing key at construction           -> ProviderUnavailable "ANTHROPIC_API_KEY is not set ..."
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import aclosing
+from typing import Any, Mapping
+
+import anthropic
+import httpx2
+
+from ._base import (
+    DeltaCallback,
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    ProviderUnavailable,
+)
+
+__all__ = ["AnthropicProvider"]
+
+#: Statuses that mean the provider cannot be used as configured, not that this call failed.
+_UNAVAILABLE_STATUSES = frozenset({401, 403, 404})
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+               "cache_creation_input_tokens")
+
+
+class AnthropicProvider:
+    """Claude models through the Anthropic Messages API.
+
+    Args:
+        api_key: the API key; defaults to ``$ANTHROPIC_API_KEY``.
+        base_url: the API's base URL; defaults to ``$ANTHROPIC_BASE_URL``, then the SDK's
+            default (``https://api.anthropic.com``).
+        max_retries: retries the SDK makes on 408/409/429/5xx/connection errors before the
+            stream starts.
+        timeout: seconds without progress (connect is capped at 5 s) before a call fails.
+
+    Error handling:
+        The constructor raises :class:`ProviderUnavailable` when no key is given and
+        ``ANTHROPIC_API_KEY`` is unset or empty, so the registry learns it at once.
+        :meth:`stream` raises :class:`ProviderError` (see the module docstring for the map).
+
+    Resource handling:
+        Owns one SDK client and its connection pool; :meth:`aclose` releases them.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        *,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+    ) -> None:
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            raise ProviderUnavailable(
+                "ANTHROPIC_API_KEY is not set (export it, or configure an API key for the "
+                "anthropic provider)"
+            )
+        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        self._client = anthropic.AsyncAnthropic(
+            api_key=key,
+            base_url=url,
+            max_retries=max_retries,
+            timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
+        )
+        self._closed = False
+
+    @property
+    def base_url(self) -> str:
+        """The URL requests go to."""
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={self.base_url!r})"
+
+    async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
+        """Call the model, report text and thinking deltas as they arrive, return the reply.
+
+        Error handling:
+            Raises :class:`ProviderError` once the SDK's retries are exhausted or the stream
+            fails midway; :class:`ProviderUnavailable` on 401/403/404. Cancellation
+            propagates unchanged and closes the stream's connection. ``on_delta`` must not
+            block or raise; if it raises, that exception propagates as is.
+        """
+        if self._closed:
+            raise ProviderError("anthropic: the provider is closed")
+        params = _request_params(request)
+        try:
+            stream = await self._client.messages.create(**params, stream=True)
+        except anthropic.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except anthropic.APITimeoutError as exc:
+            raise ProviderError(
+                f"anthropic: request timed out{_after_retries(exc.request)}") from exc
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__
+            why = f"{type(cause).__name__}: {cause}" if cause is not None else exc.message
+            raise ProviderError(
+                f"anthropic: cannot reach {self.base_url} ({why}){_after_retries(exc.request)}"
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise ProviderError(f"anthropic: {type(exc).__name__}: {_short(str(exc))}") from exc
+
+        decoder = _SSEDecoder()
+        fold = _Fold()
+        failure: ProviderError | None = None
+        async with stream:  # closes the response, also on error and cancellation
+            try:
+                # aclosing: leaving early closes httpx2's byte iterator at once, not at GC.
+                async with aclosing(stream.response.aiter_bytes()) as chunks:
+                    async for chunk in chunks:
+                        if failure is not None:
+                            # Drain instead of leaving: httpx2's transport stream does not
+                            # close the httpcore2 iterator under it when closed early, and
+                            # trio reports that generator (ResourceWarning) when it is
+                            # collected. An `event: error` is the last event anyway, and a
+                            # drained connection goes back to the pool.
+                            continue
+                        for name, data in decoder.feed(chunk):
+                            try:
+                                delta = fold.feed(name, data)
+                            except ProviderError as exc:
+                                failure = exc
+                                break
+                            if delta is not None:
+                                on_delta(*delta)
+            except httpx2.TimeoutException as exc:
+                raise failure or ProviderError(
+                    f"anthropic: stream timed out waiting for data ({type(exc).__name__})"
+                ) from exc
+            except httpx2.TransportError as exc:
+                raise failure or ProviderError(
+                    f"anthropic: stream cut off ({type(exc).__name__}: {exc})") from exc
+        if failure is not None:
+            raise failure
+        return fold.reply()
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._client.close()
+
+
+# -- request ----------------------------------------------------------------------------------
+
+
+def _request_params(request: ModelRequest) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": [_api_message(m) for m in request.messages],
+    }
+    if request.system:
+        params["system"] = request.system
+    if request.tools:
+        params["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": _plain(t.input_schema)}
+            for t in request.tools
+        ]
+    return params
+
+
+def _api_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    content = message["content"]
+    if isinstance(content, str):
+        return {"role": message["role"], "content": content}
+    blocks = [_api_block(b) for b in content]
+    # The API rejects empty text blocks; a reply may have held one (text before a tool call).
+    blocks = [b for b in blocks if not (b["type"] == "text" and not b["text"])]
+    return {"role": message["role"], "content": blocks}
+
+
+def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    kind = block.get("type")
+    try:
+        if kind == "text":
+            return {"type": "text", "text": block["text"]}
+        if kind == "tool_use":
+            return {"type": "tool_use", "id": block["id"], "name": block["name"],
+                    "input": _plain(block["input"])}
+        if kind == "tool_result":
+            content = block.get("content", "")
+            out: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": block["tool_use_id"],
+                "content": content if isinstance(content, str) else _plain(content),
+            }
+            if block.get("is_error"):
+                out["is_error"] = True
+            return out
+        if kind == "thinking":
+            # Unchanged: the signature covers the thinking text.
+            return {"type": "thinking", "thinking": block["thinking"],
+                    "signature": block["signature"]}
+        if kind == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": block["data"]}
+    except KeyError as exc:
+        raise ProviderError(
+            f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None
+    # A kind we do not know (an image, say): the API's own shape, passed through.
+    return _plain(block)
+
+
+def _plain(value: Any) -> Any:
+    """Mappings and sequences as plain dicts and lists, so the SDK can serialize them."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# -- reply --------------------------------------------------------------------------------------
+
+
+class _SSEDecoder:
+    """Server-sent events from bytes, sans IO: ``feed(bytes) -> [(event, data)]``.
+
+    Lines end in LF or CRLF (a lone CR, which the spec also allows, is not used by the API);
+    ``data`` lines of one event are joined with LF; comments and ``id``/``retry`` are ignored.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
+        self._buffer += chunk
+        *lines, self._buffer = self._buffer.split(b"\n")
+        events: list[tuple[str, str]] = []
+        for raw in lines:
+            line = raw.decode("utf-8", errors="replace").rstrip("\r")
+            if not line:
+                if self._data:
+                    events.append((self._event or "message", "\n".join(self._data)))
+                self._event, self._data = "", []
+                continue
+            field, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if field == "event":
+                self._event = value
+            elif field == "data":
+                self._data.append(value)
+        return events
+
+
+class _Fold:
+    """Folds stream events into neutral blocks, stop reason and usage, sans IO.
+
+    :meth:`feed` returns the ``(kind, text)`` delta to report, if the event carries one, so
+    that the caller's ``on_delta`` runs outside the fold (its errors are not ours).
+    """
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[str, Any]] = {}
+        # Text, thinking and tool JSON arrive in pieces; joined once, at content_block_stop.
+        self._parts: dict[int, list[str]] = {}
+        self._stop_reason: str | None = None
+        self._usage: dict[str, int] = {}
+        self._stopped = False
+
+    def feed(self, name: str, data: str) -> tuple[str, str] | None:
+        if name == "ping":
+            return None
+        try:
+            event = json.loads(data)
+            kind = event.get("type", name)
+            if kind == "content_block_delta":
+                return self._delta(event["index"], event["delta"])
+            if kind == "content_block_start":
+                self._start_block(event["index"], event["content_block"])
+            elif kind == "content_block_stop":
+                self._stop_block(event["index"])
+            elif kind == "message_start":
+                self._take_usage(event["message"].get("usage"))
+            elif kind == "message_delta":
+                self._stop_reason = event["delta"].get("stop_reason")
+                # Counts on message_delta are cumulative: they replace message_start's.
+                self._take_usage(event.get("usage"))
+            elif kind == "message_stop":
+                self._stopped = True
+            elif kind == "error":
+                error = event.get("error") or {}
+                raise ProviderError(
+                    f"anthropic: {error.get('type', 'error')} during the stream: "
+                    f"{error.get('message', '')}"
+                )
+            # Unknown events: ignored, as the API's versioning policy asks.
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ProviderError(
+                f"anthropic: malformed {name} event ({type(exc).__name__}: {exc})") from None
+        return None
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> tuple[str, str] | None:
+        dtype = delta["type"]
+        if dtype == "text_delta":
+            self._parts[index].append(delta["text"])
+            return ("text", delta["text"])
+        if dtype == "thinking_delta":
+            self._parts[index].append(delta["thinking"])
+            return ("reasoning", delta["thinking"])
+        if dtype == "input_json_delta":
+            self._parts[index].append(delta["partial_json"])
+        elif dtype == "signature_delta":
+            self._blocks[index]["signature"] = delta["signature"]
+        # citations_delta and unknown deltas: nothing the loop keeps.
+        return None
+
+    def _start_block(self, index: int, block: Mapping[str, Any]) -> None:
+        btype = block["type"]
+        if btype == "text":
+            self._blocks[index] = {"type": "text", "text": ""}
+            self._parts[index] = [block.get("text", "")]
+        elif btype == "thinking":
+            self._blocks[index] = {"type": "thinking", "thinking": "",
+                                   "signature": block.get("signature") or ""}
+            self._parts[index] = [block.get("thinking", "")]
+        elif btype == "tool_use":
+            self._blocks[index] = {"type": "tool_use", "id": block["id"], "name": block["name"],
+                                   "input": {}}
+            self._parts[index] = []
+        elif btype == "redacted_thinking":
+            self._blocks[index] = {"type": "redacted_thinking", "data": block["data"]}
+        else:
+            self._blocks[index] = dict(block)
+
+    def _stop_block(self, index: int) -> None:
+        block = self._blocks.get(index)
+        parts = self._parts.pop(index, None)
+        if block is None or parts is None:
+            return
+        joined = "".join(parts)
+        btype = block["type"]
+        if btype == "text":
+            block["text"] = joined
+        elif btype == "thinking":
+            block["thinking"] = joined
+        elif btype == "tool_use":
+            try:
+                args = json.loads(joined) if joined else {}
+            except ValueError as exc:
+                raise ProviderError(
+                    f"anthropic: tool_use {block['name']!r} input is not JSON ({exc})") from None
+            if not isinstance(args, dict):
+                raise ProviderError(
+                    f"anthropic: tool_use {block['name']!r} input is not an object")
+            block["input"] = args
+
+    def _take_usage(self, usage: Mapping[str, Any] | None) -> None:
+        if not usage:
+            return
+        for key in _USAGE_KEYS:
+            value = usage.get(key)
+            if value is not None:
+                self._usage[key] = int(value)
+
+    def reply(self) -> ModelReply:
+        if not self._stopped or self._parts:
+            raise ProviderError("anthropic: stream ended before message_stop")
+        if self._stop_reason is None:
+            raise ProviderError("anthropic: reply has no stop_reason")
+        content = tuple(self._blocks[i] for i in sorted(self._blocks))
+        return ModelReply(content=content, stop_reason=self._stop_reason, usage=dict(self._usage))
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+def _retries_taken(request: httpx2.Request | None) -> int:
+    # The SDK numbers its attempts in this header; the failing attempt's request carries it.
+    if request is None:
+        return 0
+    try:
+        return int(request.headers.get("x-stainless-retry-count", 0))
+    except ValueError:
+        return 0
+
+
+def _after_retries(request: httpx2.Request | None) -> str:
+    n = _retries_taken(request)
+    if n == 0:
+        return ""
+    return f" (after {n} {'retry' if n == 1 else 'retries'})"
+
+
+def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
+    etype = exc.type or "error"
+    message = exc.api_message or _short(exc.message)
+    status = exc.status_code
+    text = f"anthropic: {status} {etype}: {message}{_after_retries(exc.request)}"
+    if status in _UNAVAILABLE_STATUSES:
+        return ProviderUnavailable(text)
+    return ProviderError(text)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
