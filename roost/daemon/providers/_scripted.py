@@ -73,7 +73,9 @@ class ScriptedProvider:
             if block.get("type") == "text":
                 for piece in re.findall(r"\S+\s*|\s+", block.get("text", "")):
                     on_delta("text", piece)
-                await trio.lowlevel.checkpoint()
+                    # A real stream yields between network reads; so does the replay, so
+                    # that connection writers drain as the deltas come.
+                    await trio.lowlevel.checkpoint()
             elif block.get("type") == "tool_use":
                 block.setdefault("id", f"toolu_s{index + 1}_{i}")
                 block.setdefault("input", {})

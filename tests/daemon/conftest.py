@@ -1,0 +1,92 @@
+"""A real daemon (in this process, on a real Unix socket) and helpers to script its model."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import pytest
+import trio
+
+from roost.daemon._server import Daemon
+from roost.protocol.trio_client import TrioClient, open_client
+
+
+@pytest.fixture
+async def daemon(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Daemon]:
+    """A daemon serving on ROOST_SOCKET with its database in the test's temp dir."""
+    d = Daemon(Path(os.environ["ROOST_SOCKET"]), tmp_path / "roost.db")
+    done = trio.Event()
+
+    async def serve(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await d.serve(task_status=task_status)
+        finally:
+            done.set()
+
+    await nursery.start(serve)
+    yield d
+    d.stopping.set()
+    with trio.fail_after(10):
+        await done.wait()
+
+
+@pytest.fixture
+async def client(daemon: Daemon) -> AsyncIterator[TrioClient]:
+    """A trio client connected to the daemon."""
+    async with open_client(daemon.socket_path) as c:
+        yield c
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A small project folder for sessions to work in."""
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("a.txt", "b.txt", "c.py"):
+        (root / name).write_text(f"{name}\n")
+    return root
+
+
+def write_script(folder: Path, *responses: list[dict[str, Any]], name: str = "script.json") -> str:
+    """Write a scripted-provider file; return its model id (``scripted/ABSOLUTE_PATH``)."""
+    path = folder / name
+    path.write_text(json.dumps({"responses": [{"content": list(r)} for r in responses]}))
+    return f"scripted/{path}"
+
+
+def text(t: str) -> dict[str, Any]:
+    """A text block."""
+    return {"type": "text", "text": t}
+
+
+def bash(command: str, **extra: Any) -> dict[str, Any]:
+    """A tool_use block calling bash."""
+    return {"type": "tool_use", "name": "bash", "input": {"command": command, **extra}}
+
+
+async def events_until(client: TrioClient, predicate: Any, *, timeout: float = 15) -> list[dict[str, Any]]:
+    """Collect event maps from the client's notifications until ``predicate(event)``."""
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(timeout):
+        async for note in client.notifications:
+            if note.method != "event":
+                seen.append({"type": note.method, **(note.params[0] if note.params else {})})
+                continue
+            event = note.params[0]
+            seen.append(event)
+            if predicate(event):
+                return seen
+    raise AssertionError(f"connection ended before the expected event; saw {[e['type'] for e in seen]}")
+
+
+def finished(run: str) -> Any:
+    """Predicate: the run.finished event of ``run``."""
+    return lambda e: e.get("type") == "run.finished" and e.get("run") == run
+
+
+def stored(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Only the stored events (those with a seq)."""
+    return [e for e in events if e.get("seq") is not None]

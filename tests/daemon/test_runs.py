@@ -1,0 +1,222 @@
+"""Runs through a real daemon: dispatch, tools, steering, abort, limits, errors."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import trio
+
+from roost.protocol import ErrorCode, RpcError
+from roost.protocol.trio_client import TrioClient
+
+from .conftest import bash, events_until, finished, stored, text, write_script
+
+
+async def test_demo_run_end_to_end(client: TrioClient, project: Path) -> None:
+    run = await client.call("dispatch", task="count the files", model="scripted/demo", cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    types = [e["type"] for e in stored(events)]
+    assert types == [
+        "run.started", "message.user", "step.started", "message.assistant", "tool.started",
+        "tool.finished", "step.finished", "step.started", "message.assistant", "tool.started",
+        "tool.finished", "step.finished", "step.started", "message.assistant", "step.finished",
+        "run.finished",
+    ]
+    results = [e["result"] for e in events if e["type"] == "tool.finished"]
+    assert results[0].split() == ["a.txt", "b.txt", "c.py"]
+    assert results[1].strip() == "3"
+    deltas = "".join(e["text"] for e in events if e["type"] == "text.delta")
+    assert "list the files" in deltas
+    last = events[-1]
+    assert last["reason"] == "done" and last["turns"] == 3
+    assert last["usage"]["input_tokens"] > 0
+    seqs = [e["seq"] for e in stored(events)]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+
+    listed = (await client.call("sessions.list"))["sessions"]
+    assert [(s["id"], s["status"], s["events"], s["cwd"]) for s in listed] == [
+        (run["session"], "done", seqs[-1], str(project))
+    ]
+
+
+async def test_history_goes_to_the_model_in_order(client: TrioClient, project: Path) -> None:
+    model = write_script(project, [bash("echo one")], [bash("echo two")], [text("fin")])
+    run = await client.call("dispatch", task="go", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert [e["result"] for e in events if e["type"] == "tool.finished"] == ["one\n", "two\n"]
+    assert events[-1]["text"] == "fin"
+    # The same session goes on with its history: a new run's first call is the 4th response.
+    model2 = write_script(project, [], [], [], [text("second run")], name="s2.json")
+    run2 = await client.call("dispatch", task="more", session=run["session"], model=model2, attach=True)
+    events2 = await events_until(client, finished(run2["run"]))
+    assert events2[-1]["reason"] == "done" and events2[-1]["text"] == "second run"
+
+
+async def test_bad_tool_calls_become_error_results(client: TrioClient, project: Path) -> None:
+    model = write_script(
+        project,
+        [
+            {"type": "tool_use", "name": "nosuch", "input": {}},
+            {"type": "tool_use", "name": "bash", "input": {"cmd": "ls"}},
+            {"type": "tool_use", "name": "read", "input": {"path": "missing.txt"}},
+            bash("exit 7"),
+        ],
+        [text("recovered")],
+    )
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    order = [e["call_id"] for e in events if e["type"] == "tool.started"]
+    by_call = {e["call_id"]: (e["is_error"], e["result"]) for e in events if e["type"] == "tool.finished"}
+    results = [by_call[call_id] for call_id in order]
+    assert len(results) == 4
+    assert all(is_error for is_error, _ in results)
+    assert "unknown tool 'nosuch'" in results[0][1]
+    assert "'command' is a required property" in results[1][1]
+    assert "no such file: missing.txt" in results[2][1]
+    assert "[exit status 7]" in results[3][1]
+    assert events[-1]["reason"] == "done"
+
+
+async def test_read_tool_with_a_range(client: TrioClient, project: Path) -> None:
+    (project / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    model = write_script(
+        project, [{"type": "tool_use", "name": "read", "input": {"path": "long.txt", "offset": 3, "limit": 2}}], [text("ok")]
+    )
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    result = next(e for e in events if e["type"] == "tool.finished")
+    assert result["result"].splitlines()[:2] == ["3\tline 3", "4\tline 4"]
+    assert "6 more lines" in result["result"]
+    assert not result["is_error"]
+
+
+async def test_max_turns_ends_the_run(client: TrioClient, project: Path) -> None:
+    model = write_script(project, *[[bash("true")] for _ in range(5)])
+    run = await client.call("dispatch", task="loop", model=model, cwd=str(project), max_turns=2, attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "max_turns" and events[-1]["turns"] == 2
+
+
+async def test_script_running_out_ends_with_a_clear_error(client: TrioClient, project: Path) -> None:
+    model = write_script(project, [bash("true")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "error"
+    assert "the script has 1 responses and this is call 2" in events[-1]["error"]
+    assert any(e["type"] == "error" for e in events)
+
+
+async def test_max_tokens_stop_reason(client: TrioClient, project: Path) -> None:
+    path = project / "mt.json"
+    path.write_text('{"responses": [{"content": [{"type": "text", "text": "cut"}], "stop_reason": "max_tokens"}]}')
+    run = await client.call("dispatch", task="t", model=f"scripted/{path}", cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "max_tokens"
+
+
+async def test_busy_session_refuses_a_second_dispatch_and_steer_joins(client: TrioClient, project: Path) -> None:
+    model = write_script(project, [bash("sleep 0.5")], [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    await events_until(client, lambda e: e["type"] == "tool.started")
+    with pytest.raises(RpcError) as busy:
+        await client.call("dispatch", task="again", session=run["session"], model=model)
+    assert busy.value.code == ErrorCode.SESSION_BUSY
+    await client.call("steer", session=run["session"], text="also this")
+    events = await events_until(client, finished(run["run"]))
+    types = [e["type"] for e in stored(events)]
+    queued = types.index("steer.queued")
+    steer_msg = next(i for i, e in enumerate(stored(events)) if e["type"] == "message.user")
+    assert queued < steer_msg < types.index("step.started")
+    assert stored(events)[steer_msg]["origin"] == "steer"
+    assert events[-1]["reason"] == "done"
+
+
+async def test_abort_kills_the_tool_process_group(client: TrioClient, project: Path) -> None:
+    pidfile = project / "child.pid"
+    model = write_script(project, [bash(f"sleep 60 & echo $! > {pidfile}; wait")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    await events_until(client, lambda e: e["type"] == "tool.started")
+    with trio.fail_after(5):
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            await trio.sleep(0.01)
+    child = int(pidfile.read_text())
+    with trio.fail_after(2):
+        assert (await client.call("abort", session=run["session"]))["run"] == run["run"]
+        events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "aborted"
+    aborted = next(e for e in events if e["type"] == "tool.finished")
+    assert aborted["is_error"] and aborted["result"].startswith("aborted")
+    with trio.fail_after(2):
+        while _alive(child):
+            await trio.sleep(0.01)
+
+
+async def test_idempotent_dispatch(client: TrioClient, project: Path) -> None:
+    first = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), request_id="k1")
+    again = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), request_id="k1")
+    assert (again["session"], again["run"]) == (first["session"], first["run"])
+    assert len((await client.call("sessions.list"))["sessions"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "code"),
+    [
+        ("nosuch.method", {}, ErrorCode.UNKNOWN_METHOD),
+        ("dispatch", {}, ErrorCode.INVALID_PARAMS),
+        ("dispatch", {"task": 3}, ErrorCode.INVALID_PARAMS),
+        ("dispatch", {"task": "x", "max_turns": True}, ErrorCode.INVALID_PARAMS),
+        ("dispatch", {"task": "x", "max_turns": 0, "model": "scripted/demo"}, ErrorCode.INVALID_PARAMS),
+        ("dispatch", {"task": "x", "model": "nosuch/model"}, ErrorCode.MODEL_UNAVAILABLE),
+        ("dispatch", {"task": "x", "model": "no-slash"}, ErrorCode.MODEL_UNAVAILABLE),
+        ("dispatch", {"task": "x", "cwd": "/nonexistent/dir", "model": "scripted/demo"}, ErrorCode.INVALID_PARAMS),
+        ("steer", {"session": "nope", "text": "x"}, ErrorCode.SESSION_NOT_FOUND),
+        ("attach", {"session": "nope"}, ErrorCode.SESSION_NOT_FOUND),
+        ("hello", {"protocol": 99}, ErrorCode.UNSUPPORTED_PROTOCOL),
+    ],
+)
+async def test_bad_requests_get_stable_error_codes(client: TrioClient, method: str, params: dict, code: int) -> None:
+    with pytest.raises(RpcError) as error:
+        await client.call(method, params)
+    assert error.value.code == code
+    assert error.value.message
+    assert "Traceback" not in error.value.message
+    assert (await client.call("status"))["pid"] == os.getpid()
+
+
+async def test_anthropic_without_a_key_is_refused_clearly(client: TrioClient) -> None:
+    with pytest.raises(RpcError) as error:
+        await client.call("dispatch", task="x", model="anthropic/claude-sonnet-4-5")
+    assert error.value.code == ErrorCode.MODEL_UNAVAILABLE
+    assert "ANTHROPIC_API_KEY" in error.value.message
+
+
+async def test_steer_and_abort_on_an_idle_session(client: TrioClient, project: Path) -> None:
+    session = (await client.call("sessions.create", cwd=str(project)))["session"]
+    for method, params in (("steer", {"text": "x"}), ("abort", {})):
+        with pytest.raises(RpcError) as error:
+            await client.call(method, session=session, **params)
+        assert error.value.code == ErrorCode.NOT_RUNNING
+
+
+async def test_hello_lists_the_api(client: TrioClient) -> None:
+    info = client.info
+    assert info["api_level"] >= 1 and info["protocol"] == 1 and info["pid"] == os.getpid()
+    methods = {m["name"]: m for m in info["methods"]}
+    assert {"hello", "status", "dispatch", "attach", "steer", "abort", "sessions.list"} <= set(methods)
+    assert {"name": "task", "type": "str", "required": True}.items() <= methods["dispatch"]["params"][0].items()
+    assert "run.finished" in {e["type"] for e in info["events"]}
+    assert {"code": 11, "name": "SESSION_BUSY"}.items() <= next(e for e in info["errors"] if e["code"] == 11).items()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose: read its state.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
