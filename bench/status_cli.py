@@ -1,0 +1,99 @@
+"""Figure 3: `roost status` whole process, daemon already running.
+
+Wall time from Popen to exit of ``roost status`` (connect, hello, status, print), stdout to
+/dev/null. The daemon holds 20 finished sessions so that ``status`` (which counts sessions in
+SQLite) does real work. Context lines give the floors (a bare interpreter, ``roost
+--version``) and a breakdown: the same command run in-process with the import of
+``roost.cli`` and the command's work timed separately.
+
+    uv run python bench/status_cli.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, roost_exe, spread  # noqa: E402
+
+TARGET_MS = 60.0
+
+# Runs the CLI in-process, timing its import and its work separately (stderr: two floats).
+_PARTS = r"""
+import sys, time
+t0 = time.perf_counter()
+from roost.cli import cli
+t1 = time.perf_counter()
+sys.argv = ["roost", "status"]
+try:
+    cli.main(standalone_mode=False)
+except SystemExit:
+    pass
+sys.stderr.write(f"{t1 - t0} {time.perf_counter() - t1}\n")
+"""
+
+
+def parts(env: BenchEnv, runs: int) -> tuple[float, float, float]:
+    """Medians (whole process, `import roost.cli`, the command's work) in seconds."""
+    whole, imports, work = [], [], []
+    for _ in range(runs):
+        t = time.perf_counter()
+        proc = subprocess.run([PYTHON, "-c", _PARTS], env=env.env, cwd=env.project,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        whole.append(time.perf_counter() - t)
+        a, b = map(float, proc.stderr.split()[-2:])
+        imports.append(a)
+        work.append(b)
+    return median(whole), median(imports), median(work)
+
+
+def wall(argv: list[str], env: BenchEnv, runs: int) -> list[float]:
+    out = []
+    for i in range(runs + 1):
+        t = time.perf_counter()
+        proc = subprocess.run(argv, env=env.env, cwd=env.project, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        elapsed = time.perf_counter() - t
+        if proc.returncode != 0:
+            raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+        if i:  # the first is a warm-up
+            out.append(elapsed)
+    return out
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=30, help="measured runs (default 30)")
+    args = p.parse_args()
+    context = prepare(args)
+    with BenchEnv("status") as env:
+        env.start_daemon()
+        with env.client() as client:
+            for _ in range(20):
+                client.call("sessions.create", cwd=str(env.project))
+        status = wall([roost_exe(), "status"], env, args.runs)
+        version = wall([roost_exe(), "--version"], env, 10)
+        bare = wall([PYTHON, "-c", "pass"], env, 10)
+        whole, imports, work = parts(env, 11)
+    context.append(f"floors (median of 10): `python -c pass` {median(bare) * 1000:.1f} ms; "
+                   f"`roost --version` {median(version) * 1000:.1f} ms")
+    context.append(f"where the time goes (the status command run in-process, median of 11): "
+                   f"whole {whole * 1000:.1f} ms = `import roost.cli` {imports * 1000:.1f} ms + "
+                   f"parse, connect, hello, status, print {work * 1000:.1f} ms + interpreter "
+                   f"start and exit {(whole - imports - work) * 1000:.1f} ms")
+    fig = Figure(
+        key="status.wall_ms", title="`roost status` whole process",
+        value=median(status) * 1000, unit="ms", better="lower", target=TARGET_MS,
+        how=f"median wall, Popen to exit, of {args.runs} runs (after 1 warm-up), daemon running "
+            f"with 20 sessions, stdout to /dev/null",
+        details=[f"min/median/max {spread(status, 1000)} ms"],
+    )
+    report("roost status", [fig], args, context)
+
+
+if __name__ == "__main__":
+    main()

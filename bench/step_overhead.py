@@ -1,0 +1,191 @@
+"""Figure 1: per-step overhead of a run.
+
+Whole-process wall time of ``roost dispatch`` (daemon already running) for a run of 20 tool
+steps minus the same for a run of 1 tool step, divided by 19. A "tool step" is one model
+call answering text + one ``bash`` tool call running ``true``; both runs end with a final
+text answer, so they differ by exactly 19 (model call + tool call) round trips. The model
+costs nothing: ``scripted`` replays a script file; ``anthropic`` talks to the local fake
+Messages API (tests/fakes/anthropic_server.py) over 127.0.0.1, with streaming SSE.
+
+Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
+
+    uv run python bench/step_overhead.py [--runs 7] [--only scripted|anthropic]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (  # noqa: E402
+    BenchEnv,
+    Figure,
+    median,
+    parser,
+    prepare,
+    process_cpu,
+    Ran,
+    read_proc_status,
+    report,
+    spread,
+    tool_steps_script,
+)
+
+LONG, SHORT = 20, 1
+TARGET_MS = 3.0
+ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
+
+
+def daemon_side_seconds(env: BenchEnv, session: str) -> float:
+    """run.finished ts minus run.started ts, as the daemon recorded them."""
+    with env.client() as client:
+        events = client.call("events", session=session)["events"]
+    ts = {e["type"]: e["ts"] for e in events if e["type"] in ("run.started", "run.finished")}
+    return ts["run.finished"] - ts["run.started"]
+
+
+def dispatch(env: BenchEnv, model: str) -> tuple[Ran, str]:
+    """One ``roost dispatch`` run, followed to its end; (timing, session id)."""
+    ran = env.run_roost("dispatch", "benchmark task", "--model", model,
+                        "--max-turns", "40", "--json", stdout=subprocess.PIPE)
+    first = json.loads(ran.proc.stdout.split(b"\n", 1)[0])
+    return ran, first["session"]
+
+
+def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None) -> dict[str, Any]:
+    walls: dict[int, list[float]] = {SHORT: [], LONG: []}
+    inside: dict[int, list[float]] = {SHORT: [], LONG: []}
+    # CPU seconds summed over the measured runs: the CLI process, the daemon itself, and the
+    # daemon's reaped children (the bash tool processes). /proc counts in 10 ms ticks, so
+    # only sums over many runs mean anything.
+    cpu = {n: {"cli": 0.0, "daemon": 0.0, "tools": 0.0} for n in (SHORT, LONG)}
+    for i in range(runs + 1):  # the first pair is a warm-up, not counted
+        for steps in (SHORT, LONG):
+            if before_run:
+                before_run(steps)
+            own0, kids0 = process_cpu(env.daemon_pid)
+            ran, session = dispatch(env, model_for(steps))
+            own1, kids1 = process_cpu(env.daemon_pid)
+            if i:
+                walls[steps].append(ran.wall)
+                inside[steps].append(daemon_side_seconds(env, session))
+                cpu[steps]["cli"] += ran.cpu
+                cpu[steps]["daemon"] += own1 - own0
+                cpu[steps]["tools"] += kids1 - kids0
+    steps_measured = runs * (LONG - SHORT)
+    per_step = (median(walls[LONG]) - median(walls[SHORT])) / (LONG - SHORT)
+    per_step_inside = (median(inside[LONG]) - median(inside[SHORT])) / (LONG - SHORT)
+    cpu_per_step = {k: (cpu[LONG][k] - cpu[SHORT][k]) / steps_measured for k in cpu[LONG]}
+    return {"walls": walls, "inside": inside, "per_step": per_step,
+            "per_step_inside": per_step_inside, "cpu_per_step": cpu_per_step}
+
+
+def bash_true_floor(n: int = 30) -> float:
+    """Median seconds to spawn and reap ``bash -c true`` from Python (the tool's own floor)."""
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(["bash", "-c", "true"], stdin=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return median(times)
+
+
+def figures_for(name: str, m: dict[str, Any], how: str, key: str) -> list[Figure]:
+    w, ins = m["walls"], m["inside"]
+    return [
+        Figure(
+            key=f"step_overhead.{key}_ms", title=f"per-step overhead ({name})",
+            value=m["per_step"] * 1000, unit="ms/step", better="lower", target=TARGET_MS,
+            how=how,
+            details=[
+                f"roost dispatch wall, {SHORT}-step run: min/median/max {spread(w[SHORT], 1000)} ms",
+                f"roost dispatch wall, {LONG}-step run: min/median/max {spread(w[LONG], 1000)} ms",
+                f"inside the daemon (run.finished ts - run.started ts): {SHORT}-step "
+                f"{median(ins[SHORT]) * 1000:.1f} ms, {LONG}-step {median(ins[LONG]) * 1000:.1f} ms "
+                f"-> {m['per_step_inside'] * 1000:.2f} ms/step",
+                "CPU per step (sum over long runs - short runs, / steps): daemon "
+                f"{m['cpu_per_step']['daemon'] * 1000:.2f} ms, bash tool processes "
+                f"{m['cpu_per_step']['tools'] * 1000:.2f} ms, roost CLI "
+                f"{m['cpu_per_step']['cli'] * 1000:.2f} ms",
+            ],
+        ),
+    ]
+
+
+def run_scripted(runs: int) -> list[Figure]:
+    with BenchEnv("step") as env:
+        env.start_daemon()
+        scripts = {n: env.write_script(f"s{n}.json", tool_steps_script(n)) for n in (SHORT, LONG)}
+        m = measure(env, runs, lambda n: f"scripted/{scripts[n]}")
+    how = (f"(median wall of `roost dispatch --json` for {LONG} tool steps - same for {SHORT}) / "
+           f"{LONG - SHORT}; {runs} alternating pairs after 1 warm-up pair; model `scripted/FILE`; "
+           f"each step: one model reply + `bash -c true`")
+    return figures_for("scripted", m, how, "scripted")
+
+
+def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
+    from tests.fakes.anthropic_server import serve_anthropic
+
+    notes = []
+    with serve_anthropic() as server, BenchEnv("stepA") as env:
+        env.start_daemon({"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": server.base_url})
+        counter = iter(range(10**9))
+
+        def enqueue(steps: int) -> None:
+            run = next(counter)
+            turns: list[dict[str, Any]] = []
+            for i in range(1, steps + 1):
+                turns.append({
+                    "content": [
+                        {"type": "text", "text": f"step {i}"},
+                        {"type": "tool_use", "id": f"toolu_b{run}_{i}", "name": "bash",
+                         "input": {"command": "true"}},
+                    ],
+                    "stop_reason": "tool_use",
+                    "usage": {"input_tokens": 100, "output_tokens": 20},
+                })
+            turns.append({"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+                          "usage": {"input_tokens": 100, "output_tokens": 5}})
+            server.enqueue(*turns)
+
+        m = measure(env, runs, lambda n: ANTHROPIC_MODEL, before_run=enqueue)
+        status = read_proc_status(env.daemon_pid)
+        notes.append(f"daemon with the anthropic provider loaded, after {2 * (runs + 1)} runs: "
+                     f"VmHWM {status['VmHWM'] / 1024:.1f} MiB, VmRSS {status['VmRSS'] / 1024:.1f} MiB")
+        notes.append(f"fake server saw {len(server.requests)} POST /v1/messages")
+    how = (f"as for scripted, with model `{ANTHROPIC_MODEL}` against tests/fakes/anthropic_server.py "
+           f"(in this process, 127.0.0.1, streamed SSE, zero delay); daemon started with "
+           f"ANTHROPIC_BASE_URL pointing at it (the SDK is imported in the warm-up pair)")
+    return figures_for("anthropic", m, how, "anthropic"), notes
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=11, help="measured pairs of runs per model (default 11)")
+    p.add_argument("--only", choices=("scripted", "anthropic"))
+    args = p.parse_args()
+    context = prepare(args)
+    figures: list[Figure] = []
+    if args.only != "anthropic":
+        figures += run_scripted(args.runs)
+    if args.only != "scripted":
+        try:
+            figs, notes = run_anthropic(args.runs)
+            figures += figs
+            context += notes
+        except ImportError as exc:
+            context.append(f"anthropic part skipped: tests/fakes/anthropic_server.py unusable ({exc})")
+    floor = bash_true_floor()
+    context.append(f"floor: `bash -c true` spawned by subprocess.run from Python takes "
+                   f"{floor * 1000:.2f} ms (median of 30); each step includes one")
+    report("per-step overhead", figures, args, context)
+
+
+if __name__ == "__main__":
+    main()
