@@ -5,7 +5,8 @@ Everything that decides what a run does next lives in this module. The rules:
 - A session is IDLE, or has one run in flight that waits for the MODEL or for TOOLS.
 - ``Submit`` needs IDLE: it starts a run (``run.started``, ``message.user``) and the first
   model call (``step.started`` + CallModel). Each model call is one turn.
-- ``ModelFinished`` needs MODEL. The reply is stored (``message.assistant``). Tool calls in it
+- ``ModelFinished`` needs MODEL. A malformed reply (a tool_use block without an id or a
+  name, two with one id) counts as ``ModelFailed``. The reply is stored (``message.assistant``). Tool calls in it
   start (``tool.started`` + RunTool each, phase TOOLS), unless the reply was cut off at
   ``max_tokens``: then the calls are answered with errors and the run ends ``max_tokens``.
   A reply with no tool calls ends the run ``done``, unless steering is queued, which starts
@@ -27,7 +28,7 @@ An input that breaks these rules raises :class:`InvalidInput`; nothing changes.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Mapping
 
 from . import _events as ev
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunTool
@@ -164,6 +165,11 @@ def _submit(b: _Builder, input: Submit) -> None:
 
 def _model_finished(b: _Builder, input: ModelFinished) -> None:
     b.require(b.state.phase is Phase.MODEL, "no model call in flight")
+    problem = _malformed(input.content)
+    if problem is not None:
+        # Stored, such a reply would poison the history of every later call.
+        _model_failed(b, ModelFailed(f"the model's reply was malformed: {problem}", input.ts))
+        return
     content = [dict(block) for block in input.content]
     b.emit(
         ev.MESSAGE_ASSISTANT,
@@ -195,6 +201,24 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     _finish_step(b)
     _continue_or_finish(b, after_tools=False)
+
+
+def _malformed(content: tuple[Any, ...]) -> str | None:
+    ids: set[str] = set()
+    for block in content:
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            return "a content block is not a map with a type"
+        if block["type"] != "tool_use":
+            continue
+        call_id, name = block.get("id"), block.get("name")
+        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+            return "a tool_use block has no id or no name"
+        if call_id in ids:
+            return f"two tool_use blocks share the id {call_id!r}"
+        if not isinstance(block.get("input", {}), Mapping):
+            return f"tool_use {call_id!r} has an input that is not an object"
+        ids.add(call_id)
+    return None
 
 
 def _model_failed(b: _Builder, input: ModelFailed) -> None:

@@ -531,3 +531,25 @@ def test_state_is_not_shared_with_the_input():
     assert d.state.messages[-1]["content"][0]["id"] == "c1"
     assert d.log[-2].data["content"][0]["id"] == "c1"
     assert d.state == fold(d.log)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        ({"type": "tool_use", "name": "bash", "input": {}},),
+        ({"type": "tool_use", "id": "c1", "input": {}},),
+        ({"type": "tool_use", "id": "c1", "name": "bash"}, {"type": "tool_use", "id": "c1", "name": "read"}),
+        ({"type": "tool_use", "id": "c1", "name": "bash", "input": "ls"},),
+        ({"text": "no type"},),
+    ],
+)
+def test_a_malformed_reply_ends_the_run_with_an_error_and_is_not_stored(content: tuple) -> None:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    t = step(state, ModelFinished(content, "tool_use", 2.0))
+    types = [e.type for e in t.events]
+    assert types == ["error", "step.finished", "run.finished"]
+    assert "malformed" in t.events[0].data["message"]
+    assert t.events[-1].data["reason"] == "error"
+    assert t.state.phase is Phase.IDLE
+    assert all(m["role"] != "assistant" for m in t.state.messages)

@@ -11,7 +11,7 @@ import os
 from ._base import Provider, ProviderUnavailable
 
 #: The model used when neither the dispatch nor ``ROOST_MODEL`` names one.
-DEFAULT_MODEL = "anthropic/claude-sonnet-4-5"
+DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
 KNOWN_PROVIDERS = ("anthropic", "scripted")
 
