@@ -267,6 +267,10 @@ class Conductor:
         except InvalidInput as exc:
             # The run moved on (aborted while this effect finished): the result is stale.
             log.debug("session %s: stale result dropped: %s", session.id, exc)
+        except Exception:
+            # A bug must cost this run, not the daemon and every other session.
+            log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
+            await self.feed(session, Abort(time.time(), "internal error in the daemon; see its log"))
 
     def _tool_specs(self, names: tuple[str, ...]) -> list[ToolSpec]:
         specs = []

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run a task through roost and print only the tool calls and the final answer, using the
+# public event stream of `roost dispatch --json` and jq.
+#   contrib/clients/dispatch-summary.sh "list the files here and count them" scripted/demo
+set -euo pipefail
+task=${1:?usage: dispatch-summary.sh TASK [MODEL]}
+model=${2:-${ROOST_MODEL:-scripted/demo}}
+
+roost dispatch "$task" --model "$model" --json | jq -r '
+  if .type == "tool.started" then "tool: \(.name) \(.input | tostring)"
+  elif .type == "tool.finished" then "  -> \(if .is_error then "error" else "ok" end) (\(.size) chars)"
+  elif .type == "run.finished" then "\(.reason): \(.text)"
+  else empty end'
+exit "${PIPESTATUS[0]}"
