@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import click
 
@@ -28,12 +26,12 @@ class DaemonError(click.ClickException):
         return self.message
 
 
-def socket_path(explicit: str | None) -> Path:
+def socket_path(explicit: str | None) -> str:
     """``--socket``, else the protocol's default (ROOST_SOCKET, runtime dir, fallback)."""
-    return Path(explicit) if explicit else default_socket_path()
+    return explicit or default_socket_path()
 
 
-def connect(path: Path, *, start: bool = True) -> Client:
+def connect(path: str, *, start: bool = True) -> Client:
     """A client connected to the daemon at ``path``, starting the daemon if needed."""
     try:
         return Client.connect(path, client="roost-cli")
@@ -44,13 +42,16 @@ def connect(path: Path, *, start: bool = True) -> Client:
     return Client.connect(path, client="roost-cli")
 
 
-def start_daemon(path: Path) -> int:
+def start_daemon(path: str) -> int:
     """Start ``roost daemon`` detached (its own session), wait until it listens; its pid."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    errors = path.with_name(path.name + ".stderr")
+    # Imported here: only the command that starts the daemon pays for subprocess.
+    import subprocess
+
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    errors = path + ".stderr"
     with open(errors, "wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "roost.daemon", "--socket", os.fspath(path)],
+            [sys.executable, "-m", "roost.daemon", "--socket", path],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -71,7 +72,8 @@ def start_daemon(path: Path) -> int:
                 Client.connect(path, hello=False).close()
                 return process.pid
             except (FileNotFoundError, ConnectionRefusedError):
-                detail = errors.read_text(errors="replace").strip()
+                with open(errors, errors="replace") as f:
+                    detail = f.read().strip()
                 raise DaemonError(f"the roost daemon exited with status {status}: {detail}") from None
         time.sleep(0.01)
     raise DaemonError(f"the roost daemon did not listen on {path} within {START_TIMEOUT:g} s")

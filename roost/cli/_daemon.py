@@ -53,9 +53,9 @@ def stop(obj: dict[str, Any]) -> None:
         except ConnectionClosed:
             pass
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and path.exists():
+    while time.monotonic() < deadline and os.path.exists(path):
         time.sleep(0.02)
-    if path.exists():
+    if os.path.exists(path):
         raise DaemonError(f"the daemon (pid {pid}) did not stop within 15 s")
     click.echo(f"stopped roost daemon (pid {pid})")
 
@@ -67,7 +67,7 @@ def daemon(obj: dict[str, Any], foreground: bool) -> None:
     """Start the daemon (other commands start it when needed)."""
     path = socket_path(obj["socket"])
     if foreground:
-        argv = [sys.executable, "-m", "roost.daemon", "--foreground", "--socket", os.fspath(path)]
+        argv = [sys.executable, "-m", "roost.daemon", "--foreground", "--socket", path]
         os.execv(sys.executable, argv)
     try:
         with Client.connect(path, client="roost-cli") as client:

@@ -53,6 +53,9 @@ class Connection:
         self.attachments: dict[str, Attachment] = {}
         self._send, self._receive = trio.open_memory_channel[bytes](outbox_size)
         self._lagged: dict[str, int] = {}
+        # Messages queued or being written by the writer; direct writes wait for zero.
+        self._queued = 0
+        self._write_lock = trio.Lock()
         self.closed = False
 
     async def run_writer(self) -> None:
@@ -65,17 +68,30 @@ class Connection:
                         batch.append(self._receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                await self.stream.send_all(b"".join(batch))
-                # Told after the backlog that made the client lag, so it knows where to resume.
-                lagged, self._lagged = self._lagged, {}
-                for session, last_seq in lagged.items():
-                    await self.stream.send_all(
-                        encode(Notification("lagged", [{"session": session, "last_seq": last_seq}]))
-                    )
+                async with self._write_lock:
+                    await self.stream.send_all(b"".join(batch))
+                    self._queued -= len(batch)
+                    # Told after the backlog that made it lag, so it knows where to resume.
+                    lagged, self._lagged = self._lagged, {}
+                    for session, last_seq in lagged.items():
+                        note = Notification("lagged", [{"session": session, "last_seq": last_seq}])
+                        await self.stream.send_all(encode(note))
 
     async def send(self, data: bytes) -> None:
-        """Queue a message, waiting for room (for responses: never dropped)."""
+        """Send a message in order with everything queued before it; never dropped.
+
+        With nothing queued and no write in progress the bytes go straight to the socket:
+        a hop through the writer task would cost a scheduler pass on every round trip.
+        """
         try:
+            if self._queued == 0 and not self._write_lock.locked() and not self.closed:
+                self._write_lock.acquire_nowait()
+                try:
+                    await self.stream.send_all(data)
+                finally:
+                    self._write_lock.release()
+                return
+            self._queued += 1
             await self._send.send(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
@@ -104,6 +120,7 @@ class Connection:
             return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             return
+        self._queued += 1
         if seq is not None:
             attachment.last_seq = seq
 

@@ -25,7 +25,7 @@ def log_dir() -> Path:
 
 def socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
     """The socket to listen on: ``explicit``, else the protocol's default."""
-    return Path(explicit) if explicit is not None else default_socket_path()
+    return Path(explicit if explicit is not None else default_socket_path())
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 
 #: Requests of one connection handled at the same time.
 REQUESTS_PER_CONNECTION = 64
+#: Methods that never wait on anything slow (a client, a run): answered in the reader.
+_INLINE = frozenset({"hello", "detach", "steer", "abort", "shutdown"})
 
 
 class AlreadyRunning(RuntimeError):
@@ -172,7 +174,11 @@ class Daemon:
                     await connection.send(_error_note(exc.code, str(exc)))
                     break
                 for message in messages:
-                    if isinstance(message, Request):
+                    if isinstance(message, Request) and message.method in _INLINE:
+                        # Quick methods are answered in the reader: a task per request would
+                        # cost a scheduler pass on every round trip.
+                        await connection.send(await api.answer(connection, message))
+                    elif isinstance(message, Request):
                         await limiter.acquire()
                         answers.start_soon(self._answer, connection, api, message, limiter)
                     elif isinstance(message, ProtocolError):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import os
 import socket
-from pathlib import Path
 from typing import Any, Iterator
 
 from ._address import default_socket_path

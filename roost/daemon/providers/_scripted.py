@@ -54,9 +54,13 @@ DEMO_SCRIPT: Mapping[str, Any] = {
 class ScriptedProvider:
     """Replays responses from the demo script or a JSON file."""
 
+    def __init__(self) -> None:
+        # Parsed scripts by path, kept while the file's size and mtime stay the same.
+        self._cache: dict[Path, tuple[tuple[int, int], Mapping[str, Any]]] = {}
+
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
         """Return the response whose index is the number of assistant turns so far."""
-        script = _load(request.model, request.cwd)
+        script = self._load(request.model, request.cwd)
         responses = script.get("responses")
         if not isinstance(responses, list):
             raise ProviderUnavailable(f"scripted/{request.model}: no \"responses\" list in the script")
@@ -67,6 +71,8 @@ class ScriptedProvider:
                 f"and this is call {index + 1}"
             )
         response = responses[index]
+        if not isinstance(response, dict) or not isinstance(response.get("content", []), list):
+            raise ProviderError(f"scripted/{request.model}: response {index + 1} is not {{\"content\": [...]}}")
         content = []
         for i, block in enumerate(response.get("content", [])):
             block = dict(block)
@@ -83,24 +89,45 @@ class ScriptedProvider:
         has_tools = any(b.get("type") == "tool_use" for b in content)
         stop = response.get("stop_reason") or ("tool_use" if has_tools else "end_turn")
         usage = response.get("usage") or {
-            "input_tokens": sum(len(json.dumps(m)) for m in request.messages) // 4,
-            "output_tokens": max(1, len(json.dumps(content)) // 4),
+            "input_tokens": max(1, sum(_chars(m["content"]) for m in request.messages) // 4),
+            "output_tokens": max(1, _chars(content) // 4),
         }
         return ModelReply(tuple(content), stop, usage)
 
     async def aclose(self) -> None:
         """Nothing to release."""
 
+    def _load(self, name: str, cwd: str) -> Mapping[str, Any]:
+        if name == "demo":
+            return DEMO_SCRIPT
+        path = Path(name)
+        if not path.is_absolute():
+            path = Path(cwd) / path
+        try:
+            info = path.stat()
+            key = (info.st_size, info.st_mtime_ns)
+            cached = self._cache.get(path)
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            script = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ProviderUnavailable(f"scripted: no script file at {path}") from None
+        except (OSError, ValueError) as exc:
+            raise ProviderUnavailable(f"scripted: cannot read {path}: {exc}") from None
+        if not isinstance(script, dict):
+            raise ProviderUnavailable(f"scripted: {path} does not hold a JSON object")
+        self._cache[path] = (key, script)
+        return script
 
-def _load(name: str, cwd: str) -> Mapping[str, Any]:
-    if name == "demo":
-        return DEMO_SCRIPT
-    path = Path(name)
-    if not path.is_absolute():
-        path = Path(cwd) / path
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ProviderUnavailable(f"scripted: no script file at {path}") from None
-    except (OSError, ValueError) as exc:
-        raise ProviderUnavailable(f"scripted: cannot read {path}: {exc}") from None
+
+def _chars(blocks: Any) -> int:
+    # A rough size for the made-up token counts: the text in the blocks.
+    total = 0
+    for block in blocks:
+        for key in ("text", "content", "input"):
+            value = block.get(key)
+            if value is not None:
+                total += len(value) if isinstance(value, str) else len(str(value))
+    return total
+
+
