@@ -1,0 +1,92 @@
+"""Anthropic runs through the daemon, against a local server speaking the Messages SSE format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+
+from roost.protocol.trio_client import TrioClient
+from tests.fakes.anthropic_server import serve_anthropic
+
+from .conftest import events_until, finished, stored
+
+
+async def test_a_tool_loop_with_anthropic(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = [
+        {
+            "content": [
+                {"type": "text", "deltas": ["Listing ", "the ", "files."]},
+                {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 80},
+        },
+        {
+            "content": [{"type": "text", "text": "There are three files."}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 150, "output_tokens": 8},
+        },
+    ]
+    with serve_anthropic(script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call(
+            "dispatch", task="count", model="anthropic/claude-test", cwd=str(project), attach=True
+        )
+        events = await events_until(client, finished(run["run"]))
+        bodies = [r.body for r in server.requests]
+
+    deltas = [e["text"] for e in events if e["type"] == "text.delta"]
+    assert deltas[:3] == ["Listing ", "the ", "files."]
+    tool = next(e for e in events if e["type"] == "tool.finished")
+    assert tool["call_id"] == "toolu_1" and tool["result"].split() == ["a.txt", "b.txt", "c.py"]
+    last = events[-1]
+    assert last["reason"] == "done" and last["text"] == "There are three files."
+    assert last["usage"]["input_tokens"] == 250 and last["usage"]["cache_read_input_tokens"] == 80
+    assert [e["stop_reason"] for e in stored(events) if e["type"] == "message.assistant"] == [
+        "tool_use", "end_turn"
+    ]
+    # The second request carries the history: the tool_use and its result, paired.
+    assert bodies[0]["model"] == "claude-test"
+    assert {t["name"] for t in bodies[0]["tools"]} == {"bash", "read"}
+    second = bodies[1]["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert second[2]["content"][0]["type"] == "tool_result"
+    assert second[2]["content"][0]["tool_use_id"] == "toolu_1"
+
+
+async def test_overload_then_failure_ends_the_run_with_a_clear_error(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    overloaded = {"status": 529, "headers": {"retry-after": "0.01"}}
+    with serve_anthropic([overloaded] * 3) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call("dispatch", task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
+        events = await events_until(client, finished(run["run"]))
+        assert len(server.requests) == 3
+    assert events[-1]["reason"] == "error"
+    assert "529" in events[-1]["error"] and "verloaded" in events[-1]["error"]
+
+
+async def test_abort_closes_the_stream_at_once(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stalling = {
+        "content": [{"type": "text", "text": "a long answer that never ends"}],
+        "stall_after": 4,
+        "stall_seconds": 30,
+    }
+    with serve_anthropic([stalling]) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call("dispatch", task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
+        await events_until(client, lambda e: e["type"] == "text.delta")
+        with trio.fail_after(2):
+            await client.call("abort", session=run["session"])
+            events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "aborted"
