@@ -1,0 +1,79 @@
+"""The daemon dies (SIGKILL) or is told to stop (SIGTERM) in the middle of a run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from .conftest import ROOST, E2E, alive, bash, detach, group_members, text, wait_until
+
+
+def test_a_killed_daemon_loses_nothing_and_the_next_one_ends_the_run(e2e: E2E) -> None:
+    pidfile, marker = e2e.tmp / "tool.pid", e2e.tmp / "never"
+    model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30; echo never > {marker}")])
+    session, run = detach(e2e, "a long tool call", "--model", model)
+    before = e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
+    e2e.kill_group_at_teardown(tool)
+    (started,) = [e for e in before if e["type"] == "tool.started"]
+    old = e2e.status()["pid"]
+
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: not alive(old), 5, what="the daemon to die")
+    assert e2e.socket.exists()  # left behind: stale now
+
+    # The next command starts a new daemon, which ends the interrupted run before serving.
+    after = e2e.events(session)
+    assert e2e.status()["pid"] != old
+    assert after[: len(before)] == before
+    new = after[len(before):]
+    assert [e["type"] for e in new] == ["tool.finished", "run.finished"]
+    finished, ended = new
+    assert finished["call_id"] == started["call_id"] and finished["is_error"] is True
+    assert "interrupted" in finished["result"]
+    assert (ended["run"], ended["reason"]) == (run, "error") and "interrupted" in ended["error"]
+    assert e2e.session_row(session)["status"] == "error"
+    # Not run again: one start, the pid file still names the first shell, no "never".
+    assert [e["type"] for e in after].count("tool.started") == 1
+    assert pidfile.read_text().strip() == str(tool)
+    assert not marker.exists()
+    # The dead daemon could not kill its tool's shell: it is still there, orphaned.
+    assert group_members(tool)
+    os.killpg(tool, signal.SIGKILL)
+
+    # The session carries on: the model's next response (its second) is text.
+    resumed = e2e.script([text("not used")], [text("Back after the crash.")])
+    again = e2e.roost("dispatch", "carry on", "--session", session, "--model", resumed)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Back after the crash." in again.stdout.splitlines()
+    assert again.stdout.splitlines()[-1].startswith("■ done")
+    assert e2e.session_row(session)["status"] == "done"
+
+
+def test_sigterm_aborts_runs_kills_tools_and_exits_0(e2e: E2E) -> None:
+    with open(e2e.tmp / "daemon.stderr", "w") as errors:
+        daemon = e2e.popen([ROOST, "daemon", "--foreground"], stdout=subprocess.DEVNULL, stderr=errors)
+    wait_until(lambda: e2e.roost("status").returncode == 0, 10, what="the daemon to listen")
+    # `roost daemon --foreground` execs the daemon: same process.
+    assert e2e.status()["pid"] == daemon.pid
+    pidfile = e2e.tmp / "tool.pid"
+    model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30")], [text("never reached")])
+    session, run = detach(e2e, "a long tool call", "--model", model)
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
+    e2e.kill_group_at_teardown(tool)
+
+    asked = time.monotonic()
+    daemon.send_signal(signal.SIGTERM)
+    assert daemon.wait(timeout=10) == 0
+    assert time.monotonic() - asked < 5
+    assert group_members(tool) == []
+    assert not e2e.socket.exists()
+
+    events = e2e.events(session)  # through a new daemon
+    last = events[-1]
+    assert (last["type"], last["run"], last["reason"]) == ("run.finished", run, "aborted")
+    (finished,) = [e for e in events if e["type"] == "tool.finished"]
+    assert finished["is_error"] is True

@@ -1,0 +1,99 @@
+"""A run seen and driven from several processes: steer, abort, follow, a terminal that closes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+from .conftest import ROOST, E2E, LineReader, bash, detach, group_members, text, wait_until
+
+
+def test_steer_and_abort_from_another_process(e2e: E2E) -> None:
+    pidfile = e2e.tmp / "tool.pid"
+    model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 2")], [text("never reached")])
+    session, run = detach(e2e, "wait a bit", "--model", model)
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
+    e2e.kill_group_at_teardown(tool)
+
+    steered = e2e.roost("steer", session, "also x")
+    assert (steered.returncode, steered.stdout.strip()) == (0, "steering queued"), steered.stderr
+    e2e.wait_event(session, lambda e: e["type"] == "steer.queued" and e["text"] == "also x")
+    aborted = e2e.roost("abort", session[:5])
+    assert (aborted.returncode, aborted.stdout.strip()) == (0, f"aborted run {run}"), aborted.stderr
+
+    events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=5)
+    last = events[-1]
+    assert (last["type"], last["run"], last["reason"]) == ("run.finished", run, "aborted")
+    # The tool's process group is killed, well before its sleep would have ended.
+    wait_until(lambda: group_members(tool) == [], 1.0, what="the tool's processes to die")
+    assert e2e.session_row(session)["status"] == "aborted"
+
+    for args in (("steer", session, "more"), ("abort", session)):
+        idle = e2e.roost(*args)
+        assert idle.returncode == 10, idle.stdout
+        assert "NOT_RUNNING" in idle.stderr and "no run in flight" in idle.stderr
+        assert idle.stdout == ""
+
+
+def test_logs_follow_shows_history_then_live_events(e2e: E2E) -> None:
+    model = e2e.script(
+        [text("Step one."), bash("sleep 0.3")],
+        [text("Step two."), bash("sleep 0.3")],
+        [text("Step three."), bash("sleep 0.3")],
+        [text("All three steps done.")],
+    )
+    session, run = detach(e2e, "three slow steps", "--model", model)
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+
+    as_json = e2e.popen([ROOST, "logs", session, "--follow", "--json"], stdout=subprocess.PIPE)
+    as_text = e2e.popen([ROOST, "logs", session[:6], "-f"], stdout=subprocess.PIPE)
+    json_lines, text_lines = LineReader(as_json.stdout), LineReader(as_text.stdout)
+    json_lines.until(lambda line: json.loads(line)["type"] == "run.finished", timeout=15)
+    text_lines.until(lambda line: line.startswith("■ "), timeout=15)
+    # Neither ends by itself: following goes on until interrupted.
+    assert as_json.poll() is None and as_text.poll() is None
+    as_json.terminate()
+    as_text.terminate()
+
+    events = [json.loads(line) for line in json_lines.lines]
+    stored = [e for e in events if e.get("seq") is not None]
+    # History from the first event, then live, with no gap and no duplicate.
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert stored == e2e.events(session)
+    assert stored[0]["type"] == "session.created"
+    assert (stored[-1]["type"], stored[-1]["run"], stored[-1]["reason"]) == ("run.finished", run, "done")
+    # Text deltas are never stored: seeing them means the events came live.
+    live = "".join(e["text"] for e in events if e["type"] == "text.delta")
+    assert "All three steps done." in live
+
+    lines = [line.rstrip("\n") for line in text_lines.lines]
+    assert lines[0].startswith(f"▶ run {run}")
+    assert "task: three slow steps" in lines
+    assert lines.count("→ bash sleep 0.3") == 3
+    assert "All three steps done." in lines
+    assert lines[-1].startswith("■ done · 4 turns")
+
+
+def test_a_run_outlives_the_terminal_that_started_it(e2e: E2E) -> None:
+    model = e2e.script([bash("sleep 0.6")], [bash("sleep 0.6")], [text("Finished with nobody watching.")])
+    cli = e2e.popen([ROOST, "dispatch", "keep going", "--model", model], stdout=subprocess.PIPE)
+    out = LineReader(cli.stdout)
+    header = out.until(lambda line: line.startswith("▶ run"))
+    match = re.match(r"▶ run (r[0-9a-f]+) · .* · session ([0-9a-f]+)$", header.strip())
+    assert match, header
+    run, session = match.groups()
+    out.until(lambda line: line.startswith("→ bash"))
+
+    cli.kill()
+    assert cli.wait(timeout=5) < 0
+    killed_at = time.time()
+
+    assert e2e.session_row(session)["status"] == "running"
+    wait_until(lambda: e2e.session_row(session)["status"] == "done", 10, what="the run to finish")
+    last = e2e.events(session)[-1]
+    assert (last["type"], last["run"], last["reason"]) == ("run.finished", run, "done")
+    assert last["text"] == "Finished with nobody watching."
+    assert last["ts"] > killed_at
