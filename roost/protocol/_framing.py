@@ -39,6 +39,8 @@ class Decoder:
             max_buffer_size=max_frame,
         )
         self._fed = 0
+        # Stream offset where the unfinished message starts (the end of the last whole one).
+        self._message_start = 0
 
     def feed(self, data: bytes) -> list[Union[Message, ProtocolError]]:
         """Add bytes from the stream; return the messages now complete, in order."""
@@ -62,8 +64,10 @@ class Decoder:
         return out
 
     def _buffered(self) -> int:
-        # Bytes held for the unfinished message: fed so far minus consumed so far.
-        return self._fed - self._unpacker.tell()
+        # Bytes of the unfinished message fed so far. Not ``fed - tell()``: the unpacker
+        # parses a message incrementally and ``tell()`` moves past the parts it has already
+        # turned into objects, so a message of many small items would never hit the limit.
+        return self._fed - self._message_start
 
     def _drain(self, out: list[Union[Message, ProtocolError]]) -> None:
         while True:
@@ -73,6 +77,10 @@ class Decoder:
                 return
             except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
                 raise ProtocolError(f"bytes are not msgpack: {exc}") from exc
+            except TypeError as exc:
+                # A map key Python cannot hash (an array or a map as a key).
+                raise ProtocolError(f"unsupported msgpack: {exc}") from exc
+            self._message_start = self._unpacker.tell()
             try:
                 out.append(parse(obj))
             except ProtocolError as exc:

@@ -73,6 +73,9 @@ def parse(obj: Any) -> Message:
     if not isinstance(obj, (list, tuple)) or not obj:
         raise ProtocolError("a message must be a non-empty array")
     kind = obj[0]
+    if not isinstance(kind, int) or isinstance(kind, bool):
+        # 0.0 == 0 and True == 1 in Python; the spec's message type is an integer.
+        raise ProtocolError("message type must be an integer")
     if kind == REQUEST and len(obj) == 4:
         _, msgid, method, params = obj
         if not _is_msgid(msgid):

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator
 import trio
 
 from ._address import default_socket_path
-from ._errors import ConnectionClosed
+from ._errors import ConnectionClosed, ProtocolError
 from ._framing import DEFAULT_MAX_FRAME
 from ._messages import Notification, Response
 from ._methods import PROTOCOL_VERSION
@@ -43,6 +43,7 @@ class TrioClient:
         self._send_lock = trio.Lock()
         self._send_notification = send_notification
         self._closed = False
+        self._broken: ProtocolError | None = None
         #: Notifications from the daemon (events, ``lagged``), in arrival order.
         self.notifications = notifications
         #: The daemon's answer to ``hello``.
@@ -56,7 +57,7 @@ class TrioClient:
             ConnectionClosed: the connection ended before the answer.
         """
         if self._closed:
-            raise ConnectionClosed("the connection is closed")
+            raise ConnectionClosed("the connection is closed") from self._broken
         msgid, data = self._session.request(method, {**(params or {}), **kwargs})
         send, receive = trio.open_memory_channel[Response](1)
         self._waiters[msgid] = send
@@ -66,7 +67,7 @@ class TrioClient:
             try:
                 response = await receive.receive()
             except trio.EndOfChannel:
-                raise ConnectionClosed("the daemon closed the connection") from None
+                raise ConnectionClosed("the daemon closed the connection") from self._broken
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ConnectionClosed("the daemon closed the connection") from exc
         finally:
@@ -82,7 +83,13 @@ class TrioClient:
                     return
                 if not data:
                     return
-                for message in self._session.receive(data):
+                try:
+                    messages = self._session.receive(data)
+                except ProtocolError as exc:
+                    # Calls waiting now, and later ones, fail with this as the cause.
+                    self._broken = exc
+                    return
+                for message in messages:
                     if isinstance(message, Response):
                         waiter = self._waiters.get(message.msgid)
                         if waiter is not None:
