@@ -24,6 +24,9 @@ import trio
 
 from ._base import DeltaCallback, ModelReply, ModelRequest, ProviderError, ProviderUnavailable
 
+#: Deltas published between two yields to the scheduler (like one network read's worth).
+_DELTAS_PER_READ = 32
+
 DEMO_SCRIPT: Mapping[str, Any] = {
     "responses": [
         {
@@ -77,11 +80,14 @@ class ScriptedProvider:
         for i, block in enumerate(response.get("content", [])):
             block = dict(block)
             if block.get("type") == "text":
-                for piece in re.findall(r"\S+\s*|\s+", block.get("text", "")):
+                pieces = re.findall(r"\S+\s*|\s+", block.get("text", ""))
+                for n, piece in enumerate(pieces, start=1):
                     on_delta("text", piece)
-                    # A real stream yields between network reads; so does the replay, so
-                    # that connection writers drain as the deltas come.
-                    await trio.lowlevel.checkpoint()
+                    # A real stream yields between network reads, a few deltas at a time; so
+                    # does the replay, so connection writers drain (and coalesce) as it goes.
+                    if n % _DELTAS_PER_READ == 0:
+                        await trio.lowlevel.checkpoint()
+                await trio.lowlevel.checkpoint()
             elif block.get("type") == "tool_use":
                 block.setdefault("id", f"toolu_s{index + 1}_{i}")
                 block.setdefault("input", {})
