@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -20,12 +21,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", help="socket path (default: ROOST_SOCKET or the runtime dir)")
     parser.add_argument("--database", help="SQLite file (default: in the user state dir)")
     parser.add_argument("--foreground", action="store_true", help="also log to stderr")
+    parser.add_argument(
+        "--sync",
+        choices=("normal", "full"),
+        default=os.environ.get("ROOST_SYNC", "normal"),
+        help="SQLite durability: normal survives a killed daemon; full also survives power "
+        "loss, at an fsync per commit (default: $ROOST_SYNC or normal)",
+    )
     args = parser.parse_args(argv)
+    if args.sync not in ("normal", "full"):
+        parser.error(f"--sync (or ROOST_SYNC) must be normal or full, not {args.sync!r}")
     _setup_logging(args.foreground)
     path = socket_path(args.socket)
     database = Path(args.database) if args.database else default_database()
     try:
-        trio.run(Daemon(path, database).serve)
+        trio.run(Daemon(path, database, sync=args.sync).serve)
     except AlreadyRunning as exc:
         print(f"roost daemon: {exc}", file=sys.stderr)
         return 1

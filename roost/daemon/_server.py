@@ -57,9 +57,17 @@ class AlreadyRunning(RuntimeError):
 class Daemon:
     """One roost daemon. Use :func:`serve`."""
 
-    def __init__(self, socket_path: Path, database: Path, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        database: Path,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        *,
+        sync: str = "normal",
+    ) -> None:
         self.socket_path = socket_path
         self.database = database
+        self.sync = sync
         self.max_frame = max_frame
         self.hub = Hub()
         self.stopping = trio.Event()
@@ -70,7 +78,7 @@ class Daemon:
         lock = _acquire_lock(self.socket_path)
         try:
             listener = await _listen(self.socket_path)
-            store = EventStore.open(self.database)
+            store = EventStore.open(self.database, sync=self.sync)
             try:
                 await self._serve(listener, store, task_status)
             finally:
