@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 import roost
+from roost.protocol import ConnectionClosed, RoostError
 
+from ._connect import EXIT_REFUSED
 from ._daemon import daemon, status, stop
 from ._run import abort, dispatch, steer
 from ._sessions import logs, sessions
@@ -34,4 +38,11 @@ for command in (dispatch, sessions, logs, steer, abort, status, stop, daemon):
 
 def main() -> None:
     """Entry point of the ``roost`` script."""
-    cli()
+    try:
+        cli()
+    except ConnectionClosed:
+        click.echo("roost: lost the connection to the daemon (did it stop?)", err=True)
+        sys.exit(EXIT_REFUSED)
+    except RoostError as exc:
+        click.echo(f"roost: {exc}", err=True)
+        sys.exit(EXIT_REFUSED)

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+import time
+from typing import Any, Callable
 
 import click
 
-from roost.protocol import RpcError
+from roost.protocol import Client, ConnectionClosed, RpcError
 
-from ._connect import connect, refused, resolve_session, socket_path
+from ._connect import DaemonError, connect, refused, resolve_session, socket_path
 from ._follow import follow, print_json
 from ._render import Renderer, when
+
+#: Seconds ``logs --follow`` waits for a daemon that went away to come back.
+RECONNECT_WAIT = 10.0
 
 
 @click.command()
@@ -48,12 +52,13 @@ def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: 
       roost logs 3f2a --follow
     """
     on_event = print_json if as_json else Renderer().render
-    with connect(socket_path(obj["socket"])) as client:
+    path = socket_path(obj["socket"])
+    with connect(path) as client:
         session = resolve_session(client, session)
         try:
             if follow_:
                 try:
-                    follow(client, session, on_event, since=since)
+                    _follow_across_restarts(path, client, session, on_event, since)
                 except KeyboardInterrupt:
                     pass
                 return
@@ -66,3 +71,31 @@ def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: 
                     break
         except RpcError as exc:
             raise refused(exc) from None
+
+
+def _follow_across_restarts(
+    path: str, client: Client, session: str, on_event: Callable[[dict[str, Any]], None], since: int
+) -> None:
+    """Follow until Ctrl-C; when the daemon restarts, re-attach from the last seq seen."""
+    last = since
+
+    def seen(event: dict[str, Any]) -> None:
+        nonlocal last
+        last = event.get("seq") or last
+        on_event(event)
+
+    while True:
+        try:
+            follow(client, session, seen, since=last)
+        except ConnectionClosed:
+            click.echo(f"(lost the daemon at seq {last}; waiting {RECONNECT_WAIT:g} s for it)", err=True)
+        client.close()
+        deadline = time.monotonic() + RECONNECT_WAIT
+        while True:
+            try:
+                client = connect(path, start=False)
+                break
+            except DaemonError:
+                if time.monotonic() > deadline:
+                    raise DaemonError("the daemon went away and did not come back") from None
+                time.sleep(0.2)

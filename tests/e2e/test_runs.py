@@ -97,3 +97,32 @@ def test_a_run_outlives_the_terminal_that_started_it(e2e: E2E) -> None:
     assert (last["type"], last["run"], last["reason"]) == ("run.finished", run, "done")
     assert last["text"] == "Finished with nobody watching."
     assert last["ts"] > killed_at
+
+
+def test_logs_follow_carries_on_across_a_daemon_restart(e2e: E2E) -> None:
+    model = e2e.script([bash("sleep 30")], [text("after the restart")])
+    session, run = detach(e2e, "slow", "--model", model)
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    follower = e2e.popen([ROOST, "logs", session, "--follow", "--json"], stdout=subprocess.PIPE)
+    lines = LineReader(follower.stdout)
+    lines.until(lambda line: json.loads(line)["type"] == "tool.started")
+
+    e2e.ok("stop")
+    e2e.ok("daemon")
+    # The follower re-attaches from the last seq it saw: the abort stored at shutdown, then
+    # the next run's events, with no gap and no duplicate.
+    again = e2e.ok("dispatch", "go on", "--session", session, "--model", model, "--detach")
+    second_run = again.stdout.split()[-1]
+    lines.until(
+        lambda line: (json.loads(line)["type"], json.loads(line).get("run")) == ("run.finished", second_run),
+        timeout=15,
+    )
+    assert follower.poll() is None
+    follower.terminate()
+
+    stored = [json.loads(line) for line in lines.lines]
+    stored = [e for e in stored if e.get("seq") is not None]
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert stored == e2e.events(session)
+    reasons = [(e["run"], e["reason"]) for e in stored if e["type"] == "run.finished"]
+    assert reasons == [(run, "aborted"), (second_run, "done")]
