@@ -99,13 +99,12 @@ class Api:
         }
 
     async def status(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        sessions = await self.conductor.store.sessions()
         return {
             "pid": os.getpid(),
             "version": roost.__version__,
             "socket": self.socket,
             "uptime": time.monotonic() - self.started,
-            "sessions": len(sessions),
+            "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.runs_in_flight(),
             "database": str(self.conductor.store.path),
         }

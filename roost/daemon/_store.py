@@ -174,6 +174,10 @@ class EventStore:
         """The highest seq stored (or queued) for ``session``; 0 if none."""
         return self._next_seq.get(session, 1) - 1
 
+    def session_count(self) -> int:
+        """How many sessions exist."""
+        return len(self._next_seq)
+
     def has_session(self, session: str) -> bool:
         """Whether the session exists."""
         return session in self._next_seq

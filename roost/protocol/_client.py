@@ -11,6 +11,10 @@
 
 Notifications that arrive while a call waits for its response are queued, never lost, and
 handed out by :meth:`Client.next_notification` / :meth:`Client.events` in arrival order.
+
+Pipelining with :meth:`Client.send_request` is fine in windows (a few hundred requests, then
+their results): the daemon stops reading a connection whose answers nobody reads, so a
+client that only sends, never reads, blocks both sides.
 """
 
 from __future__ import annotations

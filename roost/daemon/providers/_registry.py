@@ -58,6 +58,8 @@ def _build(name: str) -> Provider:
 
         return ScriptedProvider()
     if name == "anthropic":
+        # Checked before the import: a dispatch without a key fails at once instead of
+        # after the SDK's second of importing.
         if not os.environ.get("ANTHROPIC_API_KEY"):
             raise ProviderUnavailable(
                 "anthropic: ANTHROPIC_API_KEY is not set in the daemon's environment "
