@@ -176,8 +176,10 @@ class Api:
         else:
             session = await self.conductor.create_session(_cwd(params.get("cwd")))
         if params.get("attach"):
-            connection.attachments[session.id] = Attachment(session.state.last_seq, replaying=False)
-            self.conductor.hub.subscribe(session.id, connection)
+            # Attached before the run starts, so no event of it is missed; a new session's
+            # stream starts with its session.created.
+            since = session.state.last_seq if params.get("session") else 0
+            await self.attach(connection, {"session": session.id, "since": since})
         try:
             run = await self.conductor.dispatch(
                 session,

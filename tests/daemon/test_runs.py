@@ -19,7 +19,7 @@ async def test_demo_run_end_to_end(client: TrioClient, project: Path) -> None:
     events = await events_until(client, finished(run["run"]))
     types = [e["type"] for e in stored(events)]
     assert types == [
-        "run.started", "message.user", "step.started", "message.assistant", "tool.started",
+        "session.created", "run.started", "message.user", "step.started", "message.assistant", "tool.started",
         "tool.finished", "step.finished", "step.started", "message.assistant", "tool.started",
         "tool.finished", "step.finished", "step.started", "message.assistant", "step.finished",
         "run.finished",
@@ -33,7 +33,7 @@ async def test_demo_run_end_to_end(client: TrioClient, project: Path) -> None:
     assert last["reason"] == "done" and last["turns"] == 3
     assert last["usage"]["input_tokens"] > 0
     seqs = [e["seq"] for e in stored(events)]
-    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert seqs == list(range(1, len(seqs) + 1))
 
     listed = (await client.call("sessions.list"))["sessions"]
     assert [(s["id"], s["status"], s["events"], s["cwd"]) for s in listed] == [
