@@ -46,7 +46,7 @@ from ._hub import Hub
 from ._sessions import Session, SessionTable
 from ._store import EventStore
 from .providers import ModelRequest, ProviderError, ProviderRegistry, ToolSpec
-from .tools import ToolContext, ToolRegistry
+from .tools import ProcessLedger, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +71,25 @@ class Conductor:
         providers: ProviderRegistry,
         tools: ToolRegistry,
         nursery: trio.Nursery,
+        ledger: ProcessLedger | None = None,
     ) -> None:
         self.store = store
         self.hub = hub
         self.providers = providers
         self.tools = tools
+        self.ledger = ledger
         self.sessions = SessionTable(store)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
 
     async def start(self) -> None:
-        """Load what a restart needs: idempotency keys, and runs a dead daemon left open."""
+        """Load what a restart needs: idempotency keys, and runs a dead daemon left open.
+
+        Tool process groups a dead daemon left running are killed first, so that an
+        interrupted tool never goes on beside the session's next run.
+        """
+        if self.ledger is not None:
+            self.ledger.end_leftovers()
         self._request_ids = await self.store.request_ids()
         for session_id in await self.store.open_runs():
             session = await self.sessions.get(session_id)
@@ -244,7 +252,7 @@ class Conductor:
 
     async def _run_tool(self, session: Session, effect: RunTool) -> None:
         async with session.tool_limiter:
-            ctx = ToolContext(cwd=session.state.cwd)
+            ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger)
             result = await self.tools.call(effect.name, effect.input, ctx)
         await self._feed_result(
             session,

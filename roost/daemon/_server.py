@@ -40,7 +40,7 @@ from ._hub import Hub
 from ._paths import ensure_private_dir, state_dir
 from ._store import EventStore
 from .providers import ProviderRegistry
-from .tools import ToolRegistry
+from .tools import ProcessLedger, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ class Daemon:
         async with trio.open_nursery() as root:
             await root.start(store.run_writer)
             async with trio.open_nursery() as nursery:
-                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery)
+                ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
+                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger)
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)

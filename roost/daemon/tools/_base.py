@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+
+if TYPE_CHECKING:
+    from ._ledger import ProcessLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +18,8 @@ class ToolContext:
     timeout: float = 120.0
     #: Characters of output kept; the rest is cut with a note.
     output_limit: int = 30_000
+    #: Where a tool records the process groups it spawns (None: not recorded).
+    ledger: ProcessLedger | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    if ctx.ledger is not None:
+        ctx.ledger.add(process.pid)
     chunks: list[bytes] = []
     kept = 0
     timed_out = False
@@ -57,10 +59,13 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
             await process.wait()
         timed_out = scope.cancelled_caught
     finally:
+        # Children left in the group (`cmd &`) die with the call, as on a timeout.
+        _kill_group(process.pid)
         if process.returncode is None:
-            _kill_group(process.pid)
             with trio.CancelScope(shield=True):
                 await process.wait()
+        if ctx.ledger is not None:
+            ctx.ledger.remove(process.pid)
     output = b"".join(chunks).decode("utf-8", errors="replace")
     status = process.returncode
     latency = time.monotonic() - started
@@ -85,7 +90,8 @@ def _kill_group(pid: int) -> None:
 BASH = Tool(
     "bash",
     "Run a shell command (bash -c) in the session's working directory. Output is stdout and "
-    "stderr together; a non-zero exit status is reported.",
+    "stderr together; a non-zero exit status is reported. Processes the command starts end "
+    "with the call.",
     _SCHEMA,
     _run_bash,
 )
