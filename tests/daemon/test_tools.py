@@ -16,9 +16,15 @@ async def test_bash_output_status_and_truncation(tmp_path: Path) -> None:
     tools = ToolRegistry()
     ok = await tools.call("bash", {"command": "echo out; echo err >&2"}, ToolContext(str(tmp_path)))
     assert (ok.text, ok.is_error, ok.meta["exit_status"]) == ("out\nerr\n", False, 0)
-    big = await tools.call("bash", {"command": "yes x | head -c 5000"}, ToolContext(str(tmp_path), output_limit=100))
+    big = await tools.call(
+        "bash", {"command": "yes x | head -c 5000"}, ToolContext(str(tmp_path), output_limit=100)
+    )
     assert big.text.startswith("x\nx\n") and "4900 more characters not shown" in big.text
     assert big.meta["bytes"] == 5000
+    failed = await tools.call(
+        "bash", {"command": "yes y | head -c 5000; exit 4"}, ToolContext(str(tmp_path), output_limit=100)
+    )
+    assert failed.is_error and failed.text.endswith("not shown]\n[exit status 4]")
 
 
 async def test_bash_timeout_kills_the_whole_group(tmp_path: Path) -> None:

@@ -41,9 +41,12 @@ class Tool:
     run: Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolResult]]
 
 
-def truncate(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, with a note of how much was cut."""
-    if len(text) <= limit:
+def truncate(text: str, limit: int, total: int | None = None) -> str:
+    """``text`` cut to ``limit`` characters, with a note of how much was cut.
+
+    ``total`` is the whole output's size when ``text`` is already only its start.
+    """
+    total = len(text) if total is None else max(total, len(text))
+    if total <= limit:
         return text
-    cut = len(text) - limit
-    return f"{text[:limit]}\n[... output truncated: {cut} more characters not shown]"
+    return f"{text[:limit]}\n[... output truncated: {total - limit} more characters not shown]"

@@ -45,14 +45,16 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if ctx.ledger is not None:
         ctx.ledger.add(process.pid)
     chunks: list[bytes] = []
-    kept = 0
+    kept = total = 0
     timed_out = False
     try:
         assert process.stdout is not None
         with trio.move_on_after(timeout) as scope:
             async with process.stdout:
                 while chunk := await process.stdout.receive_some(65536):
-                    # Keep a little past the limit so truncate() can say how much was cut.
+                    # Keep what can be shown (bytes may decode to fewer characters); count
+                    # the rest so the note says how much was cut.
+                    total += len(chunk)
                     if kept <= ctx.output_limit * 4:
                         chunks.append(chunk)
                         kept += len(chunk)
@@ -66,17 +68,19 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
                 await process.wait()
         if ctx.ledger is not None:
             ctx.ledger.remove(process.pid)
-    output = b"".join(chunks).decode("utf-8", errors="replace")
+    shown = b"".join(chunks).decode("utf-8", errors="replace")
+    output = truncate(shown, ctx.output_limit, total - kept + len(shown))
     status = process.returncode
     latency = time.monotonic() - started
+    # After the cut, so that a long output never hides how the command ended.
     if timed_out:
         output += f"\n[killed: timed out after {timeout:g} s]"
     elif status != 0:
         output += f"\n[exit status {status}]"
     return ToolResult(
-        truncate(output, ctx.output_limit),
+        output,
         is_error=timed_out or status != 0,
-        meta={"exit_status": status, "bytes": kept, "latency": latency, "timed_out": timed_out},
+        meta={"exit_status": status, "bytes": total, "latency": latency, "timed_out": timed_out},
     )
 
 
