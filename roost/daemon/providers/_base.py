@@ -42,6 +42,9 @@ class ModelRequest:
     max_tokens: int = 8192
     #: The session's working directory (the scripted provider resolves paths from it).
     cwd: str = "."
+    #: Thinking budget in tokens (None: no extended thinking). Anthropic sends it as
+    #: ``thinking.budget_tokens``; OpenAI-compatible servers get a ``reasoning_effort``.
+    think: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
