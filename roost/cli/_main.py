@@ -11,6 +11,7 @@ from roost.protocol import ConnectionClosed, RoostError
 
 from ._connect import EXIT_REFUSED
 from ._daemon import daemon, status, stop
+from ._models import chat, providers
 from ._run import abort, dispatch, steer
 from ._sessions import logs, sessions
 
@@ -32,7 +33,7 @@ def cli(ctx: click.Context, socket: str | None) -> None:
     ctx.obj = {"socket": socket}
 
 
-for command in (dispatch, sessions, logs, steer, abort, status, stop, daemon):
+for command in (dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
 
 

@@ -123,6 +123,8 @@ def summary(e: dict[str, Any]) -> str:
         f"{tokens:,} tokens ({usage.get('input_tokens', 0):,} in, {usage.get('output_tokens', 0):,} out)",
         f"{e.get('duration', 0.0):.1f}s",
     ]
+    if e.get("cost") is not None:
+        parts.insert(3, f"${e['cost']:.4f}")
     if e.get("error"):
         parts.append(str(e["error"]))
     return " · ".join(parts)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import time
 from typing import Any, Awaitable, Callable
 
 import trio
 
 import roost
-from roost.loop import EVENT_TYPES, InvalidInput, Phase
+from roost.loop import EVENT_TYPES, REASONING_DELTA, TEXT_DELTA, InvalidInput, Phase, cost
 from roost.protocol import (
     API_COMPATIBLE,
     API_LEVEL,
@@ -34,13 +35,14 @@ from roost.protocol import (
 from ._conductor import Conductor
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
-from .providers import ProviderUnavailable, default_model
+from ._config import Config, ConfigError, load_config, price_map
+from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
-_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,)}
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "list": (list,)}
 
 
 class Api:
@@ -60,6 +62,8 @@ class Api:
             "attach": self.attach,
             "detach": self.detach,
             "dispatch": self.dispatch,
+            "chat": self.chat,
+            "providers.list": self.providers_list,
             "steer": self.steer,
             "abort": self.abort,
             "events": self.events,
@@ -164,17 +168,17 @@ class Api:
         max_turns = params.get("max_turns", 12)
         if max_turns < 1:
             raise RpcError(ErrorCode.INVALID_PARAMS, "max_turns must be at least 1")
-        model = params.get("model") or default_model()
-        try:
-            self.conductor.providers.resolve(model)
-        except ProviderUnavailable as exc:
-            raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
         if params.get("session"):
             session = await self._session(params["session"])
             if session.state.phase is not Phase.IDLE:
                 raise _busy(session)
+            cwd = session.state.cwd
         else:
-            session = await self.conductor.create_session(_cwd(params.get("cwd")))
+            session = None
+            cwd = _cwd(params.get("cwd"))
+        model = self._resolve(params.get("model"), cwd)
+        if session is None:
+            session = await self.conductor.create_session(cwd)
         if params.get("attach"):
             # Attached before the run starts, so no event of it is missed; a new session's
             # stream starts with its session.created.
@@ -188,13 +192,87 @@ class Api:
                 agent=params.get("agent") or "default",
                 mode=params.get("mode") or "agent",
                 max_turns=max_turns,
+                think=params.get("think"),
                 request_id=request_id,
             )
         except InvalidInput:
             raise _busy(session) from None
+        return {"session": session.id, "run": run, "model": model.model_id}
+
+    async def providers_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        config = _config(_cwd(params.get("cwd")))
+        out = []
+        for name, entry in sorted(config.providers.items()):
+            usable, why = self.conductor.providers.usable(entry)
+            out.append(
+                {
+                    "name": name,
+                    "kind": entry.kind,
+                    "base_url": entry.base_url,
+                    "api_key_env": entry.api_key_env or None,
+                    "key_present": bool(entry.api_key(os.environ)),
+                    "usable": usable,
+                    "problem": why or None,
+                    "models": dict(entry.models),
+                    "headers": sorted(entry.headers),
+                    "timeout": entry.timeout,
+                    "max_retries": entry.max_retries,
+                    "source": entry.source,
+                }
+            )
+        return {"providers": out, "default_model": config.default_model, "files": list(config.files)}
+
+    async def chat(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        cwd = _cwd(params.get("cwd"))
+        model = self._resolve(params.get("model"), cwd)
+        messages = _chat_messages(params["messages"])
+        tools = _chat_tools(params.get("tools") or [])
+        chat_id = "c" + secrets.token_hex(6)
+
+        def on_delta(kind: str, text: str) -> None:
+            # Straight to this connection: a chat belongs to no session and is not stored.
+            event = {
+                "type": TEXT_DELTA if kind == "text" else REASONING_DELTA,
+                "session": None,
+                "run": None,
+                "chat": chat_id,
+                "ts": time.time(),
+                "text": text,
+            }
+            connection.deliver_direct(encode(Notification("event", [event])))
+
+        request = ModelRequest(
+            model=model.model,
+            system=params.get("system") or "",
+            messages=messages,
+            tools=tools,
+            max_tokens=params.get("max_tokens") or 8192,
+            cwd=cwd,
+            think=params.get("think"),
+        )
+        started = time.monotonic()
+        try:
+            reply = await model.provider.stream(request, on_delta)
+        except ProviderError as exc:
+            raise RpcError(ErrorCode.MODEL_FAILED, exc.message, {"chat": chat_id}) from None
+        usage = dict(reply.usage)
+        return {
+            "chat": chat_id,
+            "model": model.model_id,
+            "content": [dict(b) for b in reply.content],
+            "stop_reason": reply.stop_reason,
+            "usage": usage,
+            "latency": time.monotonic() - started,
+            "cost": cost(usage, price_map(model.price)),
+        }
+
+    def _resolve(self, model: str | None, cwd: str) -> Resolved:
+        config = _config(cwd)
+        try:
+            return self.conductor.providers.resolve(model or config.default_model, config)
         except ProviderUnavailable as exc:
             raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
-        return {"session": session.id, "run": run}
 
     async def steer(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
@@ -239,6 +317,39 @@ def _finish_replay(connection: Connection, session: str, attachment: Attachment)
     buffered, attachment.buffer = attachment.buffer, []
     for seq, data in buffered:
         connection.deliver(session, seq, data)
+
+
+def _config(cwd: str) -> Config:
+    try:
+        return load_config(cwd)
+    except ConfigError as exc:
+        raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
+
+
+def _chat_messages(raw: list[Any]) -> tuple[dict[str, Any], ...]:
+    messages = []
+    for i, message in enumerate(raw):
+        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"chat: messages[{i}] needs role user or assistant")
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list) or not all(isinstance(b, dict) and "type" in b for b in content):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"chat: messages[{i}].content must be a string or blocks")
+        messages.append({"role": message["role"], "content": content})
+    if not messages or messages[-1]["role"] != "user":
+        raise RpcError(ErrorCode.INVALID_PARAMS, "chat: messages must end with a user message")
+    return tuple(messages)
+
+
+def _chat_tools(raw: list[Any]) -> tuple[ToolSpec, ...]:
+    tools = []
+    for i, tool in enumerate(raw):
+        if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"chat: tools[{i}] needs a name")
+        schema = tool.get("input_schema", {"type": "object"})
+        tools.append(ToolSpec(tool["name"], str(tool.get("description", "")), schema))
+    return tuple(tools)
 
 
 def _check(request: Request) -> dict[str, Any]:

@@ -45,7 +45,8 @@ from roost.loop import (
 from ._hub import Hub
 from ._sessions import Session, SessionTable
 from ._store import EventStore
-from .providers import ModelRequest, ProviderError, ProviderRegistry, ToolSpec
+from ._config import price_map
+from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -112,30 +113,33 @@ class Conductor:
         session: Session,
         *,
         task: str,
-        model: str,
+        model: Resolved,
         agent: str = "default",
         mode: str = "agent",
         max_turns: int = 12,
+        think: int | None = None,
         request_id: str | None = None,
     ) -> str:
-        """Start a run on ``session``; return its id once ``run.started`` is stored.
+        """Start a run on ``session`` with a resolved model; return the run id once
+        ``run.started`` is stored.
 
         Raises:
             InvalidInput: a run is already in flight (or max_turns < 1).
-            ProviderUnavailable: the model cannot be used.
         """
-        self.providers.resolve(model)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
             ts=time.time(),
-            model=model,
+            model=model.model_id,
             agent=agent,
             mode=mode,
             max_turns=max_turns,
             tools=self.tools.names(),
             request_id=request_id,
+            price=price_map(model.price),
         )
+        session.model = model
+        session.think = think
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
@@ -230,15 +234,18 @@ class Conductor:
             self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text}).to_map())
 
         try:
-            provider, name = self.providers.resolve(effect.model)
+            resolved = session.model
+            if resolved is None or resolved.model_id != effect.model:
+                raise ProviderError(f"{effect.model}: no provider resolved for this run")
             request = ModelRequest(
-                model=name,
+                model=resolved.model,
                 system=_SYSTEM.format(cwd=session.state.cwd),
                 messages=effect.messages,
                 tools=tuple(self._tool_specs(effect.tools)),
                 cwd=session.state.cwd,
+                think=session.think,
             )
-            reply = await provider.stream(request, on_delta)
+            reply = await resolved.provider.stream(request, on_delta)
         except ProviderError as exc:
             result: Input = ModelFailed(exc.message, time.time())
         except Exception as exc:

@@ -124,6 +124,18 @@ class Connection:
         if seq is not None:
             attachment.last_seq = seq
 
+    def deliver_direct(self, data: bytes) -> None:
+        """Hand this client a message of its own (a chat's deltas) without waiting.
+
+        Dropped when the client is that far behind: deltas are a live view, and the call's
+        response carries the whole reply.
+        """
+        try:
+            self._send.send_nowait(data)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            return
+        self._queued += 1
+
     def lag(self, session: str) -> None:
         """Detach a client that fell behind on ``session``; it is told ``lagged``."""
         attachment = self.attachments.pop(session, None)

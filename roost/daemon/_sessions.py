@@ -11,6 +11,7 @@ import trio
 from roost.loop import CreateSession, SessionState, fold, step
 
 from ._store import EventStore
+from .providers import Resolved
 
 
 @dataclass(eq=False)
@@ -26,6 +27,9 @@ class Session:
     #: The nursery of the run in flight (its effects run there) and a flag set when it ends.
     run_nursery: trio.Nursery | None = None
     run_done: trio.Event | None = None
+    #: The model of the run in flight, resolved at dispatch, and its thinking budget.
+    model: Resolved | None = None
+    think: int | None = None
     #: Bounds the tool calls of one step that run at once.
     tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(8))
 

@@ -19,7 +19,7 @@ from ._inputs import (
     Submit,
     ToolFinished,
 )
-from ._state import Phase, RunState, SessionState, apply, fold
+from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._step import InvalidInput, Transition, step
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "ToolFinished",
     "Transition",
     "apply",
+    "cost",
     "fold",
     "step",
 ]

@@ -31,6 +31,8 @@ class Submit:
     max_turns: int = 12
     tools: tuple[str, ...] = ()
     request_id: str | None = None
+    #: USD per million tokens (input, output, cache_read, cache_write), when known.
+    price: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

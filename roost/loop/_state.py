@@ -52,6 +52,8 @@ class RunState:
     text: str = ""
     #: Names of the pending tool calls, by call id.
     tool_names: Mapping[str, str] = field(default_factory=dict)
+    #: USD per million tokens, when the model's price is known.
+    price: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         max_turns=d.get("max_turns", 12),
         tools=tuple(d.get("tools", ())),
         started=event.ts,
+        price=d.get("price"),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -196,6 +199,18 @@ def _steer_queued(state: SessionState, event: Event) -> SessionState:
 
 def _run_finished(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=None, last_status=event.data["reason"], last_run=event.run)
+
+
+def cost(usage: Mapping[str, int], price: Mapping[str, float] | None) -> float | None:
+    """USD for ``usage`` at ``price`` (per million tokens); None when the price is unknown."""
+    if price is None:
+        return None
+    return (
+        usage.get("input_tokens", 0) * price.get("input", 0.0)
+        + usage.get("output_tokens", 0) * price.get("output", 0.0)
+        + usage.get("cache_read_input_tokens", 0) * price.get("cache_read", 0.0)
+        + usage.get("cache_creation_input_tokens", 0) * price.get("cache_write", 0.0)
+    ) / 1_000_000
 
 
 def _run(state: SessionState) -> RunState:

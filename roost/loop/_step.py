@@ -44,7 +44,7 @@ from ._inputs import (
     Submit,
     ToolFinished,
 )
-from ._state import Phase, RunState, SessionState, apply
+from ._state import Phase, RunState, SessionState, apply, cost
 
 
 class InvalidInput(Exception):
@@ -103,6 +103,8 @@ class _Builder:
             "usage": dict(run.usage),
             "duration": max(0.0, self.input.ts - run.started),
         }
+        if run.price is not None:
+            data["cost"] = cost(run.usage, run.price)
         if error is not None:
             data["error"] = error
         self.emit(ev.RUN_FINISHED, **data)
@@ -158,6 +160,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         max_turns=input.max_turns,
         tools=list(input.tools),
         **({"request_id": input.request_id} if input.request_id else {}),
+        **({"price": dict(input.price)} if input.price is not None else {}),
     )
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
     b.start_model_call()
@@ -260,11 +263,13 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
 
 def _finish_step(b: _Builder) -> None:
     run = b.run
+    extra = {"cost": cost(run.step_usage, run.price)} if run.price is not None else {}
     b.emit(
         ev.STEP_FINISHED,
         step=run.turns,
         usage=dict(run.step_usage),
         latency=max(0.0, b.input.ts - run.step_started),
+        **extra,
     )
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import collections
 import os
 import socket
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ._address import default_socket_path
 from ._errors import ConnectionClosed
@@ -91,6 +91,24 @@ class Client:
         msgid = self.send_request(method, {**(params or {}), **kwargs})
         while msgid not in self._responses:
             self._read()
+        return result_of(self._responses.pop(msgid))
+
+    def call_streaming(
+        self,
+        method: str,
+        params: dict[str, Any],
+        on_notification: Callable[[dict[str, Any]], None],
+    ) -> Any:
+        """Like :meth:`call`, handing each notification that arrives meanwhile (as a map,
+        see :func:`notification_map`) to ``on_notification`` as it comes: for ``chat``,
+        whose deltas stream while the call runs."""
+        msgid = self.send_request(method, params)
+        while msgid not in self._responses:
+            while self._notifications:
+                on_notification(notification_map(self._notifications.popleft()))
+            self._read()
+        while self._notifications:
+            on_notification(notification_map(self._notifications.popleft()))
         return result_of(self._responses.pop(msgid))
 
     def send_request(self, method: str, params: dict[str, Any]) -> int:

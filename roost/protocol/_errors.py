@@ -40,6 +40,10 @@ class ErrorCode(enum.IntEnum):
     NOT_RUNNING = 12
     #: The model id names no known provider, or the provider cannot be used as configured.
     MODEL_UNAVAILABLE = 20
+    #: A config file (user or project) cannot be read; the message names it.
+    CONFIG_INVALID = 21
+    #: The model call of ``chat`` failed (after the provider's retries).
+    MODEL_FAILED = 22
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = 30
     #: A bug in the daemon; the details are in its log.
@@ -127,6 +131,8 @@ _DOCS = {
     ErrorCode.SESSION_BUSY: "the session has a run in flight; steer it instead",
     ErrorCode.NOT_RUNNING: "the session has no run in flight",
     ErrorCode.MODEL_UNAVAILABLE: "unknown provider or model, or the provider is not usable",
+    ErrorCode.CONFIG_INVALID: "a config file cannot be read; the message names it",
+    ErrorCode.MODEL_FAILED: "the model call failed after retries",
     ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
     ErrorCode.INTERNAL: "a bug in the daemon; see its log",
 }

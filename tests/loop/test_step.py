@@ -553,3 +553,23 @@ def test_a_malformed_reply_ends_the_run_with_an_error_and_is_not_stored(content:
     assert t.events[-1].data["reason"] == "error"
     assert t.state.phase is Phase.IDLE
     assert all(m["role"] != "assistant" for m in t.state.messages)
+
+
+def test_costs_come_from_the_price_given_at_submit() -> None:
+    price = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    started = step(state, Submit("r", "task", 1.0, "anthropic/m", price=price))
+    assert started.events[0].data["price"] == price
+    usage = {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 10_000}
+    t = step(started.state, ModelFinished(({"type": "text", "text": "hi"},), "end_turn", 2.0, usage))
+    step_cost = (1000 * 3.0 + 100 * 15.0 + 10_000 * 0.3) / 1_000_000
+    assert t.events[-2].type == "step.finished" and t.events[-2].data["cost"] == pytest.approx(step_cost)
+    assert t.events[-1].data["cost"] == pytest.approx(step_cost)
+    assert fold(list(started.events) + list(t.events), state) == t.state
+
+
+def test_no_cost_without_a_price() -> None:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    t = step(state, ModelFinished(({"type": "text", "text": "hi"},), "end_turn", 2.0, {"input_tokens": 5}))
+    assert all("cost" not in e.data for e in t.events)

@@ -9,10 +9,9 @@ from ._base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from ._registry import DEFAULT_MODEL, ProviderRegistry, default_model
+from ._registry import ProviderRegistry, Resolved
 
 __all__ = [
-    "DEFAULT_MODEL",
     "DeltaCallback",
     "ModelReply",
     "ModelRequest",
@@ -20,6 +19,6 @@ __all__ = [
     "ProviderError",
     "ProviderRegistry",
     "ProviderUnavailable",
+    "Resolved",
     "ToolSpec",
-    "default_model",
 ]

@@ -1,49 +1,86 @@
-"""Model ids to providers: ``provider/model``, providers built lazily and shared.
+"""Model ids to providers: ``provider/model`` resolved against the configuration.
 
-The Anthropic SDK costs most of a second to import, so it is imported the first time an
-``anthropic/...`` model is used, never at daemon start.
+Resolution: a whole-id alias (``[models]``) first, then the provider's own model aliases.
+Providers are built on first use and shared by every session; one instance per distinct
+setting (name, kind, URL, key, headers, timeout, retries), so an edited config gets a fresh
+client while the old one serves the runs that began with it. The Anthropic SDK costs most
+of a second to import, so it is imported the first time an ``anthropic`` provider is built.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any, Mapping
 
+from .._config import Config, Price, ProviderConfig
 from ._base import Provider, ProviderUnavailable
 
-#: The model used when neither the dispatch nor ``ROOST_MODEL`` names one.
-DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
-KNOWN_PROVIDERS = ("anthropic", "scripted")
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a model id came to."""
 
-
-def default_model() -> str:
-    """``ROOST_MODEL`` if set, else :data:`DEFAULT_MODEL`."""
-    return os.environ.get("ROOST_MODEL") or DEFAULT_MODEL
+    provider: Provider
+    #: The model's name at its provider.
+    model: str
+    #: The canonical id, ``provider/model``, after aliases.
+    model_id: str
+    config: ProviderConfig
+    price: Price | None
 
 
 class ProviderRegistry:
-    """Resolves model ids and owns one instance of each provider in use."""
+    """Resolves model ids and owns the provider instances in use."""
 
-    def __init__(self) -> None:
-        self._providers: dict[str, Provider] = {}
+    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
+        self._environ = environ
+        self._providers: dict[tuple[Any, ...], Provider] = {}
 
-    def resolve(self, model_id: str) -> tuple[Provider, str]:
-        """The provider for ``model_id`` and the model's name at that provider.
+    def resolve(self, model_id: str, config: Config) -> Resolved:
+        """The provider for ``model_id`` under ``config``.
 
         Raises:
             ProviderUnavailable: malformed id, unknown provider, or a provider that cannot
-                be used (for Anthropic: no ``ANTHROPIC_API_KEY``).
+                be used as configured (for one that needs a key: the key is not set).
         """
+        model_id = config.aliases.get(model_id, model_id)
         name, sep, model = model_id.partition("/")
         if not sep or not name or not model:
             raise ProviderUnavailable(
                 f"model id {model_id!r} is not of the form provider/model "
-                f"(providers: {', '.join(KNOWN_PROVIDERS)})"
+                f"(providers: {', '.join(sorted(config.providers))})"
             )
-        provider = self._providers.get(name)
+        entry = config.providers.get(name)
+        if entry is None:
+            raise ProviderUnavailable(
+                f"unknown provider {name!r} (configured: {', '.join(sorted(config.providers))})"
+            )
+        model = entry.models.get(model, model)
+        key = entry.api_key(self._environ)
+        if entry.needs_key() and key is None:
+            # Checked before building: no SDK import, no network, a clear reason.
+            raise ProviderUnavailable(
+                f"{name}: {entry.api_key_env} is not set in the daemon's environment "
+                "(set it, then restart the daemon: roost stop)"
+            )
+        identity = (
+            name, entry.kind, entry.base_url, key, tuple(sorted(entry.headers.items())),
+            entry.timeout, entry.max_retries,
+        )
+        provider = self._providers.get(identity)
         if provider is None:
-            provider = self._providers[name] = _build(name)
-        return provider, model
+            provider = self._providers[identity] = _build(entry, key)
+        canonical = f"{name}/{model}"
+        return Resolved(provider, model, canonical, entry, config.prices.get(canonical))
+
+    def usable(self, entry: ProviderConfig) -> tuple[bool, str]:
+        """Whether ``entry`` could serve a call now, and why not (no network)."""
+        if entry.needs_key() and entry.api_key(self._environ) is None:
+            return False, f"{entry.api_key_env} is not set"
+        if entry.kind == "openai" and not entry.base_url:
+            return False, "no base_url"
+        return True, ""
 
     async def aclose(self) -> None:
         """Close every provider built so far."""
@@ -52,22 +89,25 @@ class ProviderRegistry:
             await provider.aclose()
 
 
-def _build(name: str) -> Provider:
-    if name == "scripted":
+def _build(entry: ProviderConfig, key: str | None) -> Provider:
+    if entry.kind == "scripted":
         from ._scripted import ScriptedProvider
 
         return ScriptedProvider()
-    if name == "anthropic":
-        # Checked before the import: a dispatch without a key fails at once instead of
-        # after the SDK's second of importing.
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise ProviderUnavailable(
-                "anthropic: ANTHROPIC_API_KEY is not set in the daemon's environment "
-                "(restart the daemon with it set: roost stop, then run again)"
-            )
+    if entry.kind == "anthropic":
         from ._anthropic import AnthropicProvider
 
-        return AnthropicProvider()
-    raise ProviderUnavailable(
-        f"unknown provider {name!r} (known: {', '.join(KNOWN_PROVIDERS)})"
+        return AnthropicProvider(
+            api_key=key, base_url=entry.base_url, max_retries=entry.max_retries, timeout=entry.timeout
+        )
+    from ._openai import OpenAIProvider
+
+    assert entry.base_url is not None
+    return OpenAIProvider(
+        entry.base_url,
+        key,
+        headers=entry.headers,
+        timeout=entry.timeout,
+        max_retries=entry.max_retries,
+        name=entry.name,
     )

@@ -1,0 +1,233 @@
+"""Configuration: built-in defaults, the user's ``config.toml``, the project's ``.roost/config.toml``.
+
+Later layers override earlier ones key by key (a project may change one field of a provider).
+API keys are never read from these files: a provider names the environment variable that
+holds its key, and the key is read from the daemon's environment when the provider is built.
+Files are read again on every use, so an edit takes effect without a restart.
+
+    default_model = "anthropic/claude-sonnet-4-6"
+
+    [providers.ollama]
+    kind = "openai"                        # anthropic | openai
+    base_url = "http://127.0.0.1:11434/v1"
+    api_key_env = ""                       # no key needed
+    headers = { "x-team" = "tools" }
+    timeout = 600                          # seconds
+    max_retries = 2
+    models = { small = "qwen3:8b" }        # aliases: ollama/small -> ollama/qwen3:8b
+
+    [models]                               # aliases for whole model ids
+    fast = "anthropic/claude-haiku-4-5"
+
+    [prices."anthropic/claude-sonnet-4-6"] # USD per million tokens
+    input = 3.0
+    output = 15.0
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import platformdirs
+
+#: The model used when nothing names one.
+BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
+
+KINDS = ("anthropic", "openai", "scripted")
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file (and line)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    """One provider entry."""
+
+    name: str
+    kind: str
+    base_url: str | None = None
+    #: Name of the environment variable holding the key ("" or None: no key needed).
+    api_key_env: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 600.0
+    max_retries: int = 2
+    models: Mapping[str, str] = field(default_factory=dict)
+    #: Where the entry (or its last change) came from: "built-in" or a file path.
+    source: str = "built-in"
+
+    def api_key(self, environ: Mapping[str, str]) -> str | None:
+        """The key from the environment, or None when none is needed or it is unset."""
+        return environ.get(self.api_key_env) or None if self.api_key_env else None
+
+    def needs_key(self) -> bool:
+        """Whether the provider cannot work without a key."""
+        return bool(self.api_key_env)
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+
+def price_map(price: Price | None) -> dict[str, float] | None:
+    """A price as the plain map the loop takes (None stays None)."""
+    return None if price is None else asdict(price)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The merged configuration for one working directory."""
+
+    providers: Mapping[str, ProviderConfig]
+    default_model: str = BUILTIN_DEFAULT_MODEL
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    #: The files that were read, in order.
+    files: tuple[str, ...] = ()
+
+
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
+    "anthropic": ProviderConfig("anthropic", "anthropic", api_key_env="ANTHROPIC_API_KEY"),
+    "openai": ProviderConfig("openai", "openai", api_key_env="OPENAI_API_KEY"),
+    "scripted": ProviderConfig("scripted", "scripted"),
+}
+
+#: A few list prices (USD per million tokens); config overrides or adds.
+BUILTIN_PRICES: Mapping[str, Price] = {
+    "anthropic/claude-sonnet-4-6": Price(3.0, 15.0, 0.3, 3.75),
+    "anthropic/claude-sonnet-4-5": Price(3.0, 15.0, 0.3, 3.75),
+    "anthropic/claude-haiku-4-5": Price(1.0, 5.0, 0.1, 1.25),
+    "anthropic/claude-opus-4-5": Price(5.0, 25.0, 0.5, 6.25),
+    "openai/gpt-4o": Price(2.5, 10.0, 1.25, 0.0),
+    "openai/gpt-4o-mini": Price(0.15, 0.6, 0.075, 0.0),
+}
+
+
+def user_config_file() -> Path:
+    """``config.toml`` in the user config dir (``~/.config/roost``)."""
+    return Path(platformdirs.user_config_dir("roost", appauthor=False)) / "config.toml"
+
+
+def project_config_file(cwd: str | None) -> Path | None:
+    """The nearest ``.roost/config.toml`` at or above ``cwd``, if any."""
+    if not cwd:
+        return None
+    for folder in (Path(cwd), *Path(cwd).parents):
+        candidate = folder / ".roost" / "config.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(cwd: str | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+    """Built-ins, then the user file, then the project file for ``cwd``.
+
+    Raises:
+        ConfigError: a file is not valid TOML or has a value of the wrong kind.
+    """
+    config = Config(
+        providers=_builtin_providers(environ),
+        default_model=environ.get("ROOST_MODEL") or BUILTIN_DEFAULT_MODEL,
+        prices=dict(BUILTIN_PRICES),
+    )
+    for path in (user_config_file(), project_config_file(cwd)):
+        if path is not None and path.is_file():
+            config = _merge(config, _read(path), str(path))
+    return config
+
+
+def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
+    providers = dict(BUILTIN_PROVIDERS)
+    for name, variable in (("anthropic", "ANTHROPIC_BASE_URL"), ("openai", "OPENAI_BASE_URL")):
+        if environ.get(variable):
+            providers[name] = replace(providers[name], base_url=environ[variable])
+    if providers["openai"].base_url is None:
+        providers["openai"] = replace(providers["openai"], base_url="https://api.openai.com/v1")
+    return providers
+
+
+def _read(path: Path) -> Mapping[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from None
+
+
+def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:
+    where = source
+    providers = dict(config.providers)
+    for name, entry in _table(data, "providers", where).items():
+        entry = _table({"p": entry}, "p", f"{where} [providers.{name}]")
+        base = providers.get(name)
+        kind = _str(entry, "kind", where, name) or (base.kind if base else None)
+        if kind not in KINDS:
+            raise ConfigError(f"{where}: [providers.{name}] needs kind = one of {', '.join(KINDS[:2])}")
+        merged = base if base is not None and base.kind == kind else ProviderConfig(name, kind)
+        updates: dict[str, Any] = {"source": source, "kind": kind}
+        for key in ("base_url", "api_key_env"):
+            if key in entry:
+                updates[key] = _str(entry, key, where, name)
+        for key, cast in (("timeout", float), ("max_retries", int)):
+            if key in entry:
+                value = entry[key]
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                    raise ConfigError(f"{where}: [providers.{name}] {key} must be a number >= 0")
+                updates[key] = cast(value)
+        for key in ("headers", "models"):
+            if key in entry:
+                table = _strings(entry[key], f"{where}: [providers.{name}] {key}")
+                updates[key] = {**getattr(merged, key), **table}
+        if "api_key" in entry:
+            raise ConfigError(
+                f"{where}: [providers.{name}] api_key is not read from files; "
+                "set api_key_env to the name of an environment variable instead"
+            )
+        providers[name] = replace(merged, **updates)
+    aliases = {**config.aliases, **_strings(data.get("models", {}), f"{where}: [models]")}
+    prices = dict(config.prices)
+    for model, entry in _table(data, "prices", where).items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: [prices.\"{model}\"] must be a table")
+        try:
+            prices[model] = Price(**{k: float(v) for k, v in entry.items()})
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"{where}: [prices.\"{model}\"] takes input, output, cache_read, cache_write (numbers)"
+            ) from None
+    default = data.get("default_model", config.default_model)
+    if not isinstance(default, str):
+        raise ConfigError(f"{where}: default_model must be a string")
+    return Config(providers, default, aliases, prices, (*config.files, source))
+
+
+def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key} must be a table")
+    return value
+
+
+def _str(entry: Mapping[str, Any], key: str, where: str, name: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{where}: [providers.{name}] {key} must be a string")
+    return value
+
+
+def _strings(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where} must be a table of strings")
+    return dict(value)
