@@ -23,9 +23,10 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 )
 @click.argument("task")
 @click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
-@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model, e.g. scripted/demo or anthropic/claude-sonnet-4-5.  [env: ROOST_MODEL]")
+@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
+@click.option("--think", type=click.IntRange(min=1), help="Thinking budget in tokens, for models that think.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
 @click.option("--request-id", help="Idempotency key: repeating it returns the first run.")
@@ -37,6 +38,7 @@ def dispatch(
     model: str | None,
     cwd: str | None,
     max_turns: int | None,
+    think: int | None,
     as_json: bool,
     detach: bool,
     request_id: str | None,
@@ -60,6 +62,8 @@ def dispatch(
             params["model"] = model
         if max_turns:
             params["max_turns"] = max_turns
+        if think:
+            params["think"] = think
         if request_id:
             params["request_id"] = request_id
         params["attach"] = not detach
