@@ -156,7 +156,7 @@ class Conductor:
     async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
         """Abort the run in flight and return its id. Raises InvalidInput when there is none."""
         run = session.state.run
-        await self.feed(session, Abort(time.time(), reason))
+        await self.feed(session, _abort(session, reason))
         assert run is not None
         return run.id
 
@@ -168,7 +168,7 @@ class Conductor:
                 if session.state.run is None:
                     continue
                 try:
-                    await self.feed(session, Abort(time.time(), "the daemon shut down"))
+                    await self.feed(session, _abort(session, "the daemon shut down"))
                 except InvalidInput:
                     continue
                 if session.run_done is not None:
@@ -204,6 +204,7 @@ class Conductor:
         for effect in effects:
             if isinstance(effect, CallModel):
                 assert nursery is not None
+                session.streamed = []
                 nursery.start_soon(self._call_model, session, effect)
             elif isinstance(effect, RunTool):
                 assert nursery is not None
@@ -230,6 +231,8 @@ class Conductor:
         started = time.monotonic()
 
         def on_delta(kind: str, text: str) -> None:
+            if kind == "text":
+                session.streamed.append(text)
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
             self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text}).to_map())
 
@@ -285,7 +288,7 @@ class Conductor:
         except Exception:
             # A bug must cost this run, not the daemon and every other session.
             log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
-            await self.feed(session, Abort(time.time(), "internal error in the daemon; see its log"))
+            await self.feed(session, _abort(session, "internal error in the daemon; see its log"))
 
     def _tool_specs(self, names: tuple[str, ...]) -> list[ToolSpec]:
         specs = []
@@ -295,3 +298,7 @@ class Conductor:
                 specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
         return specs
 
+
+def _abort(session: Session, reason: str) -> Abort:
+    partial = "".join(session.streamed)
+    return Abort(time.time(), reason, ({"type": "text", "text": partial},) if partial else ())

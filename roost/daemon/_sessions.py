@@ -30,6 +30,8 @@ class Session:
     #: The model of the run in flight, resolved at dispatch, and its thinking budget.
     model: Resolved | None = None
     think: int | None = None
+    #: Text streamed so far by the model call in flight (kept if the run is aborted).
+    streamed: list[str] = field(default_factory=list)
     #: Bounds the tool calls of one step that run at once.
     tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(8))
 

@@ -80,6 +80,8 @@ class Abort:
 
     ts: float
     reason: str = "aborted by the user"
+    #: What the model had streamed of the reply being cut off (text blocks), if any.
+    partial: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

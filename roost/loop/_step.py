@@ -16,8 +16,9 @@ Everything that decides what a run does next lives in this module. The rules:
   steering becomes user messages and the next model call starts.
 - ``ModelFailed`` needs MODEL: ``error`` and the run ends ``error``.
 - ``Steer`` needs a run in flight: ``steer.queued``; the next model call sees it.
-- ``Abort`` needs a run in flight: pending tool calls are answered "aborted", the run ends
-  ``aborted``, and CancelRun stops its model stream and tool processes.
+- ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
+  stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
+  run ends ``aborted``, and CancelRun stops its model stream and tool processes.
 - ``Interrupted`` (a run left in flight by a daemon that died) ends it ``error``; tool calls
   that started and never finished are answered "interrupted", never run again.
 - Every run ends with ``run.finished`` and FinishRun.
@@ -281,6 +282,17 @@ def _steer(b: _Builder, input: Steer) -> None:
 
 def _abort(b: _Builder, input: Abort) -> None:
     b.require(b.state.run is not None, "no run in flight")
+    partial = [dict(b) for b in input.partial if b.get("type") == "text" and b.get("text")]
+    if b.state.phase is Phase.MODEL and partial:
+        # What had arrived is kept: the user saw it, and the next run's model should too.
+        b.emit(
+            ev.MESSAGE_ASSISTANT,
+            content=partial,
+            usage={},
+            stop_reason="aborted",
+            latency=0.0,
+            partial=True,
+        )
     b.answer_pending("aborted: " + input.reason)
     b.effects.append(CancelRun(b.run.id))
     b.emit_run_finished("aborted", input.reason)

@@ -85,8 +85,14 @@ async def test_abort_closes_the_stream_at_once(
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         run = await client.call("dispatch", task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
-        await events_until(client, lambda e: e["type"] == "text.delta")
+        events = await events_until(client, lambda e: e["type"] == "text.delta")
         with trio.fail_after(2):
             await client.call("abort", session=run["session"])
-            events = await events_until(client, finished(run["run"]))
+            events += await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "aborted"
+    # What had arrived is stored, marked partial, and the run's text says it.
+    arrived = "".join(e["text"] for e in events if e["type"] == "text.delta")
+    (partial,) = [e for e in stored(events) if e["type"] == "message.assistant"]
+    assert arrived and partial["partial"] is True and partial["stop_reason"] == "aborted"
+    assert partial["content"] == [{"type": "text", "text": arrived}]
+    assert events[-1]["text"] == arrived

@@ -573,3 +573,16 @@ def test_no_cost_without_a_price() -> None:
     state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
     t = step(state, ModelFinished(({"type": "text", "text": "hi"},), "end_turn", 2.0, {"input_tokens": 5}))
     assert all("cost" not in e.data for e in t.events)
+
+
+def test_abort_during_a_reply_keeps_what_had_arrived() -> None:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    t = step(state, Abort(2.0, "stop", ({"type": "text", "text": "half an ans"},)))
+    assert [e.type for e in t.events] == ["message.assistant", "run.finished"]
+    assert t.events[0].data["partial"] is True and t.events[0].data["stop_reason"] == "aborted"
+    assert t.state.messages[-1] == {"role": "assistant", "content": [{"type": "text", "text": "half an ans"}]}
+    assert t.events[-1].data["text"] == "half an ans"
+    # Nothing had arrived: nothing is stored for the reply.
+    bare = step(state, Abort(2.0, "stop"))
+    assert [e.type for e in bare.events] == ["run.finished"]
