@@ -154,6 +154,7 @@ class Daemon:
             self.hub.drop(connection)
             connection.attachments.clear()
             with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await _linger(stream)
                 await stream.aclose()
 
     async def _write(self, connection: Connection, scope: trio.CancelScope) -> None:
@@ -204,6 +205,18 @@ class Daemon:
             await connection.send(await api.answer(connection, request))
         finally:
             limiter.release()
+
+
+async def _linger(stream: trio.SocketStream) -> None:
+    # Closing with unread input makes the kernel reset the connection, and the client can
+    # lose the last thing we sent (the error that explains the close). So: end our side,
+    # read what the client still sends until it closes, then close.
+    try:
+        await stream.send_eof()
+        while await stream.receive_some(65536):
+            pass
+    except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+        pass
 
 
 def _invalid(error: ProtocolError) -> bytes:
