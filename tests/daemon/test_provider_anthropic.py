@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 import subprocess
@@ -12,7 +13,7 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 import trio
 
-from roost.daemon.providers._anthropic import AnthropicProvider, _SSEDecoder
+from roost.daemon.providers._anthropic import AnthropicProvider, _request_params, _SSEDecoder
 from roost.daemon.providers._base import (
     ModelReply,
     ModelRequest,
@@ -20,12 +21,13 @@ from roost.daemon.providers._base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from tests.fakes.anthropic_server import FakeAnthropicServer, serve_anthropic
+from tests.fakes.anthropic_server import TRANSCRIPTS, FakeAnthropicServer, serve_anthropic
 
 KEY = "sk-ant-test-123"
 MODEL = "claude-test"  # not in the SDK's deprecated list, which would warn (= error here)
 HI = ModelRequest(model=MODEL, system="be brief", messages=({"role": "user", "content": "hi"},))
 FAST_RETRY = {"retry-after": "0.01"}  # the SDK honours fractional seconds; 0 means its own backoff
+EPHEMERAL = {"type": "ephemeral"}
 
 Start = Callable[..., tuple[FakeAnthropicServer, AnthropicProvider]]
 
@@ -111,10 +113,13 @@ async def test_request_is_built_from_the_neutral_request(start: Start) -> None:
     assert body["model"] == MODEL
     assert body["max_tokens"] == 1234
     assert body["stream"] is True
-    assert body["system"] == "You are roost."
+    assert body["system"] == [{"type": "text", "text": "You are roost.",
+                               "cache_control": EPHEMERAL}]
     assert body["tools"] == [{"name": "read", "description": "Read a file.",
                               "input_schema": {"type": "object",
-                                               "properties": {"path": {"type": "string"}}}}]
+                                               "properties": {"path": {"type": "string"}}},
+                              "cache_control": EPHEMERAL}]
+    assert "thinking" not in body
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "read a.txt"}]},
         {"role": "assistant", "content": [
@@ -128,7 +133,8 @@ async def test_request_is_built_from_the_neutral_request(start: Start) -> None:
             {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {"path": "b.txt"}},
         ]},
         {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "B"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "B",
+             "cache_control": EPHEMERAL},
         ]},
     ]
 
@@ -241,6 +247,274 @@ async def test_stop_reason_is_passed_through(start: Start, stop_reason: str) -> 
     assert result.content == ({"type": "text", "text": "partial"},)
 
 
+# -- extended thinking -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("think", "max_tokens", "budget", "sent_max_tokens"),
+    [
+        (2000, 8192, 2000, 8192),     # fits: sent as is
+        (500, 8192, 1024, 8192),      # below the API's minimum: raised to 1024
+        (1, 8192, 1024, 8192),
+        (8192, 8192, 8192, 16384),    # max_tokens must be above the budget, not equal
+        (10000, 4096, 10000, 14096),  # budget + the room the caller asked for
+        (2000, 1000, 2000, 3000),
+    ],
+)
+async def test_think_becomes_a_thinking_budget_below_max_tokens(
+    start: Start, think: int, max_tokens: int, budget: int, sent_max_tokens: int,
+) -> None:
+    server, provider = start([reply({"type": "text", "text": "ok"})])
+    request = ModelRequest(model=MODEL, system="s", messages=HI.messages, max_tokens=max_tokens,
+                           think=think)
+    await provider.stream(request, Deltas())
+    body = server.requests[0].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": budget}
+    assert body["max_tokens"] == sent_max_tokens
+    assert body["max_tokens"] > body["thinking"]["budget_tokens"]
+
+
+@pytest.mark.parametrize("think", [None, 0, -5])
+async def test_no_think_sends_no_thinking(start: Start, think: int | None) -> None:
+    server, provider = start([reply({"type": "text", "text": "ok"})])
+    request = ModelRequest(model=MODEL, system="s", messages=HI.messages, max_tokens=1000,
+                           think=think)
+    await provider.stream(request, Deltas())
+    body = server.requests[0].body
+    assert "thinking" not in body
+    assert body["max_tokens"] == 1000
+
+
+# -- prompt caching -----------------------------------------------------------------------------
+
+
+def cache_marks(value: Any, path: str = "") -> list[str]:
+    """Where ``cache_control`` appears in a request body, as paths like ``tools.1``."""
+    found: list[str] = []
+    if isinstance(value, dict):
+        if "cache_control" in value:
+            assert value["cache_control"] == EPHEMERAL
+            found.append(path)
+        for key, item in value.items():
+            found += cache_marks(item, f"{path}.{key}".lstrip("."))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += cache_marks(item, f"{path}.{i}".lstrip("."))
+    return found
+
+
+def without_marks(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: without_marks(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_marks(v) for v in value]
+    return value
+
+
+TOOLS = (
+    ToolSpec("read", "Read a file.", {"type": "object",
+                                      "properties": {"path": {"type": "string"}}}),
+    ToolSpec("bash", "Run a command.", {"type": "object",
+                                        "properties": {"command": {"type": "string"}}}),
+)
+
+
+async def test_cache_breakpoints_on_last_tool_system_and_last_block(start: Start) -> None:
+    server, provider = start([reply({"type": "text", "text": "ok"})])
+    messages = (
+        {"role": "user", "content": "read a"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hm", "signature": "sig"},
+            {"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"path": "a"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A"},
+            {"type": "text", "text": "and now b"},
+        ]},
+    )
+    request = ModelRequest(model=MODEL, system="You are roost.", messages=messages, tools=TOOLS)
+    before = copy.deepcopy(request.messages)
+
+    await provider.stream(request, Deltas())
+
+    body = server.requests[0].body
+    assert cache_marks(body) == ["messages.2.content.1", "system.0", "tools.1"]
+    assert len(cache_marks(body)) <= 4  # the API's limit
+    assert body["system"] == [{"type": "text", "text": "You are roost.",
+                               "cache_control": EPHEMERAL}]
+    assert body["messages"][2]["content"][1] == {"type": "text", "text": "and now b",
+                                                 "cache_control": EPHEMERAL}
+    assert request.messages == before  # marked on the copies sent, not on the history
+
+
+async def test_a_string_last_message_becomes_a_marked_text_block(start: Start) -> None:
+    server, provider = start([reply({"type": "text", "text": "ok"})])
+    await provider.stream(HI, Deltas())
+    body = server.requests[0].body
+    assert cache_marks(body) == ["messages.0.content.0", "system.0"]  # no tools: 2 marks
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "hi", "cache_control": EPHEMERAL}]}]
+    assert HI.messages == ({"role": "user", "content": "hi"},)
+
+
+def test_cache_mark_skips_thinking_and_drops_marks_from_elsewhere() -> None:
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBORw0KGgo="},
+             "cache_control": EPHEMERAL}  # a mark we did not place: dropped
+    request = ModelRequest(model=MODEL, system="", messages=(
+        {"role": "user", "content": [image, {"type": "text", "text": "what is it?"}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "It is"},
+            {"type": "thinking", "thinking": "hm", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "abc"},
+        ]},
+    ))
+    params = _request_params(request)
+    # Thinking blocks cannot carry cache_control: the last block that can is marked.
+    assert cache_marks(params) == ["messages.1.content.0"]
+    assert "cache_control" in image  # the request's own block is left alone
+
+
+async def test_a_long_session_reads_its_history_from_the_cache(start: Start) -> None:
+    turns = [
+        ({"input_tokens": 20, "output_tokens": 30, "cache_creation_input_tokens": 5000,
+          "cache_read_input_tokens": 0}, "toolu_1"),
+        ({"input_tokens": 3, "output_tokens": 25, "cache_creation_input_tokens": 90,
+          "cache_read_input_tokens": 5000}, "toolu_2"),
+        ({"input_tokens": 3, "output_tokens": 10, "cache_creation_input_tokens": 70,
+          "cache_read_input_tokens": 5090}, None),
+    ]
+    script = [
+        reply({"type": "text", "text": "done"}, usage=usage) if tool_id is None else
+        reply({"type": "tool_use", "id": tool_id, "name": "bash", "input": {"command": "ls"}},
+              stop_reason="tool_use", usage=usage)
+        for usage, tool_id in turns
+    ]
+    server, provider = start(script)
+    history: list[Any] = [{"role": "user", "content": "list the files, twice"}]
+    usages = []
+    for _ in turns:
+        request = ModelRequest(model=MODEL, system="You are roost. " * 200,
+                               messages=tuple(history), tools=TOOLS)
+        result = await provider.stream(request, Deltas())
+        usages.append(result.usage)
+        history.append({"role": "assistant", "content": result.content})
+        for block in result.content:
+            if block["type"] == "tool_use":
+                history.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": block["id"], "content": "a b c"}]})
+
+    assert usages == [usage for usage, _ in turns]  # the server's counts, mapped as sent
+    bodies = [r.body for r in server.requests]
+    for body in bodies:
+        last = len(body["messages"]) - 1
+        marks = cache_marks(body)
+        assert marks == [f"messages.{last}.content.0", "system.0", "tools.1"]
+    # Each request starts with the previous one, marks aside: the cached prefix is reusable.
+    for before, after in zip(bodies, bodies[1:]):
+        previous = without_marks(before)
+        assert without_marks(after)["messages"][:len(previous["messages"])] == previous["messages"]
+        assert without_marks(after)["system"] == previous["system"]
+        assert without_marks(after)["tools"] == previous["tools"]
+
+
+# -- transcripts: SSE bodies shaped as Anthropic documents them ---------------------------------
+#
+# tests/fakes/transcripts/anthropic_text.sse, anthropic_tool_use.sse and anthropic_thinking.sse
+# are the examples of Anthropic's "Streaming Messages" page (the thinking signature, elided
+# there, is completed); anthropic_parallel_tools.sse has the usage of today's API, with cache
+# counts, the nested cache_creation object and service_tier.
+
+
+async def test_text_transcript(start: Start) -> None:
+    server, provider = start([{"transcript": "anthropic_text.sse"}])
+    deltas = Deltas()
+    result = await provider.stream(HI, deltas)
+    assert deltas == [("text", "Hello"), ("text", "!")]
+    assert result == ModelReply(content=({"type": "text", "text": "Hello!"},),
+                                stop_reason="end_turn",
+                                usage={"input_tokens": 25, "output_tokens": 15})
+
+
+async def test_tool_use_transcript(start: Start) -> None:
+    server, provider = start([{"transcript": "anthropic_tool_use.sse"}])
+    deltas = Deltas()
+    result = await provider.stream(HI, deltas)
+    text = "Okay, let's check the weather for San Francisco, CA:"
+    assert "".join(t for _, t in deltas) == text
+    assert {kind for kind, _ in deltas} == {"text"}
+    assert result.stop_reason == "tool_use"
+    assert result.content == (
+        {"type": "text", "text": text},
+        {"type": "tool_use", "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "name": "get_weather",
+         "input": {"location": "San Francisco, CA", "unit": "fahrenheit"}},
+    )
+    assert result.usage == {"input_tokens": 472, "output_tokens": 89}
+
+
+async def test_parallel_tools_transcript_with_cache_usage(start: Start) -> None:
+    server, provider = start([{"transcript": "anthropic_parallel_tools.sse"}])
+    result = await provider.stream(HI, Deltas())
+    assert result.stop_reason == "tool_use"
+    assert result.content == (
+        {"type": "text", "text": "I'll check the weather in both cities."},
+        {"type": "tool_use", "id": "toolu_01HpVbD3LnWq8tKy2mRz6sUe", "name": "get_weather",
+         "input": {"location": "Paris, France"}},
+        {"type": "tool_use", "id": "toolu_01Xq4NfT7cJrGm9wAe2yBk5D", "name": "get_weather",
+         "input": {"location": "Tokyo, Japan", "unit": "celsius"}},
+    )
+    assert result.usage == {"input_tokens": 37, "output_tokens": 118,
+                            "cache_read_input_tokens": 4830,
+                            "cache_creation_input_tokens": 312}
+
+
+def transcript_thinking() -> tuple[str, str]:
+    """The thinking text and signature of anthropic_thinking.sse, read without the provider."""
+    thinking, signature = [], ""
+    for line in (TRANSCRIPTS / "anthropic_thinking.sse").read_text("utf-8").splitlines():
+        if line.startswith("data: "):
+            delta = json.loads(line[6:]).get("delta", {})
+            if delta.get("type") == "thinking_delta":
+                thinking.append(delta["thinking"])
+            elif delta.get("type") == "signature_delta":
+                signature = delta["signature"]
+    return "".join(thinking), signature
+
+
+async def test_thinking_transcript_and_its_signature_round_trip_byte_for_byte(
+    start: Start,
+) -> None:
+    server, provider = start([{"transcript": "anthropic_thinking.sse"},
+                              reply({"type": "text", "text": "You're welcome."})])
+    thinking, signature = transcript_thinking()
+    assert "×" in thinking and "\n" in thinking and "+" in signature and "/" in signature
+    request = ModelRequest(model=MODEL, system="s", think=2048, messages=(
+        {"role": "user", "content": "What is the GCD of 1071 and 462?"},))
+    deltas = Deltas()
+
+    first = await provider.stream(request, deltas)
+
+    answer = "The greatest common divisor of 1071 and 462 is **21**."
+    assert [kind for kind, _ in deltas] == ["reasoning", "reasoning", "text"]
+    assert "".join(t for k, t in deltas if k == "reasoning") == thinking
+    assert first.content == ({"type": "thinking", "thinking": thinking, "signature": signature},
+                             {"type": "text", "text": answer})
+    assert first.stop_reason == "end_turn"
+    assert first.usage == {}  # the documented example carries no usage
+
+    second = ModelRequest(model=MODEL, system="s", think=2048, messages=(
+        *request.messages,
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": "thanks"},
+    ))
+    await provider.stream(second, Deltas())
+
+    sent = server.requests[1].body["messages"][1]["content"][0]
+    assert sent == {"type": "thinking", "thinking": thinking, "signature": signature}
+    assert sent["signature"].encode() == signature.encode()
+    assert sent["thinking"].encode() == thinking.encode()
+
+
 # -- errors and retries -------------------------------------------------------------------------
 
 
@@ -301,6 +575,103 @@ async def test_bad_key_or_unknown_model_is_unavailable(start: Start, status: int
     with pytest.raises(ProviderUnavailable, match=rf"^anthropic: {status} \w+_error: "):
         await provider.stream(HI, Deltas())
     assert len(server.requests) == 1
+
+
+async def test_rate_limit_honours_retry_after(start: Start) -> None:
+    server, provider = start([
+        {"status": 429, "headers": {"retry-after": "0.05"}},
+        reply({"type": "text", "text": "ok"}),
+    ])
+    began = trio.current_time()
+    result = await provider.stream(HI, Deltas())
+    waited = trio.current_time() - began
+    assert result.content == ({"type": "text", "text": "ok"},)
+    assert len(server.requests) == 2
+    # The server's 50 ms, not the SDK's own backoff (at least 0.375 s for a first retry).
+    assert 0.05 <= waited < 0.35
+
+
+async def test_server_error_then_success_is_retried(start: Start) -> None:
+    server, provider = start([
+        {"status": 500, "headers": FAST_RETRY},
+        reply({"type": "text", "text": "second time lucky"}),
+    ])
+    result = await provider.stream(HI, Deltas())
+    assert result.content == ({"type": "text", "text": "second time lucky"},)
+    assert [r.headers["x-stainless-retry-count"] for r in server.requests] == ["0", "1"]
+
+
+_START = ('event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
+          '"type":"message","role":"assistant","content":[],"model":"claude-test",'
+          '"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":1}}}'
+          '\n\n')
+_TEXT_START = ('event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+               '"content_block":{"type":"text","text":""}}\n\n')
+_HELLO = ('event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+          '"delta":{"type":"text_delta","text":"Hello"}}\n\n')
+
+
+@pytest.mark.parametrize(
+    ("sse", "message", "reported"),
+    [
+        pytest.param('event: message_start\ndata: {"type":"message_start","message":\n\n',
+                     r"^anthropic: malformed message_start event \(JSONDecodeError: ",
+                     [], id="bad-json-first"),
+        pytest.param(_START + _TEXT_START + _HELLO
+                     + 'event: content_block_delta\ndata: {"type":"content_block_delta",'
+                       '"index":0,"delta":{"type":"text_delta","text":"wor\n\n' + _HELLO,
+                     r"^anthropic: malformed content_block_delta event \(JSONDecodeError: ",
+                     [("text", "Hello")], id="bad-json-midway"),
+        pytest.param(_START + _TEXT_START
+                     + 'event: content_block_delta\ndata: {"type":"content_block_delta",'
+                       '"index":0}\n\n',
+                     r"^anthropic: malformed content_block_delta event \(KeyError: 'delta'\)$",
+                     [], id="missing-field"),
+        pytest.param("<html><body>502 Bad Gateway</body></html>\n",
+                     r"^anthropic: stream ended before message_stop$", [], id="not-sse"),
+    ],
+)
+async def test_malformed_sse_is_a_provider_error(
+    start: Start, sse: str, message: str, reported: list[tuple[str, str]],
+) -> None:
+    server, provider = start([{"sse": sse}, {"transcript": "anthropic_text.sse"}])
+    deltas = Deltas()
+    with pytest.raises(ProviderError, match=message):
+        await provider.stream(HI, deltas)
+    assert deltas == reported
+    assert len(server.requests) == 1  # not retried
+    # The client is still usable.
+    assert (await provider.stream(HI, Deltas())).content == ({"type": "text", "text": "Hello!"},)
+
+
+@pytest.mark.parametrize(
+    ("turn", "message"),
+    [
+        # Not even the status line before the timeout.
+        pytest.param({"first_byte_after": 30, **reply({"type": "text", "text": "late"})},
+                     r"^anthropic: request timed out$", id="no-headers"),
+        # Headers, then nothing: the first SSE byte is late.
+        pytest.param(reply({"type": "text", "text": "late"}, stall_after=0),
+                     r"^anthropic: stream timed out waiting for data \(ReadTimeout\)$",
+                     id="no-body"),
+    ],
+)
+async def test_slow_first_byte_past_the_timeout(
+    start: Start, turn: dict[str, Any], message: str,
+) -> None:
+    server, provider = start([turn], timeout=0.2, max_retries=0)
+    began = trio.current_time()
+    with pytest.raises(ProviderError, match=message):
+        await provider.stream(HI, Deltas())
+    assert 0.2 <= trio.current_time() - began < 2.0
+
+
+async def test_slow_first_byte_is_retried_then_fails_clearly(start: Start) -> None:
+    slow = {"first_byte_after": 30, **reply({"type": "text", "text": "late"})}
+    server, provider = start([slow, slow], timeout=0.2, max_retries=1)
+    with pytest.raises(ProviderError, match=r"^anthropic: request timed out \(after 1 retry\)$"):
+        await provider.stream(HI, Deltas())
+    assert len(server.requests) == 2
 
 
 async def test_stream_cut_midway_is_a_provider_error(start: Start) -> None:
@@ -376,6 +747,25 @@ async def test_cancellation_mid_stream_propagates_promptly(start: Start) -> None
     assert deltas == [("text", "first")]
     # The client is still usable after the cancelled stream.
     assert (await provider.stream(HI, Deltas())).content == ({"type": "text", "text": "after"},)
+
+
+async def test_cancelled_stream_has_reported_everything_that_arrived(start: Start) -> None:
+    # Many small events, so that they arrive over several reads, some holding many events;
+    # the stall comes after the last delta, before its block is closed.
+    text = [f"word{i} " for i in range(300)]
+    thinking = ["Let me ", "think ", "about ", "this."]
+    content = [{"type": "thinking", "deltas": thinking, "signature": "c2ln"},
+               {"type": "text", "deltas": text}]
+    # message_start, ping, thinking start, its deltas, signature, stop, text start, its deltas
+    sent_before_stall = 2 + 1 + len(thinking) + 1 + 1 + 1 + len(text)
+    server, provider = start([reply(*content, stall_after=sent_before_stall)])
+    deltas = Deltas()
+
+    with trio.move_on_after(0.3) as scope:
+        await provider.stream(HI, deltas)
+
+    assert scope.cancelled_caught
+    assert deltas == [("reasoning", t) for t in thinking] + [("text", t) for t in text]
 
 
 async def test_cancellation_during_retry_backoff_propagates(start: Start) -> None:

@@ -14,7 +14,7 @@ recorded in :attr:`FakeAnthropicServer.requests`. Once the script is exhausted t
 serves ``default`` if one was given, else a 400 ``invalid_request_error`` saying so (400,
 so that the SDK does not retry it).
 
-Script format: a list of turns, each a JSON-compatible dict of one of two kinds.
+Script format: a list of turns, each a JSON-compatible dict of one of three kinds.
 
 A **reply** (no ``"status"`` key), streamed as the documented SSE sequence
 ``message_start``, ``ping``, per block ``content_block_start`` / ``content_block_delta``\\* /
@@ -58,7 +58,18 @@ of about a second)::
 
     {"status": 529, "headers": {"retry-after": "0.01"}}
 
-A request with ``"stream": false`` gets the same turn as one JSON message.
+A **transcript** (has ``"transcript"`` or ``"sse"``): a 200 ``text/event-stream`` whose body
+is the bytes of a file in ``tests/fakes/transcripts/`` (``"transcript":
+"anthropic_text.sse"``), or the given text (``"sse": "event: ...\\ndata: ...\\n\\n"``),
+replayed verbatim, one chunk per event (split after each blank line), whatever the request
+asked for. ``"headers"`` adds response headers::
+
+    {"transcript": "anthropic_tool_use.sse"}
+
+Any turn may also hold ``"first_byte_after": seconds``: the server waits that long (or until
+it closes) before sending anything, status line included.
+
+A request with ``"stream": false`` gets a reply turn as one JSON message.
 
 Resource handling: :meth:`FakeAnthropicServer.close` (called by :func:`serve_anthropic` on
 exit) stops accepting, wakes stalled handlers, shuts down every open connection and joins all
@@ -79,14 +90,19 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 __all__ = [
     "DEFAULT_REPLY",
     "FakeAnthropicServer",
     "RecordedRequest",
+    "TRANSCRIPTS",
     "serve_anthropic",
 ]
+
+#: Where ``{"transcript": NAME}`` turns find their files.
+TRANSCRIPTS = Path(__file__).parent / "transcripts"
 
 Turn = Mapping[str, Any]
 
@@ -264,6 +280,12 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
         )
         turn, n = self.server._take(recorded)
+        if turn is not None and turn.get("first_byte_after"):
+            closing = self.server._closing
+            closing.wait(float(turn["first_byte_after"]))
+            if closing.is_set():
+                self.close_connection = True
+                return
         if self.path.split("?", 1)[0] != "/v1/messages":
             self._send_error({"status": 404}, n)
         elif turn is None:
@@ -272,6 +294,8 @@ class _Handler(BaseHTTPRequestHandler):
                                           "message": "fake server: script exhausted"}}, n)
         elif "status" in turn:
             self._send_error(turn, n)
+        elif "transcript" in turn or "sse" in turn:
+            self._send_transcript(turn, n)
         else:
             model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
             if isinstance(body, dict) and body.get("stream"):
@@ -297,15 +321,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, turn: Turn, model: str, n: int) -> None:
-        events = _events(turn, model, n)
-        cut_after = turn.get("cut_after")
-        stall_after = turn.get("stall_after")
-        error_after = turn.get("error_after")
-        end_after = turn.get("end_after")
-        delay = float(turn.get("delay", 0.0))
-        closing = self.server._closing
+    def _send_transcript(self, turn: Turn, n: int) -> None:
+        if "transcript" in turn:
+            body = (TRANSCRIPTS / turn["transcript"]).read_bytes()
+        else:
+            body = turn["sse"].encode()
+        self._send_stream_head(turn, n)
+        start = 0
+        while start < len(body):  # the bytes as they are, cut after each blank line
+            end = body.find(b"\n\n", start)
+            end = len(body) if end < 0 else end + 2
+            self._write_chunk(body[start:end])
+            start = end
+        self.wfile.write(b"0\r\n\r\n")
 
+    def _send_stream_head(self, turn: Turn, n: int) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
@@ -315,6 +345,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, str(value))
         self.end_headers()
 
+    def _send_stream(self, turn: Turn, model: str, n: int) -> None:
+        events = _events(turn, model, n)
+        cut_after = turn.get("cut_after")
+        stall_after = turn.get("stall_after")
+        error_after = turn.get("error_after")
+        end_after = turn.get("end_after")
+        delay = float(turn.get("delay", 0.0))
+        closing = self.server._closing
+
+        self._send_stream_head(turn, n)
         for i, (name, data) in enumerate(events):
             if i == cut_after:
                 self.close_connection = True  # no terminating chunk: the body is cut short
@@ -337,6 +377,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write_event(self, name: str, data: Any) -> None:
         payload = f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+        self._write_chunk(payload)
+
+    def _write_chunk(self, payload: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
 
 

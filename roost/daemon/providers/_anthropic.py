@@ -8,7 +8,29 @@ Design:
   lazily, on the first call that needs it.
 - The request is built from the neutral :class:`ModelRequest`; content blocks are copied by
   whitelisting the API's fields, thinking blocks (and ``redacted_thinking``) go back exactly
-  as they came, so their signatures stay valid.
+  as they came, so their signatures stay valid (the API rejects a thinking block whose text
+  or signature changed).
+- Extended thinking: ``request.think`` (a budget in tokens) becomes ``thinking: {"type":
+  "enabled", "budget_tokens": N}``. The API's minimum budget is 1024, so a smaller positive
+  budget is raised to 1024; ``None`` or a budget of 0 or less means no thinking. The API
+  also requires ``max_tokens > budget_tokens`` (the budget is part of the output): when the
+  request's ``max_tokens`` is not above the budget, ``max_tokens`` becomes budget + the
+  request's ``max_tokens``, so the answer after the thinking keeps the room the caller
+  asked for. (The sum may exceed a model's output limit; the API then answers 400, which
+  comes back as a :class:`ProviderError` naming the limit.)
+- Prompt caching: the cache prefix is read in the order tools, system, messages, and the API
+  caches up to each ``cache_control`` breakpoint (at most 4 per request). We set 3, each
+  ``{"type": "ephemeral"}``: on the last tool definition (the tools alone, for when the system
+  prompt changes), on the system prompt (sent as a list of one text block to carry it), and
+  on the last cacheable block of the last message (not a thinking block, which cannot carry
+  one). The last-message breakpoint moves forward every turn; the API finds the previous
+  turn's entry by looking back from it (up to 20 blocks), so a long session re-reads its
+  history from the cache and pays full price only for what the last turn added. For that
+  the history must be sent byte for byte the same each turn, so a message whose content is
+  a string is always sent as the one text block it stands for (it becomes a list when it
+  is last and carries the mark). The marks go on the copies sent, never on the request's
+  messages, and a ``cache_control`` arriving on a passed-through block is dropped, so the
+  count stays ours.
 - The call is ``messages.create(stream=True)``: the SDK builds and signs the request, retries,
   and turns error statuses into exceptions. The SSE body of the successful response is then
   read here, from ``response.aiter_bytes()`` inside ``aclosing``, through a small sans-IO
@@ -29,6 +51,12 @@ Design:
   ``anthropic: 529 overloaded_error: Overloaded (after 2 retries)``. Cancellation
   (``trio.Cancelled``, a ``BaseException``) is never caught: it propagates, and the response
   (so its connection) is closed on the way out.
+- What had arrived when a stream is cancelled is already with the caller: each chunk read
+  from the socket is decoded and every text and thinking delta in it goes to ``on_delta``
+  before the next read, with no checkpoint in between, and the read is the only place a
+  cancellation can land. So the deltas the caller has collected are the partial reply. Not
+  reported: a tool call's input still being streamed (it could not be run anyway) and the
+  incomplete SSE event at the end of the last chunk, if any.
 
 Error mapping::
 
@@ -67,6 +95,12 @@ __all__ = ["AnthropicProvider"]
 
 #: Statuses that mean the provider cannot be used as configured, not that this call failed.
 _UNAVAILABLE_STATUSES = frozenset({401, 403, 404})
+
+#: The smallest ``thinking.budget_tokens`` the API accepts.
+_MIN_THINKING_BUDGET = 1024
+
+#: Blocks that cannot carry ``cache_control``.
+_UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
                "cache_creation_input_tokens")
@@ -131,6 +165,11 @@ class AnthropicProvider:
             fails midway; :class:`ProviderUnavailable` on 401/403/404. Cancellation
             propagates unchanged and closes the stream's connection. ``on_delta`` must not
             block or raise; if it raises, that exception propagates as is.
+
+        Cancellation:
+            Every text and reasoning delta received before the cancellation has been passed
+            to ``on_delta`` by the time ``Cancelled`` propagates, so the caller can record the
+            partial reply from the deltas it collected (see the module docstring).
         """
         if self._closed:
             raise ProviderError("anthropic: the provider is closed")
@@ -196,25 +235,58 @@ class AnthropicProvider:
 
 
 def _request_params(request: ModelRequest) -> dict[str, Any]:
+    max_tokens = request.max_tokens
+    thinking: dict[str, Any] | None = None
+    if request.think is not None and request.think > 0:
+        budget = max(request.think, _MIN_THINKING_BUDGET)
+        if max_tokens <= budget:  # the API wants max_tokens > budget_tokens
+            max_tokens = budget + request.max_tokens
+        thinking = {"type": "enabled", "budget_tokens": budget}
     params: dict[str, Any] = {
         "model": request.model,
-        "max_tokens": request.max_tokens,
+        "max_tokens": max_tokens,
         "messages": [_api_message(m) for m in request.messages],
     }
+    if thinking is not None:
+        params["thinking"] = thinking
     if request.system:
-        params["system"] = request.system
+        params["system"] = [{"type": "text", "text": request.system,
+                             "cache_control": _ephemeral()}]
     if request.tools:
         params["tools"] = [
             {"name": t.name, "description": t.description, "input_schema": _plain(t.input_schema)}
             for t in request.tools
         ]
+        params["tools"][-1]["cache_control"] = _ephemeral()
+    if params["messages"]:
+        _mark_last_block(params["messages"][-1])
     return params
+
+
+def _ephemeral() -> dict[str, str]:
+    return {"type": "ephemeral"}
+
+
+def _mark_last_block(message: dict[str, Any]) -> None:
+    """Put a cache breakpoint on the message's last block that can carry one (in place: the
+    message is already our copy)."""
+    content = message["content"]
+    if isinstance(content, str):  # only an empty one, which the API rejects anyway
+        return
+    for block in reversed(content):
+        if block.get("type") not in _UNCACHEABLE:
+            block["cache_control"] = _ephemeral()
+            return
 
 
 def _api_message(message: Mapping[str, Any]) -> dict[str, Any]:
     content = message["content"]
     if isinstance(content, str):
-        return {"role": message["role"], "content": content}
+        # As the one text block it stands for, so that a message is sent the same whether it
+        # is the last (where it carries the cache breakpoint) or history: same prefix bytes.
+        if not content:
+            return {"role": message["role"], "content": content}
+        return {"role": message["role"], "content": [{"type": "text", "text": content}]}
     blocks = [_api_block(b) for b in content]
     # The API rejects empty text blocks; a reply may have held one (text before a tool call).
     blocks = [b for b in blocks if not (b["type"] == "text" and not b["text"])]
@@ -248,8 +320,9 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
     except KeyError as exc:
         raise ProviderError(
             f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None
-    # A kind we do not know (an image, say): the API's own shape, passed through.
-    return _plain(block)
+    # A kind we do not know (an image, say): the API's own shape, passed through, less any
+    # cache breakpoint (we place those, and the API allows only 4).
+    return {k: _plain(v) for k, v in block.items() if k != "cache_control"}
 
 
 def _plain(value: Any) -> Any:
