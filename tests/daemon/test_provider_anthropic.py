@@ -877,3 +877,14 @@ def _post(base_url: str, body: dict[str, Any]) -> tuple[int, Any]:
         return response.status, json.loads(response.read())
     finally:
         conn.close()
+
+
+async def test_configured_headers_reach_the_server() -> None:
+    with serve_anthropic([{"content": [{"type": "text", "text": "ok"}]}]) as server:
+        provider = AnthropicProvider(api_key="k", base_url=server.base_url, headers={"x-team": "tools"})
+        try:
+            request = ModelRequest("claude-test", "", ({"role": "user", "content": "hi"},))
+            await provider.stream(request, lambda kind, text: None)
+        finally:
+            await provider.aclose()
+        assert server.requests[0].headers["x-team"] == "tools"

@@ -133,6 +133,7 @@ class AnthropicProvider:
         *,
         max_retries: int = 2,
         timeout: float = 600.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
@@ -146,6 +147,7 @@ class AnthropicProvider:
             base_url=url,
             max_retries=max_retries,
             timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
+            default_headers=dict(headers) if headers else None,
         )
         self._closed = False
 

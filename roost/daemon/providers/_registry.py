@@ -98,7 +98,11 @@ def _build(entry: ProviderConfig, key: str | None) -> Provider:
         from ._anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            api_key=key, base_url=entry.base_url, max_retries=entry.max_retries, timeout=entry.timeout
+            api_key=key,
+            base_url=entry.base_url,
+            max_retries=entry.max_retries,
+            timeout=entry.timeout,
+            headers=entry.headers,
         )
     from ._openai import OpenAIProvider
 
