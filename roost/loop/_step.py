@@ -10,7 +10,7 @@ Everything that decides what a run does next lives in this module. The rules:
   start (``tool.started`` + RunTool each, phase TOOLS), unless the reply was cut off at
   ``max_tokens``: then the calls are answered with errors and the run ends ``max_tokens``.
   A reply with no tool calls ends the run ``done``, unless steering is queued, which starts
-  another model call.
+  another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - ``ToolFinished`` needs TOOLS and a pending call id. When the last call of the step is done:
   ``step.finished``; then the run ends ``max_turns`` if every turn is used, else queued
   steering becomes user messages and the next model call starts.
@@ -204,6 +204,10 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
             b.effects.append(RunTool(b.run.id, call["id"], call["name"], call.get("input", {})))
         return
     _finish_step(b)
+    if input.stop_reason == "refusal":
+        # Not a finished task: scripts must be able to tell (the exit status says error).
+        b.emit_run_finished("error", "the model declined to go on (stop reason: refusal)")
+        return
     _continue_or_finish(b, after_tools=False)
 
 

@@ -586,3 +586,15 @@ def test_abort_during_a_reply_keeps_what_had_arrived() -> None:
     # Nothing had arrived: nothing is stored for the reply.
     bare = step(state, Abort(2.0, "stop"))
     assert [e.type for e in bare.events] == ["run.finished"]
+
+
+def test_a_refusal_ends_the_run_with_an_error_that_says_so() -> None:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    state = step(state, Submit("r", "task", 1.0, "anthropic/m")).state
+    t = step(state, ModelFinished(({"type": "text", "text": "I can't help with that."},), "refusal", 2.0))
+    assert [e.type for e in t.events] == ["message.assistant", "step.finished", "run.finished"]
+    assert t.events[-1].data["reason"] == "error" and "refusal" in t.events[-1].data["error"]
+    assert t.events[-1].data["text"] == "I can't help with that."
+    # stop_sequence is an ordinary end of turn.
+    done = step(state, ModelFinished(({"type": "text", "text": "x"},), "stop_sequence", 2.0))
+    assert done.events[-1].data["reason"] == "done"
