@@ -13,7 +13,8 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 import trio
 
-from roost.daemon.providers._anthropic import AnthropicProvider, _request_params, _SSEDecoder
+from roost.daemon.providers._anthropic import AnthropicProvider, _request_params
+from roost.daemon.providers._sse import SSEDecoder
 from roost.daemon.providers._base import (
     ModelReply,
     ModelRequest,
@@ -829,7 +830,7 @@ def test_sse_decoder_handles_any_split_crlf_comments_and_multiline_data() -> Non
             "data: no-name\n\n").encode()
     expected = [("ping", "{}"), ("message_delta", '{"a":\n "é"}'), ("message", "no-name")]
     for size in (1, 2, 7, len(wire)):
-        decoder = _SSEDecoder()
+        decoder = SSEDecoder()
         events = []
         for i in range(0, len(wire), size):
             events += decoder.feed(wire[i:i + size])

@@ -20,7 +20,8 @@ from roost.daemon.providers._base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from roost.daemon.providers._openai import OpenAIProvider, _Fold, _SSEDecoder
+from roost.daemon.providers._openai import OpenAIProvider, _Fold
+from roost.daemon.providers._sse import SSEDecoder
 from tests.fakes.openai_server import FakeOpenAIServer, serve_openai, transcript_events
 
 KEY = "sk-test-123"
@@ -572,7 +573,7 @@ def test_sse_decoder_handles_any_split_crlf_comments_and_multiline_data() -> Non
             "data: [DONE]\n\n").encode()
     expected = [("message", '{"a":1}'), ("error", '{"b":\n "é"}'), ("message", "[DONE]")]
     for size in (1, 2, 7, len(wire)):
-        decoder = _SSEDecoder()
+        decoder = SSEDecoder()
         events = []
         for i in range(0, len(wire), size):
             events += decoder.feed(wire[i:i + size])

@@ -34,7 +34,7 @@ Design:
 - The call is ``messages.create(stream=True)``: the SDK builds and signs the request, retries,
   and turns error statuses into exceptions. The SSE body of the successful response is then
   read here, from ``response.aiter_bytes()`` inside ``aclosing``, through a small sans-IO
-  decoder (:class:`_SSEDecoder`) and fold (:class:`_Fold`) working on plain dicts. Not the
+  decoder (:class:`SSEDecoder`) and fold (:class:`_Fold`) working on plain dicts. Not the
   SDK's event iterator, nor its ``MessageStream`` helper, because: (1) they stack more async
   generators on httpx2's, and when iteration stops early (an ``event: error``, a malformed
   event) those are left unfinished and trio reports each one with a ``ResourceWarning`` when
@@ -90,6 +90,7 @@ from ._base import (
     ProviderError,
     ProviderUnavailable,
 )
+from ._sse import SSEDecoder
 
 __all__ = ["AnthropicProvider"]
 
@@ -192,7 +193,7 @@ class AnthropicProvider:
         except anthropic.AnthropicError as exc:
             raise ProviderError(f"anthropic: {type(exc).__name__}: {_short(str(exc))}") from exc
 
-        decoder = _SSEDecoder()
+        decoder = SSEDecoder()
         fold = _Fold()
         failure: ProviderError | None = None
         async with stream:  # closes the response, also on error and cancellation
@@ -337,39 +338,6 @@ def _plain(value: Any) -> Any:
 
 
 # -- reply --------------------------------------------------------------------------------------
-
-
-class _SSEDecoder:
-    """Server-sent events from bytes, sans IO: ``feed(bytes) -> [(event, data)]``.
-
-    Lines end in LF or CRLF (a lone CR, which the spec also allows, is not used by the API);
-    ``data`` lines of one event are joined with LF; comments and ``id``/``retry`` are ignored.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        events: list[tuple[str, str]] = []
-        for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if not line:
-                if self._data:
-                    events.append((self._event or "message", "\n".join(self._data)))
-                self._event, self._data = "", []
-                continue
-            field, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if field == "event":
-                self._event = value
-            elif field == "data":
-                self._data.append(value)
-        return events
 
 
 class _Fold:

@@ -22,7 +22,7 @@ Design:
   beneath it, which trio then reports (``ResourceWarning``) when it is collected, whereas a
   cancellation raised at the socket unwinds every generator of the chain and closes the
   connection.
-- Bytes become events through a small sans-IO SSE decoder (:class:`_SSEDecoder`) and events
+- Bytes become events through a small sans-IO SSE decoder (:class:`SSEDecoder`) and events
   become the reply through a sans-IO fold (:class:`_Fold`) on plain dicts.
 - Retries happen only before the stream starts (once a delta has reached ``on_delta`` it
   cannot be taken back): on 429, 5xx (529 included) and transport errors (refused, reset,
@@ -123,6 +123,7 @@ from ._base import (
     ProviderError,
     ProviderUnavailable,
 )
+from ._sse import SSEDecoder
 
 __all__ = ["OpenAIProvider"]
 
@@ -304,7 +305,7 @@ class OpenAIProvider:
     # -- the stream -------------------------------------------------------------------------
 
     async def _read_stream(self, response: httpx2.Response, on_delta: DeltaCallback) -> ModelReply:
-        decoder = _SSEDecoder()
+        decoder = SSEDecoder()
         fold = _Fold(self._name)
         failure: BaseException | None = None
         # Cancelled (its deadline set) to cut the body short once we no longer need it.
@@ -486,40 +487,6 @@ def _plain(value: Any) -> Any:
 
 
 # -- reply --------------------------------------------------------------------------------------
-
-
-class _SSEDecoder:
-    """Server-sent events from bytes, sans IO: ``feed(bytes) -> [(event, data)]``.
-
-    Lines end in LF or CRLF; ``data`` lines of one event are joined with LF; comments (``:
-    keep-alive``, which some servers send) and ``id``/``retry`` are ignored. The event name
-    is ``"message"`` unless an ``event:`` line says otherwise.
-    """
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._event = ""
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[tuple[str, str]]:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        events: list[tuple[str, str]] = []
-        for raw in lines:
-            line = raw.decode("utf-8", errors="replace").rstrip("\r")
-            if not line:
-                if self._data:
-                    events.append((self._event or "message", "\n".join(self._data)))
-                self._event, self._data = "", []
-                continue
-            name, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if name == "data":
-                self._data.append(value)
-            elif name == "event":
-                self._event = value
-        return events
 
 
 @dataclass(slots=True)
