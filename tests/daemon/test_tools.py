@@ -1,4 +1,5 @@
-"""Built-in tools run for real: bash in its process group, read, and the process ledger."""
+"""Built-in tools run for real (bash in its process group, read, write, edit, glob, grep over
+real files and a real git repository), and the process ledger."""
 
 from __future__ import annotations
 
@@ -36,7 +37,10 @@ async def test_bash_timeout_kills_the_whole_group(tmp_path: Path) -> None:
         ToolContext(str(tmp_path), ledger=ledger),
     )
     assert result.is_error and "timed out after 0.3 s" in result.text and result.meta["timed_out"]
-    assert not _alive(int(pidfile.read_text()))
+    # SIGKILL is sent before the call returns; the child's end follows a moment later.
+    with trio.fail_after(2):
+        while _alive(int(pidfile.read_text())):
+            await trio.sleep(0.01)
     assert list(ledger.folder.iterdir()) == []
 
 
@@ -79,6 +83,203 @@ async def test_read_resolves_paths_from_the_working_directory(tmp_path: Path) ->
     assert "is a directory" in (await tools.call("read", {"path": "sub"}, ctx)).text
     bad = await tools.call("read", {"path": "sub/f.txt", "offset": 0}, ctx)
     assert bad.is_error and "offset" in bad.text
+
+
+async def test_read_outside_the_working_directory_reads_and_says_so(tmp_path: Path) -> None:
+    work = _folder(tmp_path / "work")
+    (tmp_path / "outside.txt").write_text("far\n")
+    (work / "in.txt").write_text("near\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(work))
+    far = await tools.call("read", {"path": "../outside.txt"}, ctx)
+    assert (far.text, far.is_error, far.meta["outside"]) == ("1\tfar", False, True)
+    assert (await tools.call("read", {"path": "in.txt"}, ctx)).meta["outside"] is False
+
+
+async def test_write_creates_folders_and_replaces_atomically(tmp_path: Path) -> None:
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    created = await tools.call("write", {"path": "a/b/f.txt", "content": "héllo\n"}, ctx)
+    assert (created.text, created.is_error) == ("created a/b/f.txt (7 bytes)", False)
+    assert (created.meta["bytes"], created.meta["created"]) == (7, True)
+    target = tmp_path / "a" / "b" / "f.txt"
+    target.chmod(0o640)
+    replaced = await tools.call("write", {"path": "a/b/f.txt", "content": "new"}, ctx)
+    assert (replaced.text, replaced.meta["created"]) == ("overwrote a/b/f.txt (3 bytes)", False)
+    assert target.read_text() == "new" and target.stat().st_mode & 0o777 == 0o640
+    # The temporary file went into place; nothing is left beside it.
+    assert [p.name for p in target.parent.iterdir()] == ["f.txt"]
+    folder = await tools.call("write", {"path": "a/b", "content": "x"}, ctx)
+    assert folder.is_error and "is a directory" in folder.text
+    under_file = await tools.call("write", {"path": "a/b/f.txt/g", "content": "x"}, ctx)
+    assert under_file.is_error and "a folder on its path is a file" in under_file.text
+    extra = await tools.call("write", {"path": "x", "content": "", "mode": "w"}, ctx)
+    assert extra.is_error and "Additional properties" in extra.text
+
+
+async def test_write_and_edit_refuse_paths_outside_the_working_directory(tmp_path: Path) -> None:
+    work, elsewhere = _folder(tmp_path / "work"), _folder(tmp_path / "elsewhere")
+    (elsewhere / "keep.txt").write_text("keep")
+    (work / "dir-link").symlink_to(elsewhere)
+    (work / "file-link").symlink_to(elsewhere / "keep.txt")
+    (work / "inner.txt").write_text("inner")
+    (work / "inner-link").symlink_to(work / "inner.txt")
+    tools, ctx = ToolRegistry(), ToolContext(str(work))
+    for path in ("../escape.txt", str(elsewhere / "abs.txt"), "~/home.txt", "dir-link/new.txt", "file-link"):
+        wrote = await tools.call("write", {"path": path, "content": "x"}, ctx)
+        assert wrote.is_error and wrote.meta["outside"], path
+        assert wrote.text == (
+            f"{path} is outside the working directory ({work}); changing files there is not allowed"
+        )
+    edited = await tools.call("edit", {"path": "file-link", "old": "keep", "new": "lost"}, ctx)
+    assert edited.is_error and "outside the working directory" in edited.text
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
+    assert (elsewhere / "keep.txt").read_text() == "keep"
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "home" / "home.txt").exists()
+    # A link that stays inside is written through, and stays a link.
+    assert not (await tools.call("write", {"path": "inner-link", "content": "changed"}, ctx)).is_error
+    assert (work / "inner-link").is_symlink() and (work / "inner.txt").read_text() == "changed"
+
+
+async def test_edit_replaces_exact_text_and_shows_the_change(tmp_path: Path) -> None:
+    source = tmp_path / "f.py"
+    source.write_bytes(b"".join(b"line %d\n" % n for n in range(1, 11)) + b"odd \xff byte\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    one = await tools.call("edit", {"path": "f.py", "old": "line 6\n", "new": "six\nand a half\n"}, ctx)
+    assert not one.is_error and one.meta["replacements"] == 1
+    assert one.text == "\n".join(
+        ["replaced 1 occurrence in f.py"]
+        + [f"{n:>2}\tline {n}" for n in (3, 4, 5)]
+        + [" 6\tsix", " 7\tand a half"]
+        + [f"{n + 1:>2}\tline {n}" for n in (7, 8, 9, 10)]
+    )
+    every = await tools.call("edit", {"path": "f.py", "old": "line", "new": "L", "replace_all": True}, ctx)
+    assert every.text.startswith("replaced 9 occurrences in f.py\n1\tL 1\n")
+    # Bytes that are not UTF-8 survive; the temporary file is gone.
+    assert source.read_bytes().endswith(b"L 10\nodd \xff byte\n")
+    assert b"six\nand a half\n" in source.read_bytes()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    assert every.meta["bytes"] == source.stat().st_size
+    before = source.read_bytes()
+    for input, message in [
+        ({"path": "f.py", "old": "nowhere", "new": "x"}, "old string not found in f.py"),
+        (
+            {"path": "f.py", "old": "L", "new": "x"},
+            "old string appears 9 times in f.py; give more context or replace_all",
+        ),
+        ({"path": "f.py", "old": "", "new": "x"}, "old is empty"),
+        ({"path": "f.py", "old": "six", "new": "six"}, "old and new are the same"),
+        ({"path": "missing.py", "old": "a", "new": "b"}, "no such file: missing.py"),
+        ({"path": ".", "old": "a", "new": "b"}, ". is a directory, not a file"),
+    ]:
+        failed = await tools.call("edit", input, ctx)
+        assert failed.is_error and failed.text.startswith(message), (input, failed.text)
+    assert source.read_bytes() == before
+
+
+async def test_glob_lists_newest_first_and_skips_dot_git(tmp_path: Path) -> None:
+    work = _folder(tmp_path / "work")
+    for age, name in enumerate(["new.py", "src/mid.py", "src/deep/old.py", "notes.txt", ".git/hook.py"]):
+        _file(work / name, "x", age=age)
+    tools, ctx = ToolRegistry(), ToolContext(str(work))
+    everywhere = await tools.call("glob", {"pattern": "**/*.py"}, ctx)
+    assert everywhere.text.split("\n") == ["new.py", "src/mid.py", "src/deep/old.py"]
+    assert (everywhere.meta["matches"], everywhere.meta["outside"]) == (3, False)
+    assert (await tools.call("glob", {"pattern": "*.py"}, ctx)).text == "new.py"
+    below = await tools.call("glob", {"pattern": "**/*.py", "path": "src"}, ctx)
+    assert below.text.split("\n") == ["src/mid.py", "src/deep/old.py"]
+    assert (await tools.call("glob", {"pattern": "src/*/[!x]*.py"}, ctx)).text == "src/deep/old.py"
+    none = await tools.call("glob", {"pattern": "*.rs"}, ctx)
+    assert (none.text, none.is_error) == ("no files match *.rs", False)
+    missing = await tools.call("glob", {"pattern": "*", "path": "nope"}, ctx)
+    assert missing.is_error and missing.text == "nope does not exist"
+    for pattern, message in [("/etc/*", "pattern must be relative"), ("[z-a]", "invalid glob pattern")]:
+        bad = await tools.call("glob", {"pattern": pattern}, ctx)
+        assert bad.is_error and bad.text.startswith(message)
+
+
+async def test_glob_and_grep_end_at_the_call_timeout(tmp_path: Path) -> None:
+    _file(tmp_path / "a.txt", "x\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path), timeout=0)
+    for name in ("glob", "grep"):
+        late = await tools.call(name, {"pattern": "*"} if name == "glob" else {"pattern": "x"}, ctx)
+        assert late.is_error and late.text == f"{name} timed out after 0 s"
+
+
+async def test_glob_stops_at_a_thousand_paths(tmp_path: Path) -> None:
+    for n in range(1003):
+        (tmp_path / f"f{n:04}.txt").touch()
+    result = await ToolRegistry().call("glob", {"pattern": "*.txt"}, ToolContext(str(tmp_path)))
+    lines = result.text.split("\n")
+    assert len(lines) == 1001 and lines[-1] == "[3 more files not shown; narrow the pattern or the path]"
+    assert result.meta["matches"] == 1003
+
+
+async def test_glob_and_grep_respect_gitignore(tmp_path: Path) -> None:
+    repo = _folder(tmp_path / "repo")
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    _file(repo / ".gitignore", "*.log\nbuild/\n")
+    for name in ["app.py", "debug.log", "build/out.py", "src/lib.py", "src/trace.log"]:
+        _file(repo / name, "needle\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(repo))
+    listed = await tools.call("glob", {"pattern": "**"}, ctx)
+    assert sorted(listed.text.split("\n")) == [".gitignore", "app.py", "src/lib.py"]
+    below = await tools.call("glob", {"pattern": "*", "path": "src"}, ctx)
+    assert below.text == "src/lib.py"
+    found = await tools.call("grep", {"pattern": "needle"}, ctx)
+    assert found.text == "app.py:1:needle\nsrc/lib.py:1:needle"
+    # Naming an ignored file searches it all the same.
+    named = await tools.call("grep", {"pattern": "needle", "path": "debug.log"}, ctx)
+    assert named.text == "debug.log:1:needle"
+
+
+async def test_grep_context_case_limits_binaries_and_bad_regexes(tmp_path: Path) -> None:
+    _file(tmp_path / "a.txt", "\n".join(["zero", "Alpha", "one", "two", "three", "alpha", "four"]) + "\n")
+    _file(tmp_path / "b.md", "alpha\n")
+    (tmp_path / "blob.bin").write_bytes(b"alpha\0alpha\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    plain = await tools.call("grep", {"pattern": "alpha"}, ctx)
+    assert plain.text == "a.txt:6:alpha\nb.md:1:alpha"
+    assert (plain.meta["matches"], plain.meta["files"]) == (2, 2)
+    context = await tools.call("grep", {"pattern": "alpha", "ignore_case": True, "context": 1}, ctx)
+    assert context.text.split("\n") == [
+        "a.txt-1-zero", "a.txt:2:Alpha", "a.txt-3-one", "--",
+        "a.txt-5-three", "a.txt:6:alpha", "a.txt-7-four", "--", "b.md:1:alpha",
+    ]  # fmt: skip
+    merged = await tools.call("grep", {"pattern": "^t", "context": 1, "glob": "*.txt"}, ctx)
+    assert merged.text.split("\n") == ["a.txt-3-one", "a.txt:4:two", "a.txt:5:three", "a.txt-6-alpha"]
+    limited = await tools.call("grep", {"pattern": "o", "max_results": 2}, ctx)
+    assert limited.text == (
+        "a.txt:1:zero\na.txt:3:one\n[2 more matching lines not shown; narrow the search or raise max_results]"
+    )
+    assert limited.meta["matches"] == 4
+    none = await tools.call("grep", {"pattern": "omega"}, ctx)
+    assert (none.text, none.is_error, none.meta["matches"]) == ("no matches for omega", False, 0)
+    bad = await tools.call("grep", {"pattern": "alpha("}, ctx)
+    assert bad.is_error and bad.text.startswith("invalid regex 'alpha(': missing ), unterminated subpattern")
+    missing = await tools.call("grep", {"pattern": "x", "path": "nope"}, ctx)
+    assert missing.is_error and missing.text == "nope does not exist"
+
+
+async def test_grep_default_limit_and_output_limit(tmp_path: Path) -> None:
+    _file(tmp_path / "many.txt", "hit\n" * 250)
+    tools = ToolRegistry()
+    many = await tools.call("grep", {"pattern": "hit"}, ToolContext(str(tmp_path)))
+    assert many.text.count("\n") == 200
+    assert many.text.endswith("[50 more matching lines not shown; narrow the search or raise max_results]")
+    cut = await tools.call("grep", {"pattern": "hit"}, ToolContext(str(tmp_path), output_limit=100))
+    assert "more characters not shown]\n[50 more matching lines" in cut.text
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+def _file(path: Path, text: str, age: int = 0) -> None:
+    """Write ``path`` (and its folders), modified ``age`` hours ago."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    when = 1_700_000_000 - age * 3600
+    os.utime(path, (when, when))
 
 
 def _alive(pid: int) -> bool:

@@ -1,8 +1,11 @@
-"""What a tool is: a name, a JSON Schema for its input, and an async function."""
+"""What a tool is (a name, a JSON Schema for its input, an async function), and what every
+tool shares: the output cut and the one check of where a path really is."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 if TYPE_CHECKING:
@@ -50,3 +53,23 @@ def truncate(text: str, limit: int, total: int | None = None) -> str:
     if total <= limit:
         return text
     return f"{text[:limit]}\n[... output truncated: {total - limit} more characters not shown]"
+
+
+def resolve_path(ctx: ToolContext, path: str) -> tuple[Path, bool]:
+    """Where ``path`` (relative to the working directory, ``~`` expanded) really is.
+
+    Returns the path with every symlink followed, and whether it lies inside the working
+    directory (itself resolved). This is the one place that decides "inside": reads go
+    anywhere and say so; writes outside are refused (later: asked about).
+    """
+    real = Path(os.path.realpath(Path(ctx.cwd) / Path(path).expanduser()))
+    return real, real.is_relative_to(os.path.realpath(ctx.cwd))
+
+
+def outside_result(path: str, ctx: ToolContext) -> ToolResult:
+    """The refusal for a change to ``path``, which resolves outside the working directory."""
+    return ToolResult(
+        f"{path} is outside the working directory ({ctx.cwd}); changing files there is not allowed",
+        is_error=True,
+        meta={"outside": True},
+    )

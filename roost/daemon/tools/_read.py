@@ -1,13 +1,16 @@
-"""The ``read`` tool: a text file's lines, numbered, with an optional range."""
+"""The ``read`` tool: a text file's lines, numbered, with an optional range.
+
+Reading is allowed anywhere; a path outside the working directory is read and marked
+``meta["outside"]``.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 import trio
 
-from ._base import Tool, ToolContext, ToolResult, truncate
+from ._base import Tool, ToolContext, ToolResult, resolve_path, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -24,7 +27,7 @@ _DEFAULT_LIMIT = 2000
 
 
 async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    path = Path(ctx.cwd) / Path(input["path"]).expanduser()
+    path, inside = resolve_path(ctx, input["path"])
     offset = input.get("offset", 1)
     limit = input.get("limit", _DEFAULT_LIMIT)
     try:
@@ -45,7 +48,9 @@ async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         text = "[empty file]"
     elif not chosen:
         text = f"[the file has {len(lines)} lines; offset {offset} is past the end]"
-    return ToolResult(truncate(text, ctx.output_limit), meta={"bytes": len(data), "lines": len(lines)})
+    return ToolResult(
+        truncate(text, ctx.output_limit), meta={"bytes": len(data), "lines": len(lines), "outside": not inside}
+    )
 
 
 READ = Tool(

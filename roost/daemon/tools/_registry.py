@@ -12,11 +12,15 @@ from typing import Any, Iterable, Mapping
 
 from ._base import Tool, ToolContext, ToolResult
 from ._bash import BASH
+from ._edit import EDIT
+from ._glob import GLOB
+from ._grep import GREP
 from ._read import READ
+from ._write import WRITE
 
 log = logging.getLogger(__name__)
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ)
+BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP)
 
 
 class ToolRegistry:

@@ -1,0 +1,112 @@
+"""The ``edit`` tool: exact string replacement in one file, written atomically.
+
+The old string must appear exactly once, unless ``replace_all`` says to replace every
+occurrence; a missing or ambiguous old string is an error, never a guess. Bytes that are
+not UTF-8 survive an edit unchanged (they are carried as surrogate escapes). Paths that
+resolve outside the working directory are refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import trio
+
+from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._write import write_atomic
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "minLength": 1, "description": "file path, relative to the working directory"},
+        "old": {"type": "string", "description": "the exact text to replace"},
+        "new": {"type": "string", "description": "the text to put in its place"},
+        "replace_all": {
+            "type": "boolean",
+            "description": "replace every occurrence (default: old must appear exactly once)",
+        },
+    },
+    "required": ["path", "old", "new"],
+    "additionalProperties": False,
+}
+
+#: Lines shown before and after the first change.
+_CONTEXT_LINES = 3
+
+
+class _EditFailed(Exception):
+    """An edit that cannot be made; the message is for the model."""
+
+
+def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
+    """Make the edit (blocking); return the count, the new bytes and the lines around it."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+    except FileNotFoundError:
+        raise _EditFailed(f"no such file: {name}") from None
+    except IsADirectoryError:
+        raise _EditFailed(f"{name} is a directory, not a file") from None
+    count = text.count(old)
+    if count == 0:
+        raise _EditFailed(f"old string not found in {name}")
+    if count > 1 and not replace_all:
+        raise _EditFailed(f"old string appears {count} times in {name}; give more context or replace_all")
+    first = text.index(old)
+    changed = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+    try:
+        data = changed.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise _EditFailed(f"the new string is not valid text ({exc.reason})") from None
+    write_atomic(path, data)
+    return count, data, _context(changed, first, first + len(new))
+
+
+def _context(text: str, start: int, end: int) -> str:
+    """The lines holding ``text[start:end]`` and a few around them, numbered as ``read`` does."""
+    lines = text.splitlines()
+    # The line a position is on: count the lines before it (splitlines, as read counts).
+    first, last = (len((text[:at] + "x").splitlines()) - 1 for at in (start, end))
+    low, high = max(0, first - _CONTEXT_LINES), min(len(lines), last + _CONTEXT_LINES + 1)
+    width = len(str(high))
+    return "\n".join(f"{n + 1:>{width}}\t{_shown(lines[n])}" for n in range(low, high))
+
+
+def _shown(line: str) -> str:
+    # Bytes that are not UTF-8 are kept in the file, but shown as U+FFFD.
+    return line.encode("utf-8", errors="surrogateescape").decode("utf-8", errors="replace")
+
+
+async def _run_edit(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    name, old, new = input["path"], input["old"], input["new"]
+    path, inside = resolve_path(ctx, name)
+    if not inside:
+        return outside_result(name, ctx)
+    if old == "":
+        return ToolResult(
+            "old is empty; give the exact text to replace (to write a whole file, use write)", is_error=True
+        )
+    if old == new:
+        return ToolResult("old and new are the same; nothing to change", is_error=True)
+    try:
+        count, data, around = await trio.to_thread.run_sync(
+            _edit, path, name, old, new, bool(input.get("replace_all", False))
+        )
+    except _EditFailed as exc:
+        return ToolResult(str(exc), is_error=True)
+    except OSError as exc:
+        return ToolResult(f"cannot edit {name}: {exc.strerror or exc}", is_error=True)
+    plural = "occurrence" if count == 1 else "occurrences"
+    text = f"replaced {count} {plural} in {name}\n{around}"
+    return ToolResult(truncate(text, ctx.output_limit), meta={"bytes": len(data), "replacements": count})
+
+
+EDIT = Tool(
+    "edit",
+    "Replace exact text in a file. old must match the file character for character "
+    "(whitespace and indentation included) and appear exactly once, unless replace_all is "
+    "true; include surrounding lines to make it unique. The path must stay inside the "
+    "working directory.",
+    _SCHEMA,
+    _run_edit,
+)

@@ -1,0 +1,176 @@
+"""The ``glob`` tool, and the one file listing that ``glob`` and ``grep`` share.
+
+Which files a search sees: in a git work tree, the files git would show (tracked, plus
+untracked ones not ignored by ``.gitignore`` and friends), from ``git ls-files``; anywhere
+else, every file under the folder, ``.git`` folders skipped. Patterns are matched against
+paths relative to the searched folder: ``*`` and ``?`` stay within one path segment (and
+match dotfiles), ``[...]`` is a character class, and a ``**`` segment spans any number of
+folders. Listing and stat calls run in a worker thread, so a large tree never blocks the
+daemon's event loop.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import trio
+
+from ._base import Tool, ToolContext, ToolResult, resolve_path, truncate
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "pattern": {
+            "type": "string",
+            "minLength": 1,
+            "description": "glob pattern, e.g. **/*.py or src/*.ts",
+        },
+        "path": {"type": "string", "minLength": 1, "description": "folder to search (default: the working directory)"},
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+
+#: Most paths one call returns.
+_LIMIT = 1000
+
+
+async def list_files(root: Path, keep: Callable[[str], bool] = lambda path: True) -> list[str]:
+    """The files under the folder ``root`` a search should see, as relative POSIX paths.
+
+    ``keep`` filters the paths before any of them is looked at on disk.
+
+    Error handling: a folder that is not in a git work tree, or git failing or missing,
+    falls back to a plain walk; listing never fails because of git.
+    """
+    try:
+        done = await trio.run_process(
+            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    except OSError:
+        done = None
+    if done is not None and done.returncode == 0:
+        listed = [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
+        # --cached lists tracked files deleted from disk; submodules and nested repos come
+        # back as folders. Keep what is a file now.
+        wanted = [p for p in listed if keep(p)]
+        return await trio.to_thread.run_sync(
+            lambda: [p for p in wanted if (root / p).is_file()], abandon_on_cancel=True
+        )
+    return await trio.to_thread.run_sync(_walk, root, keep, abandon_on_cancel=True)
+
+
+def _walk(root: Path, keep: Callable[[str], bool]) -> list[str]:
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        relative = Path(folder).relative_to(root)
+        found += [path for f in sorted(files) if keep(path := (relative / f).as_posix())]
+    return found
+
+
+def glob_matcher(pattern: str) -> Callable[[str], bool]:
+    """A test of relative POSIX paths against the glob ``pattern`` (see the module docstring)."""
+    parts = pattern.removeprefix("./").split("/")
+    regex = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            regex += ".*" if last else "(?:[^/]*/)*"
+        else:
+            regex += _segment(part) + ("" if last else "/")
+    compiled = re.compile(regex, re.DOTALL)
+    return lambda path: compiled.fullmatch(path) is not None
+
+
+def _segment(part: str) -> str:
+    out, i = "", 0
+    while i < len(part):
+        c = part[i]
+        if c == "*":
+            out += "[^/]*"
+            while part[i + 1 : i + 2] == "*":
+                i += 1
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[":
+            # As in fnmatch: a leading ! negates, and a ] right after [ or [! is literal.
+            start = i + 2 if part[i + 1 : i + 2] == "!" else i + 1
+            close = part.find("]", start + 1 if part[start : start + 1] == "]" else start)
+            if close == -1:
+                out += re.escape(c)
+            else:
+                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", part[start:close])
+                out += f"[{'^/' if start == i + 2 else ''}{body}]"
+                i = close
+        else:
+            out += re.escape(c)
+        i += 1
+    return out
+
+
+def display_prefix(root: Path, inside: bool, ctx: ToolContext) -> str:
+    """What goes before a path relative to ``root`` so that ``read`` and ``edit`` find it:
+    the folder relative to the working directory when inside it, else the absolute folder."""
+    if not inside:
+        return f"{root}/"
+    relative = os.path.relpath(root, os.path.realpath(ctx.cwd))
+    return "" if relative == "." else f"{Path(relative).as_posix()}/"
+
+
+def _newest_first(root: Path, paths: list[str]) -> list[str]:
+    def mtime(path: str) -> float:
+        try:
+            return (root / path).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(sorted(paths), key=mtime, reverse=True)
+
+
+async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    where = input.get("path", ".")
+    root, inside = resolve_path(ctx, where)
+    if not root.is_dir():
+        problem = "is not a folder" if root.exists() else "does not exist"
+        return ToolResult(f"{where} {problem}", is_error=True)
+    pattern = input["pattern"]
+    if pattern.startswith("/"):
+        return ToolResult("pattern must be relative; give the folder as path", is_error=True)
+    try:
+        matches = glob_matcher(pattern)
+    except re.error as exc:
+        return ToolResult(f"invalid glob pattern {pattern!r}: {exc}", is_error=True)
+    with trio.move_on_after(ctx.timeout) as scope:
+        files = await list_files(root, matches)
+        files = await trio.to_thread.run_sync(_newest_first, root, files, abandon_on_cancel=True)
+    if scope.cancelled_caught:
+        meta = {"outside": not inside}
+        return ToolResult(f"glob timed out after {ctx.timeout:g} s", is_error=True, meta=meta)
+    meta = {"matches": len(files), "outside": not inside}
+    if not files:
+        return ToolResult(f"no files match {pattern}", meta=meta)
+    prefix = display_prefix(root, inside, ctx)
+    text = "\n".join(prefix + p for p in files[:_LIMIT])
+    if len(files) > _LIMIT:
+        text += f"\n[{len(files) - _LIMIT} more files not shown; narrow the pattern or the path]"
+    return ToolResult(truncate(text, ctx.output_limit), meta=meta)
+
+
+GLOB = Tool(
+    "glob",
+    "Find files by name pattern (** spans folders, e.g. **/*.py), newest first. Paths come back "
+    "relative to the working directory. In a git repository, files ignored by .gitignore are "
+    "skipped; .git is always skipped.",
+    _SCHEMA,
+    _run_glob,
+)
