@@ -4,7 +4,9 @@ Design: a stdlib :class:`http.server.ThreadingHTTPServer` (HTTP/1.1, keep-alive,
 SSE) with its accept loop on one background thread and one thread per connection. It needs
 no event loop, so the same object serves trio tests in-process (start and stop are quick,
 blocking calls) and benchmarks from a separate process (``python -m
-tests.fakes.anthropic_server``). It imports only the standard library.
+tests.fakes.anthropic_server``). It imports only the standard library. That plumbing is
+shared with :mod:`tests.fakes.openai_server` in :mod:`tests.fakes._http`; this module holds
+the Messages API's wire format.
 
 Accepted sockets get ``TCP_NODELAY``: without it Nagle's algorithm and delayed ACKs add
 ~44 ms to every streamed call.
@@ -78,20 +80,12 @@ threads, so no socket or thread outlives it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import itertools
 import json
-import selectors
-import signal
-import socket
-import sys
-import threading
-from collections import deque
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
+
+from tests.fakes import _http
+from tests.fakes._http import TRANSCRIPTS, RecordedRequest, Turn
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -101,17 +95,14 @@ __all__ = [
     "serve_anthropic",
 ]
 
-#: Where ``{"transcript": NAME}`` turns find their files.
-TRANSCRIPTS = Path(__file__).parent / "transcripts"
-
-Turn = Mapping[str, Any]
-
 #: What the benchmark entry point serves when given no script: a short text reply.
 DEFAULT_REPLY: Turn = {
     "content": [{"type": "text", "text": "ok"}],
     "stop_reason": "end_turn",
     "usage": {"input_tokens": 10, "output_tokens": 1},
 }
+
+_PATH = "/v1/messages"
 
 _ERROR_DEFAULTS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request"),
@@ -125,168 +116,11 @@ _ERROR_DEFAULTS: dict[int, tuple[str, str]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    #: Header names lower-cased.
-    headers: Mapping[str, str]
-    #: The JSON body, decoded (``None`` if it was not JSON).
-    body: Any
-
-
-class FakeAnthropicServer(ThreadingHTTPServer):
-    """The server; use :func:`serve_anthropic` rather than constructing it directly."""
-
-    daemon_threads = False  # handler threads are joined in server_close()
-    block_on_close = True
-
-    def __init__(
-        self, script: Iterable[Turn] = (), *, default: Turn | None = None,
-        host: str = "127.0.0.1", port: int = 0,
-    ) -> None:
-        super().__init__((host, port), _Handler)
-        #: Every request received, in arrival order.
-        self.requests: list[RecordedRequest] = []
-        self._turns: deque[Turn] = deque(script)
-        self._default = default
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._closing = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` (no trailing slash)."""
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def enqueue(self, *turns: Turn) -> None:
-        """Append turns to the script."""
-        with self._lock:
-            self._turns.extend(turns)
-
-    def start(self) -> None:
-        """Start the accept loop on a background thread."""
-        self._thread = threading.Thread(target=self._serve, name="fake-anthropic", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop serving, cut every connection, join every thread. Idempotent."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-        if self._thread is not None:
-            self._thread.join()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        self.server_close()  # closes the listener and joins handler threads
-        self._wake_r.close()
-        self._wake_w.close()
-
-    # -- socketserver hooks ------------------------------------------------------------------
-
-    def _serve(self) -> None:
-        # Our own loop rather than serve_forever(): close() wakes it at once through the
-        # socketpair instead of waiting out a poll interval.
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._closing.is_set():
-                for key, _ in selector.select():
-                    if key.fileobj is self.socket and not self._closing.is_set():
-                        self._handle_request_noblock()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn, addr
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            self._conns.add(request)
-        try:
-            super().finish_request(request, client_address)
-        finally:
-            with self._lock:
-                self._conns.discard(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):  # the client went away, or close() cut the connection
-            return
-        super().handle_error(request, client_address)
-
-    # -- used by the handler -----------------------------------------------------------------
-
-    def _take(self, recorded: RecordedRequest) -> tuple[Turn | None, int]:
-        with self._lock:
-            self.requests.append(recorded)
-            n = next(self._ids)
-            if self._turns:
-                return self._turns.popleft(), n
-            return self._default, n
-
-
-@contextlib.contextmanager
-def serve_anthropic(
-    script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
-) -> Iterator[FakeAnthropicServer]:
-    """Serve ``script`` on 127.0.0.1 (a free port unless given) for the ``with`` block.
-
-    Args:
-        script: the turns, served one per request in order (format in the module docstring).
-        default: served for every request once the script is exhausted (for benchmarks);
-            without it such a request gets a 400.
-        port: 0 for a free port.
-
-    Resource handling: the server and its threads are closed when the block exits.
-    """
-    server = FakeAnthropicServer(script, default=default, port=port)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(_http.FakeHandler):
     server: FakeAnthropicServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-        pass  # keep test and benchmark output clean
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        recorded = RecordedRequest(
-            method="POST",
-            path=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        turn, n = self.server._take(recorded)
-        if turn is not None and turn.get("first_byte_after"):
-            closing = self.server._closing
-            closing.wait(float(turn["first_byte_after"]))
-            if closing.is_set():
-                self.close_connection = True
-                return
-        if self.path.split("?", 1)[0] != "/v1/messages":
+    def respond(self, turn: Turn | None, body: Any, n: int) -> None:
+        if self.path.split("?", 1)[0] != _PATH:
             self._send_error({"status": 404}, n)
         elif turn is None:
             self._send_error(
@@ -295,96 +129,57 @@ class _Handler(BaseHTTPRequestHandler):
         elif "status" in turn:
             self._send_error(turn, n)
         elif "transcript" in turn or "sse" in turn:
-            self._send_transcript(turn, n)
+            if "transcript" in turn:
+                raw = (TRANSCRIPTS / turn["transcript"]).read_bytes()
+            else:
+                raw = turn["sse"].encode()
+            self.send_stream_head(turn, n)
+            for event in _http.split_events(raw):  # the bytes as they are, one event a chunk
+                self.write_chunk(event)
+            self.end_chunks()
         else:
             model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
             if isinstance(body, dict) and body.get("stream"):
-                self._send_stream(turn, model, n)
+                events = [_sse(name, data) for name, data in _events(turn, model, n)]
+                self.send_events(turn, events, n, error_event=lambda: _sse("error", {
+                    "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded",
+                                               **turn.get("error", {})}}))
             else:
-                self._send_json(200, _message(turn, model, n), turn.get("headers", {}), n)
+                self.send_json(200, _message(turn, model, n), turn.get("headers", {}), n)
 
     def _send_error(self, turn: Turn, n: int) -> None:
         status = int(turn["status"])
         etype, message = _ERROR_DEFAULTS.get(status, ("api_error", "Error"))
         error = {"type": etype, "message": message, **turn.get("error", {})}
         body = {"type": "error", "error": error, "request_id": f"req_fake_{n}"}
-        self._send_json(status, body, turn.get("headers", {}), n)
-
-    def _send_json(self, status: int, body: Any, headers: Mapping[str, str], n: int) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", f"req_fake_{n}")
-        for name, value in headers.items():
-            self.send_header(name, str(value))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_transcript(self, turn: Turn, n: int) -> None:
-        if "transcript" in turn:
-            body = (TRANSCRIPTS / turn["transcript"]).read_bytes()
-        else:
-            body = turn["sse"].encode()
-        self._send_stream_head(turn, n)
-        start = 0
-        while start < len(body):  # the bytes as they are, cut after each blank line
-            end = body.find(b"\n\n", start)
-            end = len(body) if end < 0 else end + 2
-            self._write_chunk(body[start:end])
-            start = end
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _send_stream_head(self, turn: Turn, n: int) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", f"req_fake_{n}")
-        for name, value in turn.get("headers", {}).items():
-            self.send_header(name, str(value))
-        self.end_headers()
-
-    def _send_stream(self, turn: Turn, model: str, n: int) -> None:
-        events = _events(turn, model, n)
-        cut_after = turn.get("cut_after")
-        stall_after = turn.get("stall_after")
-        error_after = turn.get("error_after")
-        end_after = turn.get("end_after")
-        delay = float(turn.get("delay", 0.0))
-        closing = self.server._closing
-
-        self._send_stream_head(turn, n)
-        for i, (name, data) in enumerate(events):
-            if i == cut_after:
-                self.close_connection = True  # no terminating chunk: the body is cut short
-                return
-            if i == end_after:
-                break
-            if i == error_after:
-                error = {"type": "overloaded_error", "message": "Overloaded", **turn.get("error", {})}
-                self._write_event("error", {"type": "error", "error": error})
-                break
-            if i == stall_after:
-                closing.wait(turn.get("stall_seconds"))
-                if closing.is_set():
-                    self.close_connection = True
-                    return
-            if delay and i:
-                closing.wait(delay)
-            self._write_event(name, data)
-        self.wfile.write(b"0\r\n\r\n")
-
-    def _write_event(self, name: str, data: Any) -> None:
-        payload = f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
-        self._write_chunk(payload)
-
-    def _write_chunk(self, payload: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.send_json(status, body, turn.get("headers", {}), n)
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+class FakeAnthropicServer(_http.FakeServer):
+    """The server; use :func:`serve_anthropic` rather than constructing it directly.
+
+    :attr:`base_url` is ``http://127.0.0.1:PORT`` (no trailing slash); :attr:`requests` holds
+    every request received, in arrival order; :meth:`enqueue` appends turns to the script.
+    """
+
+    handler = _Handler
+    thread_name = "fake-anthropic"
+
+
+def serve_anthropic(
+    script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
+) -> contextlib.AbstractContextManager[FakeAnthropicServer]:
+    """Serve ``script`` (turns as in the module docstring, one per request) for the block.
+
+    On 127.0.0.1, port ``port`` (0: a free one). ``default`` is served once the script is
+    exhausted (for benchmarks), else such a request gets a 400. The server and its threads
+    are closed when the block exits.
+    """
+    return _http.serving(FakeAnthropicServer, script, default=default, port=port)
+
+
+def _sse(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
 def _usage(turn: Turn) -> dict[str, int]:
@@ -455,16 +250,16 @@ def _events(turn: Turn, model: str, n: int) -> list[tuple[str, Any]]:
         events.append(("content_block_start",
                        {"type": "content_block_start", "index": index, "content_block": start}))
         if kind == "text":
-            for piece in block.get("deltas") or _pieces(block["text"], size):
+            for piece in block.get("deltas") or _http.pieces(block["text"], size):
                 delta(index, {"type": "text_delta", "text": piece})
         elif kind == "thinking":
-            for piece in block.get("deltas") or _pieces(block["thinking"], size):
+            for piece in block.get("deltas") or _http.pieces(block["thinking"], size):
                 delta(index, {"type": "thinking_delta", "thinking": piece})
             delta(index, {"type": "signature_delta", "signature": block.get("signature", "")})
         elif kind == "tool_use":
             parts = block.get("partial_json")
             if parts is None:
-                parts = ["", *_pieces(json.dumps(block["input"]), size)]
+                parts = ["", *_http.pieces(json.dumps(block["input"]), size)]
             for piece in parts:
                 delta(index, {"type": "input_json_delta", "partial_json": piece})
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
@@ -487,38 +282,8 @@ def main(argv: list[str] | None = None) -> None:
     request gets :data:`DEFAULT_REPLY`; with a list, the script is followed by
     :data:`DEFAULT_REPLY` unless ``--no-default`` is given.
     """
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.anthropic_server",
-                                     description=main.__doc__)
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
-    parser.add_argument("--script", help="JSON file of turns")
-    parser.add_argument("--no-default", action="store_true",
-                        help="answer 400 once the script is exhausted instead of repeating "
-                             "the default reply")
-    args = parser.parse_args(argv)
-
-    turns: list[Turn] = []
-    default: Turn | None = DEFAULT_REPLY
-    if args.script:
-        with open(args.script, encoding="utf-8") as f:
-            loaded = json.load(f)
-        if isinstance(loaded, dict):
-            turns = list(loaded.get("turns", []))
-            default = loaded.get("default", default)
-        else:
-            turns = list(loaded)
-    if args.no_default:
-        default = None
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    with serve_anthropic(turns, default=default, port=args.port) as server:
-        print(server.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+    _http.run_cli(argv, prog="python -m tests.fakes.anthropic_server", description=main.__doc__,
+                  serve=serve_anthropic, default_reply=DEFAULT_REPLY)
 
 
 if __name__ == "__main__":

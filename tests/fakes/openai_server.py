@@ -3,7 +3,8 @@
 Design: the same as :mod:`tests.fakes.anthropic_server` (a stdlib
 :class:`http.server.ThreadingHTTPServer`, HTTP/1.1 keep-alive, chunked SSE, the accept loop
 on one background thread and one thread per connection), so one object serves trio tests
-in-process and benchmarks from a separate process (``python -m tests.fakes.openai_server``).
+in-process and benchmarks from a separate process (``python -m tests.fakes.openai_server``);
+the plumbing itself is in :mod:`tests.fakes._http`, and this module holds the wire format.
 It imports only the standard library. Accepted sockets get ``TCP_NODELAY`` (without it Nagle's
 algorithm and delayed ACKs add ~44 ms to every streamed call), and are counted in
 :attr:`FakeOpenAIServer.connections`, so tests can check that a client reuses its
@@ -83,21 +84,14 @@ threads, so no socket or thread outlives it.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import json
-import re
-import selectors
-import signal
-import socket
-import sys
-import threading
-from collections import deque
-from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
+
+from tests.fakes import _http
+from tests.fakes._http import TRANSCRIPTS, RecordedRequest, Turn
 
 __all__ = [
     "DEFAULT_REPLY",
@@ -107,11 +101,6 @@ __all__ = [
     "serve_openai",
     "transcript_events",
 ]
-
-Turn = Mapping[str, Any]
-
-#: Where transcript turns are looked up.
-TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 
 #: What the benchmark entry point serves when given no script: a short text reply.
 DEFAULT_REPLY: Turn = {
@@ -142,184 +131,11 @@ _ERROR_DEFAULTS: dict[int, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    #: Header names lower-cased.
-    headers: Mapping[str, str]
-    #: The JSON body, decoded (``None`` if it was not JSON).
-    body: Any
-
-
-class FakeOpenAIServer(ThreadingHTTPServer):
-    """The server; use :func:`serve_openai` rather than constructing it directly."""
-
-    daemon_threads = False  # handler threads are joined in server_close()
-    block_on_close = True
-
-    def __init__(
-        self, script: Iterable[Turn] = (), *, default: Turn | None = None,
-        host: str = "127.0.0.1", port: int = 0,
-    ) -> None:
-        super().__init__((host, port), _Handler)
-        #: Every request received, in arrival order.
-        self.requests: list[RecordedRequest] = []
-        #: Connections accepted so far.
-        self.connections = 0
-        self._turns: deque[Turn] = deque(script)
-        self._default = default
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._closing = threading.Event()
-        self._conns: set[socket.socket] = set()
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._thread: threading.Thread | None = None
-
-    @property
-    def base_url(self) -> str:
-        """``http://127.0.0.1:PORT/v1``: what an OpenAI-compatible client takes."""
-        host, port = self.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    def enqueue(self, *turns: Turn) -> None:
-        """Append turns to the script."""
-        with self._lock:
-            self._turns.extend(turns)
-
-    def start(self) -> None:
-        """Start the accept loop on a background thread."""
-        self._thread = threading.Thread(target=self._serve, name="fake-openai", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop serving, cut every connection, join every thread. Idempotent."""
-        if self._closing.is_set():
-            return
-        self._closing.set()
-        with contextlib.suppress(OSError):
-            self._wake_w.send(b"x")
-        if self._thread is not None:
-            self._thread.join()
-        with self._lock:
-            conns = list(self._conns)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        self.server_close()  # closes the listener and joins handler threads
-        self._wake_r.close()
-        self._wake_w.close()
-
-    # -- socketserver hooks ------------------------------------------------------------------
-
-    def _serve(self) -> None:
-        # Our own loop rather than serve_forever(): close() wakes it at once through the
-        # socketpair instead of waiting out a poll interval.
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.socket, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
-            while not self._closing.is_set():
-                for key, _ in selector.select():
-                    if key.fileobj is self.socket and not self._closing.is_set():
-                        self._handle_request_noblock()
-
-    def get_request(self) -> tuple[socket.socket, Any]:
-        conn, addr = super().get_request()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with self._lock:
-            self.connections += 1
-        return conn, addr
-
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            self._conns.add(request)
-        try:
-            super().finish_request(request, client_address)
-        finally:
-            with self._lock:
-                self._conns.discard(request)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):  # the client went away, or close() cut the connection
-            return
-        super().handle_error(request, client_address)
-
-    # -- used by the handler -----------------------------------------------------------------
-
-    def _take(self, recorded: RecordedRequest) -> tuple[Turn | None, int]:
-        with self._lock:
-            self.requests.append(recorded)
-            n = next(self._ids)
-            if self._turns:
-                return self._turns.popleft(), n
-            return self._default, n
-
-
-@contextlib.contextmanager
-def serve_openai(
-    script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
-) -> Iterator[FakeOpenAIServer]:
-    """Serve ``script`` on 127.0.0.1 (a free port unless given) for the ``with`` block.
-
-    Args:
-        script: the turns, served one per request in order (format in the module docstring).
-        default: served for every request once the script is exhausted (for benchmarks);
-            without it such a request gets a 400.
-        port: 0 for a free port.
-
-    Resource handling: the server and its threads are closed when the block exits.
-    """
-    server = FakeOpenAIServer(script, default=default, port=port)
-    try:
-        server.start()
-        yield server
-    finally:
-        server.close()
-
-
-def transcript_events(name: str | Path) -> list[bytes]:
-    """The events of an SSE transcript file, each with its closing blank line."""
-    path = Path(name)
-    if not path.is_absolute():
-        path = TRANSCRIPTS / path
-    return _split_events(path.read_bytes())
-
-
-def _split_events(raw: bytes) -> list[bytes]:
-    # An event ends at a blank line (LF LF, or CRLF CRLF); the last one may lack it.
-    return [m.group(0) for m in re.finditer(rb".*?(?:\r?\n\r?\n|\Z)", raw, re.S) if m.group(0)]
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Handler(_http.FakeHandler):
     server: FakeOpenAIServer
+    request_id_header = "x-request-id"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib name
-        pass  # keep test and benchmark output clean
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length)
-        try:
-            body = json.loads(raw) if raw else None
-        except ValueError:
-            body = None
-        recorded = RecordedRequest(
-            method="POST",
-            path=self.path,
-            headers={k.lower(): v for k, v in self.headers.items()},
-            body=body,
-        )
-        turn, n = self.server._take(recorded)
-        if turn is not None and turn.get("first_byte_after"):
-            closing = self.server._closing
-            closing.wait(float(turn["first_byte_after"]))
-            if closing.is_set():
-                self.close_connection = True
-                return
+    def respond(self, turn: Turn | None, body: Any, n: int) -> None:
         if self.path.split("?", 1)[0] != _PATH:
             self._send_error({"status": 404, "error": {
                 "message": f"Invalid URL (POST {self.path})", "code": None}}, n)
@@ -334,12 +150,12 @@ class _Handler(BaseHTTPRequestHandler):
             if "transcript" in turn:
                 self._send_stream(turn, transcript_events(turn["transcript"]), n)
             elif "sse" in turn:
-                self._send_stream(turn, _split_events(turn["sse"].encode()), n)
+                self._send_stream(turn, _http.split_events(turn["sse"].encode()), n)
             elif request.get("stream") and not turn.get("json"):
                 usage = bool((request.get("stream_options") or {}).get("include_usage"))
                 self._send_stream(turn, _events(turn, model, n, usage), n)
             else:
-                self._send_json(200, _completion(turn, model, n), turn.get("headers", {}), n)
+                self.send_json(200, _completion(turn, model, n), turn.get("headers", {}), n)
 
     def _send_error(self, turn: Turn, n: int) -> None:
         status = int(turn["status"])
@@ -352,82 +168,60 @@ class _Handler(BaseHTTPRequestHandler):
             error = {"param": None, **default, **turn.get("error", {})}
             data = json.dumps({"error": error}).encode()
             ctype = "application/json"
-        self._send_bytes(status, ctype, data, turn.get("headers", {}), n)
-
-    def _send_json(self, status: int, body: Any, headers: Mapping[str, str], n: int) -> None:
-        self._send_bytes(status, "application/json", json.dumps(body).encode(), headers, n)
-
-    def _send_bytes(self, status: int, ctype: str, data: bytes, headers: Mapping[str, str],
-                    n: int) -> None:
-        self.send_response(status)
-        self.send_header("content-type", ctype)
-        self.send_header("content-length", str(len(data)))
-        self.send_header("x-request-id", f"req_fake_{n}")
-        for name, value in headers.items():
-            self.send_header(name, str(value))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(status, ctype, data, turn.get("headers", {}), n)
 
     def _send_stream(self, turn: Turn, events: list[bytes], n: int) -> None:
-        cut_after = turn.get("cut_after")
-        stall_after = turn.get("stall_after")
-        error_after = turn.get("error_after")
-        end_after = turn.get("end_after")
-        malformed_after = turn.get("malformed_after")
-        delay = float(turn.get("delay", 0.0))
-        closing = self.server._closing
+        extra: dict[int, bytes] = {}
+        if turn.get("malformed_after") is not None:
+            bad = turn.get("malformed", '{"id": "chatcmpl-fake", "choices": [{"ind')
+            extra[turn["malformed_after"]] = f"data: {bad}\n\n".encode()
+        self.send_events(turn, events, n, extra=extra, error_event=lambda: _data({"error": {
+            "message": "The server had an error while processing your request.",
+            "type": "server_error", "param": None, "code": None, **turn.get("error", {})}}))
 
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("transfer-encoding", "chunked")
-        self.send_header("x-request-id", f"req_fake_{n}")
-        for name, value in turn.get("headers", {}).items():
-            self.send_header(name, str(value))
-        self.end_headers()
 
-        for i, payload in enumerate(events):
-            if i == cut_after:
-                self.close_connection = True  # no terminating chunk: the body is cut short
-                return
-            if i == end_after:
-                break
-            if i == error_after:
-                error = {"message": "The server had an error while processing your request.",
-                         "type": "server_error", "param": None, "code": None,
-                         **turn.get("error", {})}
-                self._write_chunk(_data({"error": error}))
-                break
-            if i == malformed_after:
-                bad = turn.get("malformed", '{"id": "chatcmpl-fake", "choices": [{"ind')
-                self._write_chunk(f"data: {bad}\n\n".encode())
-            if i == stall_after:
-                closing.wait(turn.get("stall_seconds"))
-                if closing.is_set():
-                    self.close_connection = True
-                    return
-            if delay and i:
-                closing.wait(delay)
-            self._write_chunk(payload)
-        self.wfile.write(b"0\r\n\r\n")
+class FakeOpenAIServer(_http.FakeServer):
+    """The server; use :func:`serve_openai` rather than constructing it directly.
 
-    def _write_chunk(self, payload: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+    :attr:`base_url` is ``http://127.0.0.1:PORT/v1``, what an OpenAI-compatible client takes;
+    :attr:`requests` holds every request received, in arrival order; :attr:`connections`
+    counts the connections accepted so far; :meth:`enqueue` appends turns to the script.
+    """
+
+    handler = _Handler
+    thread_name = "fake-openai"
+    url_path = "/v1"
+
+
+def serve_openai(
+    script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
+) -> contextlib.AbstractContextManager[FakeOpenAIServer]:
+    """Serve ``script`` (turns as in the module docstring, one per request) for the block.
+
+    On 127.0.0.1, port ``port`` (0: a free one). ``default`` is served once the script is
+    exhausted (for benchmarks), else such a request gets a 400. The server and its threads
+    are closed when the block exits.
+    """
+    return _http.serving(FakeOpenAIServer, script, default=default, port=port)
+
+
+def transcript_events(name: str | Path) -> list[bytes]:
+    """The events of an SSE transcript file, each with its closing blank line."""
+    path = Path(name)
+    if not path.is_absolute():
+        path = TRANSCRIPTS / path
+    return _http.split_events(path.read_bytes())
 
 
 def _data(obj: Any) -> bytes:
     return f"data: {json.dumps(obj, separators=(',', ':'), ensure_ascii=False)}\n\n".encode()
 
 
-def _pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
-
-
 def _text_pieces(value: Any, size: int) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return _pieces(value, size) if value else []
+        return _http.pieces(value, size) if value else []
     return list(value)
 
 
@@ -498,18 +292,18 @@ def _events(turn: Turn, model: str, n: int, include_usage: bool) -> list[bytes]:
 
     per_call: list[list[bytes]] = []
     for index, call in enumerate(calls):
-        parts = list(call["parts"]) if "parts" in call else _pieces(_arguments(call), size)
-        pieces = [chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+        parts = list(call["parts"]) if "parts" in call else _http.pieces(_arguments(call), size)
+        chunks = [chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
                                          "function": {"name": call["name"], "arguments": ""}}]})]
-        pieces += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
+        chunks += [chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]})
                    for p in parts]
-        per_call.append(pieces)
+        per_call.append(chunks)
     if turn.get("interleave"):
         for group in itertools.zip_longest(*per_call):
             events += [e for e in group if e is not None]
     else:
-        for pieces in per_call:
-            events += pieces
+        for chunks in per_call:
+            events += chunks
     events += [chunk({"tool_calls": raw}) for raw in turn.get("raw_tool_calls") or ()]
 
     events.append(chunk({}, _finish_reason(turn)))
@@ -529,38 +323,8 @@ def main(argv: list[str] | None = None) -> None:
     turn}``. Without ``--script`` every request gets :data:`DEFAULT_REPLY`; with a list, the
     script is followed by :data:`DEFAULT_REPLY` unless ``--no-default`` is given.
     """
-    parser = argparse.ArgumentParser(prog="python -m tests.fakes.openai_server",
-                                     description=main.__doc__)
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
-    parser.add_argument("--script", help="JSON file of turns")
-    parser.add_argument("--no-default", action="store_true",
-                        help="answer 400 once the script is exhausted instead of repeating "
-                             "the default reply")
-    args = parser.parse_args(argv)
-
-    turns: list[Turn] = []
-    default: Turn | None = DEFAULT_REPLY
-    if args.script:
-        with open(args.script, encoding="utf-8") as f:
-            loaded = json.load(f)
-        if isinstance(loaded, dict):
-            turns = list(loaded.get("turns", []))
-            default = loaded.get("default", default)
-        else:
-            turns = list(loaded)
-    if args.no_default:
-        default = None
-
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_term)
-    with serve_openai(turns, default=default, port=args.port) as server:
-        print(server.base_url, flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+    _http.run_cli(argv, prog="python -m tests.fakes.openai_server", description=main.__doc__,
+                  serve=serve_openai, default_reply=DEFAULT_REPLY)
 
 
 if __name__ == "__main__":
