@@ -33,9 +33,9 @@ from roost.protocol import (
 )
 
 from ._conductor import Conductor
+from ._config import Config, ConfigError, load_config, price_map
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
-from ._config import Config, ConfigError, load_config, price_map
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)

@@ -21,6 +21,8 @@ from typing import Any
 import trio
 
 from roost.loop import (
+    REASONING_DELTA,
+    TEXT_DELTA,
     Abort,
     CallModel,
     CancelRun,
@@ -28,8 +30,6 @@ from roost.loop import (
     Event,
     FinishRun,
     Input,
-    REASONING_DELTA,
-    TEXT_DELTA,
     Interrupted,
     InvalidInput,
     ModelFailed,
@@ -42,10 +42,10 @@ from roost.loop import (
     step,
 )
 
+from ._config import price_map
 from ._hub import Hub
 from ._sessions import Session, SessionTable
 from ._store import EventStore
-from ._config import price_map
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry
 
@@ -261,6 +261,7 @@ class Conductor:
         await self._feed_result(session, effect.run, result)
 
     async def _run_tool(self, session: Session, effect: RunTool) -> None:
+        assert session.tool_limiter is not None, "set when the run started"
         async with session.tool_limiter:
             ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger)
             result = await self.tools.call(effect.name, effect.input, ctx)

@@ -32,8 +32,8 @@ class Session:
     think: int | None = None
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
-    #: Bounds the tool calls of one step that run at once.
-    tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(8))
+    #: Bounds the tool calls of one step that run at once (set when a run starts).
+    tool_limiter: trio.CapacityLimiter | None = None
 
     @property
     def id(self) -> str:

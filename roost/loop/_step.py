@@ -28,7 +28,7 @@ An input that breaks these rules raises :class:`InvalidInput`; nothing changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import _events as ev

@@ -19,7 +19,15 @@ from ._errors import (
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
 from ._messages import Message, Notification, Request, Response, encode, pack, parse
-from ._methods import API_COMPATIBLE, API_LEVEL, METHODS, METHODS_BY_NAME, PROTOCOL_VERSION, Method, Param
+from ._methods import (
+    API_COMPATIBLE,
+    API_LEVEL,
+    METHODS,
+    METHODS_BY_NAME,
+    PROTOCOL_VERSION,
+    Method,
+    Param,
+)
 from ._session import RpcSession, result_of
 
 __all__ = [

@@ -11,7 +11,6 @@ from roost.loop import (
     CreateSession,
     FinishRun,
     Interrupted,
-    InvalidInput,
     ModelFailed,
     ModelFinished,
     Phase,

@@ -738,8 +738,8 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime  # an HTTP date: rare
     import time
+    from email.utils import parsedate_to_datetime  # an HTTP date: rare
 
     try:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
