@@ -9,6 +9,7 @@ Error handling:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import logging
@@ -74,19 +75,28 @@ class Daemon:
         self._connections: set[Connection] = set()
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly."""
+        """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly.
+
+        A listening socket passed by systemd (LISTEN_FDS) is used as it is, and left in
+        place at exit for the next activation; otherwise the daemon binds its own.
+        """
+        activated = _activated_socket()
+        if activated is not None:
+            self.socket_path = Path(activated.getsockname())
         lock = _acquire_lock(self.socket_path)
         try:
-            listener = await _listen(self.socket_path)
+            if activated is not None:
+                listener = trio.SocketListener(trio.socket.from_stdlib_socket(activated))
+            else:
+                listener = await _listen(self.socket_path)
             store = EventStore.open(self.database, sync=self.sync)
             try:
                 await self._serve(listener, store, task_status)
             finally:
                 store.close()
-                try:
-                    self.socket_path.unlink()
-                except FileNotFoundError:
-                    pass
+                if activated is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.socket_path.unlink()
         finally:
             lock.close()
 
@@ -255,6 +265,20 @@ def _acquire_lock(socket_path: Path) -> IO[str]:
     lock.write(str(os.getpid()))
     lock.flush()
     return lock
+
+
+def _activated_socket() -> stdsocket.socket | None:
+    """The listening Unix socket systemd passed (fd 3), if this process was socket-activated."""
+    if os.environ.get("LISTEN_PID") != str(os.getpid()) or not os.environ.get("LISTEN_FDS"):
+        return None
+    # Ours alone: tool processes must not think they were activated too.
+    for variable in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(variable, None)
+    sock = stdsocket.socket(fileno=3)
+    if sock.family != stdsocket.AF_UNIX or sock.type != stdsocket.SOCK_STREAM:
+        sock.detach()
+        raise RuntimeError("LISTEN_FDS: fd 3 is not a Unix stream socket")
+    return sock
 
 
 async def _listen(path: Path) -> trio.SocketListener:
