@@ -14,6 +14,9 @@ EXIT_STATUS = {
     "max_turns": 3,
     "max_tokens": 4,
     "aborted": 5,
+    "check_passed": 0,
+    "check_failed": 6,
+    "timeout": 7,
 }
 
 
@@ -96,6 +99,16 @@ class Renderer:
         else:
             self._out(f"  ✓ {first}{more}{took}", dim=True)
 
+    def _check_started(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"⚑ check (attempt {e.get('attempt')}): {e.get('command')}", fg="cyan")
+
+    def _check_finished(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        ok = e.get("exit_status") == 0
+        verdict = "passed" if ok else f"failed (exit status {e.get('exit_status')})"
+        self._out(f"  check {verdict} · {e.get('duration', 0.0):.1f}s", fg="green" if ok else "red")
+
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)
@@ -110,7 +123,8 @@ class Renderer:
 
     def _run_finished(self, e: dict[str, Any]) -> None:
         self._end_line()
-        self._out(summary(e), bold=True, fg="green" if e.get("reason") == "done" else "yellow")
+        good = e.get("reason") in ("done", "check_passed")
+        self._out(summary(e), bold=True, fg="green" if good else "yellow")
 
 
 def summary(e: dict[str, Any]) -> str:

@@ -27,6 +27,9 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
 @click.option("--think", type=click.IntRange(min=1), help="Thinking budget in tokens, for models that think.")
+@click.option("--mode", type=click.Choice(["agent", "exec"]), help="agent (default), or exec: attempts until the project's check.sh passes.")
+@click.option("--attempts", type=click.IntRange(min=1), help="exec: attempts allowed (default 6).")
+@click.option("--time-box", type=click.FloatRange(min=0, min_open=True), help="exec: seconds for the whole run (default 1800).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
 @click.option("--request-id", help="Idempotency key: repeating it returns the first run.")
@@ -39,6 +42,9 @@ def dispatch(
     cwd: str | None,
     max_turns: int | None,
     think: int | None,
+    mode: str | None,
+    attempts: int | None,
+    time_box: float | None,
     as_json: bool,
     detach: bool,
     request_id: str | None,
@@ -62,8 +68,9 @@ def dispatch(
             params["model"] = model
         if max_turns:
             params["max_turns"] = max_turns
-        if think:
-            params["think"] = think
+        for key, value in (("think", think), ("mode", mode), ("attempts", attempts), ("time_box", time_box)):
+            if value is not None:
+                params[key] = value
         if request_id:
             params["request_id"] = request_id
         params["attach"] = not detach

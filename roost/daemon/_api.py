@@ -32,7 +32,7 @@ from roost.protocol import (
     error_table,
 )
 
-from ._conductor import Conductor
+from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
 from ._config import Config, ConfigError, load_config, price_map
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
@@ -42,7 +42,12 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
-_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "bool": (bool,), "list": (list,)}
+#: Run modes taken by dispatch (plan and full arrive with the modes and permissions issues).
+MODES = ("agent", "exec")
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
+}
 
 
 class Api:
@@ -168,6 +173,10 @@ class Api:
         max_turns = params.get("max_turns", 12)
         if max_turns < 1:
             raise RpcError(ErrorCode.INVALID_PARAMS, "max_turns must be at least 1")
+        if params.get("mode", "agent") not in MODES:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
+        if params.get("attempts", 1) < 1 or params.get("time_box", 1) <= 0:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "attempts and time_box must be positive")
         if params.get("session"):
             session = await self._session(params["session"])
             if session.state.phase is not Phase.IDLE:
@@ -194,6 +203,8 @@ class Api:
                 max_turns=max_turns,
                 think=params.get("think"),
                 request_id=request_id,
+                attempts=params.get("attempts") or EXEC_ATTEMPTS,
+                time_box=float(params.get("time_box") or EXEC_TIME_BOX),
             )
         except InvalidInput:
             raise _busy(session) from None
@@ -366,7 +377,7 @@ def _check(request: Request) -> dict[str, Any]:
                 raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} is required")
             continue
         types = _TYPES[param.type]
-        if not isinstance(value, types) or (param.type == "int" and isinstance(value, bool)):
+        if not isinstance(value, types) or (param.type in ("int", "number") and isinstance(value, bool)):
             raise RpcError(
                 ErrorCode.INVALID_PARAMS,
                 f"{request.method}: {param.name!r} must be {param.type}, not {type(value).__name__}",

@@ -13,6 +13,7 @@ Resource handling:
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import time
 from dataclasses import replace
@@ -26,6 +27,7 @@ from roost.loop import (
     Abort,
     CallModel,
     CancelRun,
+    CheckFinished,
     Effect,
     Event,
     FinishRun,
@@ -34,9 +36,12 @@ from roost.loop import (
     InvalidInput,
     ModelFailed,
     ModelFinished,
+    RunCheck,
     RunTool,
+    StartClock,
     Steer,
     Submit,
+    TimeUp,
     ToolFinished,
     Transition,
     step,
@@ -53,6 +58,12 @@ log = logging.getLogger(__name__)
 
 #: Tool calls of one step that may run at the same time.
 TOOL_CONCURRENCY = 8
+#: exec mode: attempts, and the time box in seconds, unless the dispatch says otherwise.
+EXEC_ATTEMPTS = 6
+EXEC_TIME_BOX = 1800.0
+#: exec mode: how long one check may run, and how much of its output the model sees.
+CHECK_TIMEOUT = 600.0
+CHECK_OUTPUT = 4000
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
 
@@ -119,6 +130,8 @@ class Conductor:
         max_turns: int = 12,
         think: int | None = None,
         request_id: str | None = None,
+        attempts: int = EXEC_ATTEMPTS,
+        time_box: float = EXEC_TIME_BOX,
     ) -> str:
         """Start a run on ``session`` with a resolved model; return the run id once
         ``run.started`` is stored.
@@ -137,6 +150,9 @@ class Conductor:
             tools=self.tools.names(),
             request_id=request_id,
             price=price_map(model.price),
+            check=_check_command(session.state.cwd) if mode == "exec" else None,
+            attempts=attempts,
+            time_box=time_box,
         )
         session.model = model
         session.think = think
@@ -209,10 +225,19 @@ class Conductor:
             elif isinstance(effect, RunTool):
                 assert nursery is not None
                 nursery.start_soon(self._run_tool, session, effect)
+            elif isinstance(effect, RunCheck):
+                assert nursery is not None
+                nursery.start_soon(self._run_check, session, effect)
+            elif isinstance(effect, StartClock):
+                assert nursery is not None
+                nursery.start_soon(self._clock, session, effect)
             elif isinstance(effect, CancelRun):
                 if nursery is not None:
                     nursery.cancel_scope.cancel()
             elif isinstance(effect, FinishRun):
+                # The time box's clock must not keep the finished run's nursery open.
+                if session.clock is not None:
+                    session.clock.cancel()
                 log.info("session %s: run %s finished: %s", session.id, effect.run, effect.reason)
 
     async def _run(self, session: Session, submit: Submit, *, task_status: Any) -> None:
@@ -260,6 +285,25 @@ class Conductor:
             )
         await self._feed_result(session, effect.run, result)
 
+    async def _run_check(self, session: Session, effect: RunCheck) -> None:
+        started = time.monotonic()
+        ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT)
+        result = await self.tools.call("bash", {"command": effect.command}, ctx)
+        status = result.meta.get("exit_status")
+        tail = result.text[-CHECK_OUTPUT:]
+        await self._feed_result(
+            session,
+            effect.run,
+            CheckFinished(
+                status if isinstance(status, int) else 1, tail, time.time(), time.monotonic() - started
+            ),
+        )
+
+    async def _clock(self, session: Session, effect: StartClock) -> None:
+        with trio.CancelScope() as session.clock:
+            await trio.sleep(max(0.0, effect.deadline - time.time()))
+            await self._feed_result(session, effect.run, TimeUp(time.time()))
+
     async def _run_tool(self, session: Session, effect: RunTool) -> None:
         assert session.tool_limiter is not None, "set when the run started"
         async with session.tool_limiter:
@@ -303,3 +347,8 @@ class Conductor:
 def _abort(session: Session, reason: str) -> Abort:
     partial = "".join(session.streamed)
     return Abort(time.time(), reason, ({"type": "text", "text": partial},) if partial else ())
+
+
+def _check_command(cwd: str) -> str | None:
+    """The project's check, run after each exec attempt: ``check.sh`` in the session's folder."""
+    return "bash ./check.sh" if os.path.isfile(os.path.join(cwd, "check.sh")) else None

@@ -30,6 +30,8 @@ class Session:
     #: The model of the run in flight, resolved at dispatch, and its thinking budget.
     model: Resolved | None = None
     think: int | None = None
+    #: The scope of the run's time-box clock (exec mode), cancelled when the run ends.
+    clock: trio.CancelScope | None = None
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
     #: Bounds the tool calls of one step that run at once (set when a run starts).

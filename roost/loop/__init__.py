@@ -6,10 +6,11 @@ perform. :func:`fold` rebuilds a session's state from its events. Nothing here d
 reads a clock or makes ids: those arrive as fields of the inputs.
 """
 
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunTool
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
     Abort,
+    CheckFinished,
     CreateSession,
     Input,
     Interrupted,
@@ -17,6 +18,7 @@ from ._inputs import (
     ModelFinished,
     Steer,
     Submit,
+    TimeUp,
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
@@ -31,6 +33,7 @@ __all__ = [
     "Abort",
     "CallModel",
     "CancelRun",
+    "CheckFinished",
     "CreateSession",
     "Effect",
     "Event",
@@ -41,11 +44,14 @@ __all__ = [
     "ModelFailed",
     "ModelFinished",
     "Phase",
+    "RunCheck",
     "RunState",
     "RunTool",
     "SessionState",
+    "StartClock",
     "Steer",
     "Submit",
+    "TimeUp",
     "ToolFinished",
     "Transition",
     "apply",

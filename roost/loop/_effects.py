@@ -28,6 +28,23 @@ class RunTool:
 
 
 @dataclass(frozen=True, slots=True)
+class RunCheck:
+    """Run the exec-mode check command; answer with CheckFinished."""
+
+    run: str
+    attempt: int
+    command: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartClock:
+    """Feed TimeUp at ``deadline`` (wall-clock seconds) unless the run has ended."""
+
+    run: str
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
 class CancelRun:
     """Stop every model stream and tool process of the run at once."""
 
@@ -42,4 +59,4 @@ class FinishRun:
     reason: str
 
 
-Effect = Union[CallModel, RunTool, CancelRun, FinishRun]
+Effect = Union[CallModel, RunTool, RunCheck, StartClock, CancelRun, FinishRun]

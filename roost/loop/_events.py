@@ -22,6 +22,8 @@ TOOL_STARTED = "tool.started"
 TOOL_FINISHED = "tool.finished"
 STEER_QUEUED = "steer.queued"
 STEP_FINISHED = "step.finished"
+CHECK_STARTED = "check.started"
+CHECK_FINISHED = "check.finished"
 RUN_FINISHED = "run.finished"
 ERROR = "error"
 
@@ -38,6 +40,8 @@ EVENT_TYPES: Mapping[str, str] = {
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
+    CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
+    CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
     RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
     ERROR: "something went wrong in the run (message)",
 }
@@ -46,7 +50,9 @@ EVENT_TYPES: Mapping[str, str] = {
 LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA})
 
 #: Why a run ends.
-STOP_REASONS = ("done", "max_turns", "max_tokens", "aborted", "error")
+STOP_REASONS = (
+    "done", "max_turns", "max_tokens", "aborted", "error", "check_passed", "check_failed", "timeout",
+)
 
 
 @dataclass(frozen=True, slots=True)

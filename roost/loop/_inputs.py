@@ -33,6 +33,11 @@ class Submit:
     request_id: str | None = None
     #: USD per million tokens (input, output, cache_read, cache_write), when known.
     price: Mapping[str, float] | None = None
+    #: exec mode: the check command run after each attempt (None: one pass, no check),
+    #: how many attempts, and the time box in seconds from ``ts``.
+    check: str | None = None
+    attempts: int = 6
+    time_box: float = 1800.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +90,30 @@ class Abort:
 
 
 @dataclass(frozen=True, slots=True)
+class CheckFinished:
+    """The exec-mode check command ended."""
+
+    exit_status: int
+    output: str
+    ts: float
+    duration: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeUp:
+    """The run's time box ran out."""
+
+    ts: float
+
+
+@dataclass(frozen=True, slots=True)
 class Interrupted:
     """The daemon found a run in flight that an earlier daemon never finished."""
 
     ts: float
 
 
-Input = Union[CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted]
+Input = Union[
+    CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted,
+    CheckFinished, TimeUp,
+]

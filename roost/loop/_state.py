@@ -24,6 +24,8 @@ class Phase(enum.Enum):
     MODEL = "model"
     #: Waiting for the tool calls of the last reply.
     TOOLS = "tools"
+    #: exec mode: waiting for the check command.
+    CHECK = "check"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,12 @@ class RunState:
     tool_names: Mapping[str, str] = field(default_factory=dict)
     #: USD per million tokens, when the model's price is known.
     price: Mapping[str, float] | None = None
+    #: exec mode: the check command (None: none), attempts allowed, the one in progress
+    #: (1-based), and the turn count when it began (max_turns holds per attempt).
+    check: str | None = None
+    attempts: int = 1
+    attempt: int = 1
+    attempt_turns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +127,8 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         tools=tuple(d.get("tools", ())),
         started=event.ts,
         price=d.get("price"),
+        check=d.get("check"),
+        attempts=d.get("attempts", 1),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -197,6 +207,15 @@ def _steer_queued(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(run, steering=run.steering + (event.data["text"],)))
 
 
+def _check_started(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), phase=Phase.CHECK))
+
+
+def _check_finished(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    return replace(state, run=replace(run, attempt=run.attempt + 1, attempt_turns=run.turns))
+
+
 def _run_finished(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=None, last_status=event.data["reason"], last_run=event.run)
 
@@ -239,5 +258,7 @@ _APPLY = {
     ev.TOOL_STARTED: _tool_started,
     ev.TOOL_FINISHED: _tool_finished,
     ev.STEER_QUEUED: _steer_queued,
+    ev.CHECK_STARTED: _check_started,
+    ev.CHECK_FINISHED: _check_finished,
     ev.RUN_FINISHED: _run_finished,
 }

@@ -19,6 +19,12 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
   stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
   run ends ``aborted``, and CancelRun stops its model stream and tool processes.
+- exec mode: an attempt ends when the loop would end (``done`` or ``max_turns``, which
+  counts per attempt); with a check command, ``check.started`` + RunCheck, then
+  ``CheckFinished``: exit 0 ends the run ``check_passed``; otherwise, with attempts left,
+  "Check failed" and the output go back to the model as a user message and the next attempt
+  starts; with none left, ``check_failed``. ``Submit`` starts the time box (StartClock);
+  ``TimeUp`` ends the run ``timeout``. No check command: one pass, ending as usual.
 - ``Interrupted`` (a run left in flight by a daemon that died) ends it ``error``; tool calls
   that started and never finished are answered "interrupted", never run again.
 - Every run ends with ``run.finished`` and FinishRun.
@@ -32,10 +38,11 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import _events as ev
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunTool
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
 from ._events import Event
 from ._inputs import (
     Abort,
+    CheckFinished,
     CreateSession,
     Input,
     Interrupted,
@@ -43,6 +50,7 @@ from ._inputs import (
     ModelFinished,
     Steer,
     Submit,
+    TimeUp,
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost
@@ -151,6 +159,7 @@ def _create_session(b: _Builder, input: CreateSession) -> None:
 def _submit(b: _Builder, input: Submit) -> None:
     b.require(b.state.run is None, "a run is already in flight")
     b.require(input.max_turns >= 1, "max_turns must be at least 1")
+    b.require(input.attempts >= 1 and input.time_box > 0, "attempts and time_box must be positive")
     b.emit(
         ev.RUN_STARTED,
         run=input.run,
@@ -162,7 +171,14 @@ def _submit(b: _Builder, input: Submit) -> None:
         tools=list(input.tools),
         **({"request_id": input.request_id} if input.request_id else {}),
         **({"price": dict(input.price)} if input.price is not None else {}),
+        **(
+            {"check": input.check, "attempts": input.attempts, "deadline": input.ts + input.time_box}
+            if input.mode == "exec"
+            else {}
+        ),
     )
+    if input.mode == "exec":
+        b.effects.append(StartClock(input.run, input.ts + input.time_box))
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
     b.start_model_call()
 
@@ -258,12 +274,50 @@ def _tool_finished(b: _Builder, input: ToolFinished) -> None:
 def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
     # After tool results the model must see them; after a final reply only queued
     # steering keeps the run going.
-    if not after_tools and not b.run.steering:
-        b.emit_run_finished("done")
-    elif b.run.turns >= b.run.max_turns:
-        b.emit_run_finished("max_turns")
+    run = b.run
+    if not after_tools and not run.steering:
+        _end_attempt(b, "done")
+    elif run.turns - run.attempt_turns >= run.max_turns:
+        _end_attempt(b, "max_turns")
     else:
         b.start_model_call()
+
+
+def _end_attempt(b: _Builder, reason: str) -> None:
+    # exec mode with a check: every attempt ends by running it; otherwise the run ends.
+    run = b.run
+    if run.check is None:
+        b.emit_run_finished(reason)
+        return
+    b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
+    b.effects.append(RunCheck(run.id, run.attempt, run.check))
+
+
+def _check_finished(b: _Builder, input: CheckFinished) -> None:
+    b.require(b.state.phase is Phase.CHECK, "no check in flight")
+    run = b.run
+    b.emit(
+        ev.CHECK_FINISHED,
+        attempt=run.attempt,
+        exit_status=input.exit_status,
+        duration=input.duration,
+        output=input.output,
+    )
+    if input.exit_status == 0:
+        b.emit_run_finished("check_passed")
+    elif run.attempt >= run.attempts:
+        b.emit_run_finished("check_failed")
+    else:
+        note = f"Check failed (exit status {input.exit_status}). Its output:\n{input.output}"
+        b.emit(ev.MESSAGE_USER, text=note, origin="check")
+        b.start_model_call()
+
+
+def _time_up(b: _Builder, input: TimeUp) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    b.answer_pending("aborted: the run's time box ran out")
+    b.effects.append(CancelRun(b.run.id))
+    b.emit_run_finished("timeout", "the time box ran out")
 
 
 def _finish_step(b: _Builder) -> None:
@@ -317,4 +371,6 @@ _HANDLERS: dict[type, Any] = {
     Steer: _steer,
     Abort: _abort,
     Interrupted: _interrupted,
+    CheckFinished: _check_finished,
+    TimeUp: _time_up,
 }

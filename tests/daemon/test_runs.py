@@ -220,3 +220,45 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+async def test_exec_mode_retries_until_the_check_passes(client: TrioClient, project: Path) -> None:
+    (project / "check.sh").write_text('test -f fixed.txt && echo all good || { echo "fixed.txt missing"; exit 3; }\n')
+    model = write_script(project, [text("first try")], [bash("touch fixed.txt")], [text("fixed")])
+    run = await client.call("dispatch", task="fix", model=model, cwd=str(project), mode="exec", attach=True)
+    events = await events_until(client, finished(run["run"]))
+    checks = [e for e in events if e["type"] == "check.finished"]
+    assert [(c["attempt"], c["exit_status"]) for c in checks] == [(1, 3), (2, 0)]
+    assert "fixed.txt missing" in checks[0]["output"]
+    feedback = [e for e in events if e["type"] == "message.user" and e.get("origin") == "check"]
+    assert len(feedback) == 1 and "Check failed (exit status 3)" in feedback[0]["text"]
+    assert events[-1]["reason"] == "check_passed"
+
+
+async def test_exec_mode_out_of_attempts_and_out_of_time(client: TrioClient, project: Path) -> None:
+    (project / "check.sh").write_text("echo nope; exit 1\n")
+    model = write_script(project, [text("a")], [text("b")])
+    run = await client.call(
+        "dispatch", task="t", model=model, cwd=str(project), mode="exec", attempts=2, attach=True
+    )
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "check_failed"
+    assert [e["attempt"] for e in events if e["type"] == "check.finished"] == [1, 2]
+
+    slow = write_script(project, [bash("sleep 30")], name="slow.json")
+    run = await client.call(
+        "dispatch", task="t", cwd=str(project), model=slow, mode="exec", time_box=0.5, attach=True
+    )
+    with trio.fail_after(5):
+        events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "timeout"
+    assert any(e["type"] == "tool.finished" and e["is_error"] for e in events)
+
+
+async def test_exec_without_a_check_file_is_one_pass(client: TrioClient, project: Path) -> None:
+    run = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), mode="exec", attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "done" and not any(e["type"] == "check.started" for e in events)
+    with pytest.raises(RpcError) as error:
+        await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), mode="yolo")
+    assert error.value.code == ErrorCode.INVALID_PARAMS

@@ -8,17 +8,23 @@ from roost.loop import (
     Abort,
     CallModel,
     CancelRun,
+    CheckFinished,
     CreateSession,
     FinishRun,
     Interrupted,
+    InvalidInput,
     ModelFailed,
     ModelFinished,
     Phase,
+    RunCheck,
     RunTool,
     SessionState,
+    StartClock,
     Steer,
     Submit,
+    TimeUp,
     ToolFinished,
+    Transition,
     fold,
     step,
 )
@@ -597,3 +603,64 @@ def test_a_refusal_ends_the_run_with_an_error_that_says_so() -> None:
     # stop_sequence is an ordinary end of turn.
     done = step(state, ModelFinished(({"type": "text", "text": "x"},), "stop_sequence", 2.0))
     assert done.events[-1].data["reason"] == "done"
+
+
+def _exec_run(attempts: int = 2, max_turns: int = 12) -> SessionState:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    t = step(state, Submit("r", "fix it", 10.0, "scripted/x", mode="exec", max_turns=max_turns,
+                           check="check.sh", attempts=attempts, time_box=60.0))
+    assert t.effects[0] == StartClock("r", 70.0)
+    assert t.events[0].data["deadline"] == 70.0
+    return t.state
+
+
+def _reply_done(state: SessionState, ts: float) -> Transition:
+    return step(state, ModelFinished(({"type": "text", "text": "done"},), "end_turn", ts))
+
+
+def test_exec_runs_the_check_after_each_attempt_and_passes() -> None:
+    t = _reply_done(_exec_run(), 11.0)
+    assert [e.type for e in t.events][-1] == "check.started"
+    assert t.effects == (RunCheck("r", 1, "check.sh"),) and t.state.phase is Phase.CHECK
+    failed = step(t.state, CheckFinished(1, "FAILED test_x", 12.0, 0.5))
+    assert [e.type for e in failed.events] == ["check.finished", "message.user", "step.started"]
+    assert failed.events[0].data == {"attempt": 1, "exit_status": 1, "duration": 0.5, "output": "FAILED test_x"}
+    assert "Check failed (exit status 1)" in failed.events[1].data["text"]
+    assert failed.events[1].data["origin"] == "check"
+    again = _reply_done(failed.state, 13.0)
+    assert again.effects == (RunCheck("r", 2, "check.sh"),)
+    passed = step(again.state, CheckFinished(0, "ok", 14.0))
+    assert passed.events[-1].data["reason"] == "check_passed"
+    assert passed.effects[-1] == FinishRun("r", "check_passed")
+
+
+def test_exec_out_of_attempts_is_check_failed_and_turns_count_per_attempt() -> None:
+    state = _exec_run(attempts=2, max_turns=1)
+    call = {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "x"}}
+    t = step(state, ModelFinished((call,), "tool_use", 11.0))
+    t = step(t.state, ToolFinished("c1", "", 12.0))
+    # The attempt's one turn is used: the check runs.
+    assert t.effects == (RunCheck("r", 1, "check.sh"),)
+    t = step(t.state, CheckFinished(2, "no", 13.0))
+    assert t.effects[-1] == CallModel("r", 2, "scripted/x", t.state.messages, ())
+    t = _reply_done(t.state, 14.0)
+    t = step(t.state, CheckFinished(2, "still no", 15.0))
+    assert t.events[-1].data["reason"] == "check_failed"
+
+
+def test_exec_time_up_ends_the_run_and_cancels_its_work() -> None:
+    state = _exec_run()
+    call = {"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "sleep 99"}}
+    t = step(state, ModelFinished((call,), "tool_use", 11.0))
+    up = step(t.state, TimeUp(70.0))
+    assert [e.type for e in up.events] == ["tool.finished", "run.finished"]
+    assert up.events[-1].data["reason"] == "timeout"
+    assert CancelRun("r") in up.effects
+    with pytest.raises(InvalidInput):
+        step(up.state, TimeUp(71.0))
+
+
+def test_exec_without_a_check_is_one_pass() -> None:
+    state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
+    state = step(state, Submit("r", "t", 1.0, "scripted/x", mode="exec")).state
+    assert _reply_done(state, 2.0).events[-1].data["reason"] == "done"
