@@ -91,6 +91,7 @@ from ._base import (
     ProviderUnavailable,
 )
 from ._sse import SSEDecoder
+from ._wire import after_retries, plain, short
 
 __all__ = ["AnthropicProvider"]
 
@@ -191,7 +192,7 @@ class AnthropicProvider:
                 f"anthropic: cannot reach {self.base_url} ({why}){_after_retries(exc.request)}"
             ) from exc
         except anthropic.AnthropicError as exc:
-            raise ProviderError(f"anthropic: {type(exc).__name__}: {_short(str(exc))}") from exc
+            raise ProviderError(f"anthropic: {type(exc).__name__}: {short(str(exc))}") from exc
 
         decoder = SSEDecoder()
         fold = _Fold()
@@ -257,7 +258,7 @@ def _request_params(request: ModelRequest) -> dict[str, Any]:
                              "cache_control": _ephemeral()}]
     if request.tools:
         params["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": _plain(t.input_schema)}
+            {"name": t.name, "description": t.description, "input_schema": plain(t.input_schema)}
             for t in request.tools
         ]
         params["tools"][-1]["cache_control"] = _ephemeral()
@@ -303,13 +304,13 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
             return {"type": "text", "text": block["text"]}
         if kind == "tool_use":
             return {"type": "tool_use", "id": block["id"], "name": block["name"],
-                    "input": _plain(block["input"])}
+                    "input": plain(block["input"])}
         if kind == "tool_result":
             content = block.get("content", "")
             out: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": block["tool_use_id"],
-                "content": content if isinstance(content, str) else _plain(content),
+                "content": content if isinstance(content, str) else plain(content),
             }
             if block.get("is_error"):
                 out["is_error"] = True
@@ -325,16 +326,7 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
             f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None
     # A kind we do not know (an image, say): the API's own shape, passed through, less any
     # cache breakpoint (we place those, and the API allows only 4).
-    return {k: _plain(v) for k, v in block.items() if k != "cache_control"}
-
-
-def _plain(value: Any) -> Any:
-    """Mappings and sequences as plain dicts and lists, so the SDK can serialize them."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
+    return {k: plain(v) for k, v in block.items() if k != "cache_control"}
 
 
 # -- reply --------------------------------------------------------------------------------------
@@ -473,22 +465,14 @@ def _retries_taken(request: httpx2.Request | None) -> int:
 
 
 def _after_retries(request: httpx2.Request | None) -> str:
-    n = _retries_taken(request)
-    if n == 0:
-        return ""
-    return f" (after {n} {'retry' if n == 1 else 'retries'})"
+    return after_retries(_retries_taken(request))
 
 
 def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
     etype = exc.type or "error"
-    message = exc.api_message or _short(exc.message)
+    message = exc.api_message or short(exc.message)
     status = exc.status_code
     text = f"anthropic: {status} {etype}: {message}{_after_retries(exc.request)}"
     if status in _UNAVAILABLE_STATUSES:
         return ProviderUnavailable(text)
     return ProviderError(text)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -124,6 +124,7 @@ from ._base import (
     ProviderUnavailable,
 )
 from ._sse import SSEDecoder
+from ._wire import after_retries, plain, short
 
 __all__ = ["OpenAIProvider"]
 
@@ -263,7 +264,7 @@ class OpenAIProvider:
         """POST until a 2xx response (its body unread) or a final error."""
         attempt = 0
         while True:
-            after = _after_retries(attempt)
+            after = after_retries(attempt)
             try:
                 response = await self._client.send(
                     self._client.build_request("POST", self._url, content=body), stream=True)
@@ -278,11 +279,11 @@ class OpenAIProvider:
                     continue
                 raise ProviderError(
                     f"{self._name}: cannot reach {self._base_url} "
-                    f"({type(exc).__name__}: {_short(str(exc)) or 'no detail'}){after}"
+                    f"({type(exc).__name__}: {short(str(exc)) or 'no detail'}){after}"
                 ) from exc
             except httpx2.HTTPError as exc:
                 raise ProviderError(
-                    f"{self._name}: request failed ({type(exc).__name__}: {_short(str(exc))})"
+                    f"{self._name}: request failed ({type(exc).__name__}: {short(str(exc))})"
                 ) from exc
             if 200 <= response.status_code < 300:
                 return response
@@ -341,12 +342,12 @@ class OpenAIProvider:
                 if failure is None and not fold.done:
                     raise ProviderError(
                         f"{self._name}: stream cut off ({type(exc).__name__}: "
-                        f"{_short(str(exc)) or 'no detail'})") from exc
+                        f"{short(str(exc)) or 'no detail'})") from exc
             except httpx2.HTTPError as exc:  # a body that cannot be decoded, say
                 if failure is None and not fold.done:
                     raise ProviderError(
                         f"{self._name}: stream failed ({type(exc).__name__}: "
-                        f"{_short(str(exc))})") from exc
+                        f"{short(str(exc))})") from exc
         if failure is not None:
             raise failure
         return fold.reply()
@@ -363,7 +364,7 @@ class OpenAIProvider:
                 f"{self._name}: stream cut off ({type(exc).__name__}: {exc})") from exc
         except httpx2.HTTPError as exc:
             raise ProviderError(
-                f"{self._name}: stream failed ({type(exc).__name__}: {_short(str(exc))})") from exc
+                f"{self._name}: stream failed ({type(exc).__name__}: {short(str(exc))})") from exc
         fold = _Fold(self._name)
         for delta in fold.feed_completion(raw.decode("utf-8", errors="replace")):
             on_delta(*delta)
@@ -396,7 +397,7 @@ def _request_body(request: ModelRequest, name: str) -> dict[str, Any]:
         body["tools"] = [
             {"type": "function",
              "function": {"name": t.name, "description": t.description,
-                          "parameters": _plain(t.input_schema)}}
+                          "parameters": plain(t.input_schema)}}
             for t in request.tools
         ]
     if request.think is not None:
@@ -426,7 +427,7 @@ def _assistant_message(blocks: Any, name: str) -> dict[str, Any]:
                     "id": block["id"],
                     "type": "function",
                     "function": {"name": block["name"],
-                                 "arguments": json.dumps(_plain(block["input"]),
+                                 "arguments": json.dumps(plain(block["input"]),
                                                          ensure_ascii=False)},
                 })
             elif kind in ("thinking", "redacted_thinking"):
@@ -477,15 +478,6 @@ def _result_text(content: Any, name: str) -> str:
     return "\n".join(parts)
 
 
-def _plain(value: Any) -> Any:
-    """Mappings and sequences as plain dicts and lists, so that json can serialize them."""
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 # -- reply --------------------------------------------------------------------------------------
 
 
@@ -532,13 +524,13 @@ class _Fold:
         except ValueError:
             if event == "error":
                 raise ProviderError(
-                    f"{self._name}: error during the stream: {_short(data)}") from None
+                    f"{self._name}: error during the stream: {short(data)}") from None
             raise ProviderError(
-                f"{self._name}: malformed event in the stream (not JSON: {_short(data, 80)!r})"
+                f"{self._name}: malformed event in the stream (not JSON: {short(data, 80)!r})"
             ) from None
         if not isinstance(chunk, dict):
             raise ProviderError(
-                f"{self._name}: malformed event in the stream (not an object: {_short(data, 80)!r})")
+                f"{self._name}: malformed event in the stream (not an object: {short(data, 80)!r})")
         if chunk.get("error") or event == "error":
             kind, message = _error_fields(chunk)
             raise ProviderError(f"{self._name}: {kind} during the stream: {message}")
@@ -704,7 +696,7 @@ def _error_fields(body: Any) -> tuple[str, str]:
     code = error.get("code")
     kind = code if isinstance(code, str) and code else error.get("type") or "error"
     message = error.get("message") or ""
-    return str(kind), _short(str(message))
+    return str(kind), short(str(message))
 
 
 def _status_error(name: str, status: int, reason: str, raw: bytes, after: str) -> ProviderError:
@@ -716,7 +708,7 @@ def _status_error(name: str, status: int, reason: str, raw: bytes, after: str) -
         kind, message = _error_fields(body)
         text = f"{name}: {status} {kind}: {message}{after}"
     else:
-        detail = _short(raw.decode("utf-8", errors="replace"), 200)
+        detail = short(raw.decode("utf-8", errors="replace"), 200)
         text = f"{name}: {status} {reason or 'error'}{': ' + detail if detail else ''}{after}"
     if status in _UNAVAILABLE_STATUSES:
         return ProviderUnavailable(text)
@@ -745,14 +737,3 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
-
-
-def _after_retries(n: int) -> str:
-    if n == 0:
-        return ""
-    return f" (after {n} {'retry' if n == 1 else 'retries'})"
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
