@@ -580,7 +580,7 @@ async def test_bad_key_or_unknown_model_is_unavailable(start: Start, status: int
 
 async def test_rate_limit_honours_retry_after(start: Start) -> None:
     server, provider = start([
-        {"status": 429, "headers": {"retry-after": "0.05"}},
+        {"status": 429, "headers": {"retry-after": "1"}},
         reply({"type": "text", "text": "ok"}),
     ])
     began = trio.current_time()
@@ -588,8 +588,9 @@ async def test_rate_limit_honours_retry_after(start: Start) -> None:
     waited = trio.current_time() - began
     assert result.content == ({"type": "text", "text": "ok"},)
     assert len(server.requests) == 2
-    # The server's 50 ms, not the SDK's own backoff (at least 0.375 s for a first retry).
-    assert 0.05 <= waited < 0.35
+    # The server's 1 s: the SDK's own backoff for a first retry is 0.375-0.5 s. (A lower
+    # bound only: a loaded machine makes waits longer, never shorter.)
+    assert waited >= 1.0
 
 
 async def test_server_error_then_success_is_retried(start: Start) -> None:
@@ -664,7 +665,8 @@ async def test_slow_first_byte_past_the_timeout(
     began = trio.current_time()
     with pytest.raises(ProviderError, match=message):
         await provider.stream(HI, Deltas())
-    assert 0.2 <= trio.current_time() - began < 2.0
+    # Well under the server's delay (30 s, or a stall with no end): the timeout fired.
+    assert 0.2 <= trio.current_time() - began < 10.0
 
 
 async def test_slow_first_byte_is_retried_then_fails_clearly(start: Start) -> None:
@@ -744,7 +746,8 @@ async def test_cancellation_mid_stream_propagates_promptly(start: Start) -> None
         await provider.stream(HI, deltas)
 
     assert scope.cancelled_caught
-    assert trio.current_time() - began < 1.0
+    # The stall has no end: returning at all shows the cancellation closed the stream.
+    assert trio.current_time() - began < 10.0
     assert deltas == [("text", "first")]
     # The client is still usable after the cancelled stream.
     assert (await provider.stream(HI, Deltas())).content == ({"type": "text", "text": "after"},)

@@ -356,7 +356,8 @@ async def test_body_held_open_after_done_is_cut_and_the_reply_kept(
     server, provider = start([{"sse": sse, "stall_after": 13}, {"content": "next"}])
     began = trio.current_time()
     result = await provider.stream(HI, Deltas())
-    assert trio.current_time() - began < 1.0
+    # The body is held open with no end: returning at all shows the drain was cut.
+    assert trio.current_time() - began < 10.0
     assert result.content == ({"type": "text", "text": "Hello! How can I help you today?"},)
     assert (await provider.stream(HI, Deltas())).content == ({"type": "text", "text": "next"},)
     assert server.connections == 2  # the held connection was given up
@@ -373,7 +374,8 @@ async def test_rate_limit_honours_retry_after(start: Start, header: dict[str, st
     result = await provider.stream(HI, Deltas())
     waited = trio.current_time() - began
     assert result.content == ({"type": "text", "text": "made it"},)
-    assert 0.15 <= waited < 1.0
+    # The header's 0.15 s, not the 5 s backoff (the upper bound is loose: load only adds).
+    assert 0.15 <= waited < 4.0
     assert len(server.requests) == 2
     assert server.requests[0].body == server.requests[1].body
 
@@ -490,7 +492,7 @@ async def test_slow_first_byte_past_the_timeout(start: Start) -> None:
     began = trio.current_time()
     with pytest.raises(ProviderError, match=r"^openai: no response within 0.2 s \(ReadTimeout\)$"):
         await provider.stream(HI, Deltas())
-    assert trio.current_time() - began < 1.0
+    assert trio.current_time() - began < 4.0  # the server would answer after 5 s
     assert len(server.requests) == 1  # a silent server is not asked again
 
 
@@ -525,7 +527,8 @@ async def test_cancellation_mid_stream_propagates_promptly(start: Start) -> None
         await provider.stream(HI, deltas)
 
     assert scope.cancelled_caught
-    assert trio.current_time() - began < 0.5
+    # The stall has no end: returning at all shows the cancellation closed the stream.
+    assert trio.current_time() - began < 10.0
     assert deltas == [("text", "first")]
     assert (await provider.stream(HI, Deltas())).content == ({"type": "text", "text": "after"},)
 
