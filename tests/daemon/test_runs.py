@@ -10,6 +10,7 @@ import trio
 
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
+from tests._procs import alive
 
 from .conftest import bash, events_until, finished, stored, text, write_script
 
@@ -149,7 +150,7 @@ async def test_abort_kills_the_tool_process_group(client: TrioClient, project: P
     aborted = next(e for e in events if e["type"] == "tool.finished")
     assert aborted["is_error"] and aborted["result"].startswith("aborted")
     with trio.fail_after(2):
-        while _alive(child):
+        while alive(child):
             await trio.sleep(0.01)
 
 
@@ -208,18 +209,6 @@ async def test_hello_lists_the_api(client: TrioClient) -> None:
     assert {"name": "task", "type": "str", "required": True}.items() <= methods["dispatch"]["params"][0].items()
     assert "run.finished" in {e["type"] for e in info["events"]}
     assert {"code": 11, "name": "SESSION_BUSY"}.items() <= next(e for e in info["errors"] if e["code"] == 11).items()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purpose: read its state.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 async def test_exec_mode_retries_until_the_check_passes(client: TrioClient, project: Path) -> None:

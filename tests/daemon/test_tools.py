@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from roost.daemon.tools import ProcessLedger, ToolContext, ToolRegistry
+from tests._procs import alive
 
 
 async def test_bash_output_status_and_truncation(tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ async def test_bash_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert result.is_error and "timed out after 0.3 s" in result.text and result.meta["timed_out"]
     # SIGKILL is sent before the call returns; the child's end follows a moment later.
     with trio.fail_after(2):
-        while _alive(int(pidfile.read_text())):
+        while alive(int(pidfile.read_text())):
             await trio.sleep(0.01)
     assert list(ledger.folder.iterdir()) == []
 
@@ -51,7 +52,7 @@ async def test_processes_started_by_a_call_end_with_it(tmp_path: Path) -> None:
     )
     assert not result.is_error
     with trio.fail_after(2):
-        while _alive(int(pidfile.read_text())):
+        while alive(int(pidfile.read_text())):
             await trio.sleep(0.01)
 
 
@@ -280,14 +281,3 @@ def _file(path: Path, text: str, age: int = 0) -> None:
     path.write_text(text)
     when = 1_700_000_000 - age * 3600
     os.utime(path, (when, when))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False

@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 
+from tests._procs import alive
+
 #: The ``roost`` script of the venv that runs the tests.
 ROOST = str(Path(sys.executable).parent / "roost")
 
@@ -37,20 +39,6 @@ def text(t: str) -> dict[str, Any]:
 def bash(command: str, **extra: Any) -> dict[str, Any]:
     """A tool_use block calling bash."""
     return {"type": "tool_use", "name": "bash", "input": {"command": command, **extra}}
-
-
-def proc_state(pid: int) -> str | None:
-    """The state letter of ``pid`` (R, S, Z, ...), or None when there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return stat.rsplit(")", 1)[1].split()[0]
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie (orphans may not be reaped in a container)."""
-    return proc_state(pid) not in (None, "Z", "X")
 
 
 def group_members(pgid: int) -> list[int]:
