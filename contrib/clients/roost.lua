@@ -5,7 +5,9 @@
 --
 -- Neovim answers incoming notifications by calling its own API, so this client does not
 -- attach to the event stream: it starts the run with `dispatch` and polls `events` (stored
--- events after the last seq it has seen) until the run has finished.
+-- events after the last seq it has seen) until the run has finished. In agent mode, writes
+-- and shell commands wait for approval: M.run asks with confirm() and answers with
+-- `permission.respond` (any other terminal may answer first).
 
 local M = {}
 
@@ -36,6 +38,15 @@ function M.dispatch(task, opts)
   return started
 end
 
+-- Answer a permission request: decision "approve" or "deny", scope "once" or "session".
+function M.respond(session, call_id, decision, scope)
+  local channel = M.connect()
+  local ok, err = pcall(vim.fn.rpcrequest, channel, "permission.respond",
+    { session = session, call_id = call_id, decision = decision, scope = scope or "once" })
+  vim.fn.chanclose(channel)
+  return ok, err
+end
+
 -- Wait (polling every `interval` ms, up to `timeout` ms) for the run to finish; returns its
 -- run.finished event, or nil on timeout. `on_event` sees every stored event in order.
 function M.wait(started, on_event, timeout, interval)
@@ -64,6 +75,11 @@ function M.run(task, opts)
   local finished = M.wait(started, function(event)
     if event.type == "tool.started" then
       vim.api.nvim_echo({ { "roost → " .. event.name .. " " .. vim.fn.json_encode(event.input) } }, true, {})
+    elseif event.type == "permission.requested" then
+      local what = event.tool .. " " .. vim.fn.json_encode(event.input)
+      local choice = vim.fn.confirm("roost: allow " .. what .. "?", "&Yes\n&Session\n&No", 3)
+      local decision = (choice == 1 or choice == 2) and "approve" or "deny"
+      M.respond(started.session, event.call_id, decision, choice == 2 and "session" or "once")
     end
   end)
   if finished then

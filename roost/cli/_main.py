@@ -9,6 +9,7 @@ import click
 import roost
 from roost.protocol import ConnectionClosed, RoostError
 
+from ._approvals import answer, approve, deny, pending
 from ._connect import EXIT_REFUSED
 from ._daemon import daemon, status, stop
 from ._models import chat, providers
@@ -34,6 +35,8 @@ def cli(ctx: click.Context, socket: str | None) -> None:
 
 
 for command in (dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
+    cli.add_command(command)
+for command in (approve, deny, answer, pending):
     cli.add_command(command)
 
 

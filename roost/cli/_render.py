@@ -17,6 +17,8 @@ EXIT_STATUS = {
     "check_passed": 0,
     "check_failed": 6,
     "timeout": 7,
+    "guardrail": 8,
+    "stuck": 9,
 }
 
 
@@ -57,7 +59,7 @@ class Renderer:
 
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
-        prefix = "steer" if e.get("origin") == "steer" else "task"
+        prefix = {"steer": "steer", "nudge": "roost", "check": "check"}.get(e.get("origin", ""), "task")
         self._out(f"{prefix}: {e.get('text', '')}", bold=True)
 
     def _text_delta(self, e: dict[str, Any]) -> None:
@@ -83,7 +85,7 @@ class Renderer:
 
     def _tool_started(self, e: dict[str, Any]) -> None:
         self._end_line()
-        self._out(f"→ {e.get('name')} {_brief_input(e.get('input'))}", fg="cyan")
+        self._out(f"→ {e.get('name')} {brief(e.get('input'))}", fg="cyan")
 
     def _tool_finished(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -108,6 +110,36 @@ class Renderer:
         ok = e.get("exit_status") == 0
         verdict = "passed" if ok else f"failed (exit status {e.get('exit_status')})"
         self._out(f"  check {verdict} · {e.get('duration', 0.0):.1f}s", fg="green" if ok else "red")
+
+    def _permission_requested(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"? {e.get('tool')} {brief(e.get('input'))} waits for approval ({e.get('reason')})", fg="yellow")
+        session, call = e.get("session"), e.get("call_id")
+        self._out(f"  roost approve {session} {call} [--session-scope] · roost deny {session} {call}", dim=True)
+
+    def _permission_resolved(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        who = e.get("client") or "someone"
+        if e.get("decision") == "approve":
+            scope = f" for the session ({', '.join(e.get('rules') or [])})" if e.get("scope") == "session" else ""
+            self._out(f"  approved by {who}{scope}", fg="green")
+        else:
+            because = f": {e['reason']}" if e.get("reason") else ""
+            self._out(f"  denied by {who}{because}", fg="red")
+
+    def _human_asked(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        choices = e.get("choices") or []
+        offer = f" [{' / '.join(choices)}]" if choices else ""
+        self._out(f"? {e.get('question')}{offer}", fg="yellow", bold=True)
+        self._out(f'  roost answer {e.get("session")} {e.get("call_id")} "..."', dim=True)
+
+    def _human_answered(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        if e.get("cancelled"):
+            self._out("  (the question was withdrawn: the run ended)", dim=True)
+        else:
+            self._out(f"  answered by {e.get('client') or 'someone'}: {e.get('answer', '')}", fg="green")
 
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -149,7 +181,8 @@ def when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _brief_input(value: Any) -> str:
+def brief(value: Any, limit: int = 100) -> str:
+    """A tool call's input in one short line: its main argument when it has one."""
     if isinstance(value, dict):
         for key in ("command", "path", "pattern", "query"):
             if isinstance(value.get(key), str):
@@ -160,4 +193,4 @@ def _brief_input(value: Any) -> str:
     else:
         text = repr(value)
     text = " ".join(text.split())
-    return text if len(text) <= 100 else text[:97] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

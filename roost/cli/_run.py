@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import click
 
-from roost.protocol import RpcError
+from roost.protocol import Client, RpcError
 
+from ._approvals import prompt_answer
 from ._connect import connect, refused, resolve_session, socket_path
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
@@ -27,7 +29,12 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
 @click.option("--think", type=click.IntRange(min=1), help="Thinking budget in tokens, for models that think.")
-@click.option("--mode", type=click.Choice(["agent", "exec"]), help="agent (default), or exec: attempts until the project's check.sh passes.")
+@click.option("--mode", type=click.Choice(["agent", "full", "exec"]), help="agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes.")
+@click.option("--yes", "-y", is_flag=True, help="Approve every call that no deny rule refuses.")
+@click.option("--allow", multiple=True, metavar="RULE", help="Allow calls matching RULE in this run, e.g. 'bash(npm test)' (repeatable).")
+@click.option("--ask", multiple=True, metavar="RULE", help="Ask before calls matching RULE (repeatable).")
+@click.option("--deny", multiple=True, metavar="RULE", help="Refuse calls matching RULE, e.g. 'bash(git push*)' (repeatable).")
+@click.option("--approval-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds a request waits before it counts as denied (default: for ever).")
 @click.option("--attempts", type=click.IntRange(min=1), help="exec: attempts allowed (default 6).")
 @click.option("--time-box", type=click.FloatRange(min=0, min_open=True), help="exec: seconds for the whole run (default 1800).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
@@ -43,6 +50,11 @@ def dispatch(
     max_turns: int | None,
     think: int | None,
     mode: str | None,
+    yes: bool,
+    allow: tuple[str, ...],
+    ask: tuple[str, ...],
+    deny: tuple[str, ...],
+    approval_timeout: float | None,
     attempts: int | None,
     time_box: float | None,
     as_json: bool,
@@ -57,8 +69,11 @@ def dispatch(
       roost dispatch "..." --model scripted/demo --json | jq .type
       roost dispatch "fix the tests" --detach
 
-    Ctrl-C aborts the run (a second Ctrl-C leaves it running); closing the terminal
-    does not stop it: follow it again with `roost logs SESSION --follow`.
+    In agent mode, writes and shell commands wait for approval: at a terminal you are
+    asked here; otherwise, or from any other terminal, answer with `roost approve` or
+    `roost deny` (see `roost pending`). Ctrl-C aborts the run (a second Ctrl-C leaves it
+    running); closing the terminal does not stop it: follow it again with
+    `roost logs SESSION --follow`.
     """
     with connect(socket_path(obj["socket"])) as client:
         params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd())}
@@ -68,9 +83,20 @@ def dispatch(
             params["model"] = model
         if max_turns:
             params["max_turns"] = max_turns
-        for key, value in (("think", think), ("mode", mode), ("attempts", attempts), ("time_box", time_box)):
+        for key, value in (
+            ("think", think),
+            ("mode", mode),
+            ("attempts", attempts),
+            ("time_box", time_box),
+            ("approval_timeout", approval_timeout),
+        ):
             if value is not None:
                 params[key] = value
+        for key, rules in (("allow", allow), ("ask", ask), ("deny", deny)):
+            if rules:
+                params[key] = list(rules)
+        if yes:
+            params["yes"] = True
         if request_id:
             params["request_id"] = request_id
         params["attach"] = not detach
@@ -85,8 +111,21 @@ def dispatch(
                 click.echo(f"session {started['session']} run {started['run']}")
             return
         on_event = print_json if as_json else Renderer().render
+        if not as_json and not started.get("repeated") and sys.stdin.isatty():
+            on_event = _answering(client, on_event)
         finished = _watch(client, started, on_event)
     raise SystemExit(exit_status(finished["reason"]) if finished else 1)
+
+
+def _answering(client: Client, show: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    """``show``, then, for a request the run waits on, ask the person at this terminal."""
+
+    def on_event(event: dict[str, Any]) -> None:
+        show(event)
+        if event.get("type") in ("permission.requested", "human.asked"):
+            prompt_answer(client, event)
+
+    return on_event
 
 
 def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any] | None:

@@ -16,7 +16,17 @@ from typing import Any, Awaitable, Callable
 import trio
 
 import roost
-from roost.loop import EVENT_TYPES, REASONING_DELTA, TEXT_DELTA, InvalidInput, Phase, cost
+from roost.loop import (
+    EVENT_TYPES,
+    REASONING_DELTA,
+    TEXT_DELTA,
+    HumanAnswered,
+    InvalidInput,
+    PermissionDecided,
+    Phase,
+    Policy,
+    cost,
+)
 from roost.protocol import (
     API_COMPATIBLE,
     API_LEVEL,
@@ -33,7 +43,7 @@ from roost.protocol import (
 )
 
 from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
-from ._config import Config, ConfigError, load_config, price_map
+from ._config import Config, ConfigError, load_config, parse_rules, price_map
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -42,8 +52,8 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
-#: Run modes taken by dispatch (plan and full arrive with the modes and permissions issues).
-MODES = ("agent", "exec")
+#: Run modes taken by dispatch (plan arrives with the modes issue).
+MODES = ("agent", "full", "exec")
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
@@ -71,6 +81,9 @@ class Api:
             "providers.list": self.providers_list,
             "steer": self.steer,
             "abort": self.abort,
+            "permission.respond": self.permission_respond,
+            "human.respond": self.human_respond,
+            "pending": self.pending,
             "events": self.events,
         }
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
@@ -129,11 +142,20 @@ class Api:
             session = loaded.get(row.id)
             status = row.last_status or "new"
             events = row.events
+            clients = 0
             if session is not None:
-                status = "running" if session.state.run is not None else session.state.last_status or "new"
+                status = _run_status(session) or session.state.last_status or "new"
                 events = session.state.events
+                clients = self.conductor.hub.count(row.id)
             out.append(
-                {"id": row.id, "cwd": row.cwd, "created": row.created, "status": status, "events": events}
+                {
+                    "id": row.id,
+                    "cwd": row.cwd,
+                    "created": row.created,
+                    "status": status,
+                    "events": events,
+                    "clients": clients,
+                }
             )
         return {"sessions": out}
 
@@ -185,7 +207,18 @@ class Api:
         else:
             session = None
             cwd = _cwd(params.get("cwd"))
+        config = _config(cwd)
         model = self._resolve(params.get("model"), cwd)
+        rules = list(config.rules)
+        for action in ("allow", "ask", "deny"):
+            try:
+                rules += parse_rules(params.get(action) or [], action, "dispatch")
+            except ConfigError as exc:
+                raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
+        timeout = params.get("approval_timeout", config.approval_timeout)
+        if timeout is not None and timeout <= 0:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "approval_timeout must be positive")
+        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"))
         if session is None:
             session = await self.conductor.create_session(cwd)
         if params.get("attach"):
@@ -205,6 +238,10 @@ class Api:
                 request_id=request_id,
                 attempts=params.get("attempts") or EXEC_ATTEMPTS,
                 time_box=float(params.get("time_box") or EXEC_TIME_BOX),
+                policy=policy,
+                guardrails=config.all_guardrails(),
+                approval_timeout=float(timeout) if timeout is not None else None,
+                hooks=config.hooks,
             )
         except InvalidInput:
             raise _busy(session) from None
@@ -303,6 +340,62 @@ class Api:
             raise _not_running(session) from None
         return {"ok": True, "run": run}
 
+    async def permission_respond(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        decision, scope = params["decision"], params.get("scope") or "once"
+        if decision not in ("approve", "deny") or scope not in ("once", "session"):
+            raise RpcError(ErrorCode.INVALID_PARAMS, "decision is approve or deny; scope is once or session")
+        answer = PermissionDecided(
+            params["call_id"],
+            decision == "approve",
+            time.time(),
+            scope=scope,
+            reason=params.get("reason") or "",
+            client=_client_name(connection),
+        )
+        await self._respond(session, answer)
+        return {"ok": True}
+
+    async def human_respond(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        answer = HumanAnswered(params["call_id"], params["answer"], time.time(), _client_name(connection))
+        await self._respond(session, answer)
+        return {"ok": True}
+
+    async def _respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
+        try:
+            await self.conductor.respond(session, answer)
+        except InvalidInput:
+            raise RpcError(
+                ErrorCode.NOT_PENDING, await self._why_not_pending(session, answer.call_id), {"call_id": answer.call_id}
+            ) from None
+
+    async def _why_not_pending(self, session: Session, call_id: str) -> str:
+        for event in reversed(await self.conductor.store.events(session.id)):
+            if event.data.get("call_id") != call_id:
+                continue
+            if event.type == "permission.resolved":
+                return f"call {call_id} was already answered: {event.data['decision']} by {event.data.get('client')}"
+            if event.type == "human.answered":
+                return f"call {call_id} was already answered by {event.data.get('client')}"
+        return f"session {session.id} has no open request for call {call_id!r}"
+
+    async def pending(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        if params.get("session"):
+            sessions = [await self._session(params["session"])]
+        else:
+            sessions = self.conductor.sessions.loaded()
+        out = []
+        for session in sessions:
+            run = session.state.run
+            if run is None:
+                continue
+            for call_id, wait in run.waiting.items():
+                out.append(
+                    {"session": session.id, "run": run.id, "call_id": call_id, "cwd": session.state.cwd, **wait}
+                )
+        return {"pending": out}
+
     async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
         events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
@@ -328,6 +421,19 @@ def _finish_replay(connection: Connection, session: str, attachment: Attachment)
     buffered, attachment.buffer = attachment.buffer, []
     for seq, data in buffered:
         connection.deliver(session, seq, data)
+
+
+def _run_status(session: Session) -> str | None:
+    """What the run in flight is doing, in one word (None: no run)."""
+    run = session.state.run
+    if run is None:
+        return None
+    return "waiting" if run.waiting else "running"
+
+
+def _client_name(connection: Connection) -> str:
+    """How an answer is attributed: the name the client gave in ``hello``, and its number."""
+    return f"{connection.client}#{connection.id}"
 
 
 def _config(cwd: str) -> Config:

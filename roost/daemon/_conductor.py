@@ -31,11 +31,15 @@ from roost.loop import (
     Effect,
     Event,
     FinishRun,
+    Guardrail,
+    HumanAnswered,
     Input,
     Interrupted,
     InvalidInput,
     ModelFailed,
     ModelFinished,
+    PermissionDecided,
+    Policy,
     RunCheck,
     RunTool,
     StartClock,
@@ -47,12 +51,13 @@ from roost.loop import (
     step,
 )
 
-from ._config import price_map
+from ._config import ConfigError, load_config, price_map
+from ._hooks import Hook, run_post_hooks, run_pre_hooks
 from ._hub import Hub
 from ._sessions import Session, SessionTable
 from ._store import EventStore
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
-from .tools import ProcessLedger, ToolContext, ToolRegistry
+from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -98,15 +103,25 @@ class Conductor:
         """Load what a restart needs: idempotency keys, and runs a dead daemon left open.
 
         Tool process groups a dead daemon left running are killed first, so that an
-        interrupted tool never goes on beside the session's next run.
+        interrupted tool never goes on beside the session's next run. A run that waits for
+        a person goes on waiting (its model is resolved again from the config); the others
+        end ``error``.
         """
         if self.ledger is not None:
             self.ledger.end_leftovers()
         self._request_ids = await self.store.request_ids()
         for session_id in await self.store.open_runs():
             session = await self.sessions.get(session_id)
-            log.warning("session %s: run %s was interrupted", session_id, session.state.run and session.state.run.id)
-            await self.feed(session, Interrupted(time.time()))
+            run = session.state.run
+            log.warning("session %s: run %s was interrupted", session_id, run and run.id)
+            if run is not None and run.waiting:
+                try:
+                    config = load_config(session.state.cwd)
+                    session.model = self.providers.resolve(run.model, config)
+                    session.hooks = config.hooks
+                except (ConfigError, ProviderError) as exc:
+                    log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
+            await self._nursery.start(self._run, session, Interrupted(time.time()))
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""
@@ -132,6 +147,10 @@ class Conductor:
         request_id: str | None = None,
         attempts: int = EXEC_ATTEMPTS,
         time_box: float = EXEC_TIME_BOX,
+        policy: Policy = Policy(),
+        guardrails: tuple[Guardrail, ...] = (),
+        approval_timeout: float | None = None,
+        hooks: tuple[Hook, ...] = (),
     ) -> str:
         """Start a run on ``session`` with a resolved model; return the run id once
         ``run.started`` is stored.
@@ -153,9 +172,13 @@ class Conductor:
             check=_check_command(session.state.cwd) if mode == "exec" else None,
             attempts=attempts,
             time_box=time_box,
+            policy=policy,
+            guardrails=guardrails,
+            approval_timeout=approval_timeout,
         )
         session.model = model
         session.think = think
+        session.hooks = hooks
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
@@ -169,6 +192,10 @@ class Conductor:
         """Queue words for the run in flight. Raises InvalidInput when there is none."""
         await self.feed(session, Steer(text, time.time()))
 
+    async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
+        """A person's answer to an open request. Raises InvalidInput when it is not open."""
+        await self.feed(session, answer)
+
     async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
         """Abort the run in flight and return its id. Raises InvalidInput when there is none."""
         run = session.state.run
@@ -177,11 +204,22 @@ class Conductor:
         return run.id
 
     async def shutdown(self) -> None:
-        """Abort every run (their events are stored) and wait, bounded, for them to end."""
+        """Abort every run (their events are stored) and wait, bounded, for them to end.
+
+        A run that waits for a person is left open instead (its tools in flight are
+        stopped): the next daemon finds the request still open, and the run goes on once
+        it is answered.
+        """
         with trio.CancelScope(shield=True):
             waits = []
             for session in self.sessions.loaded():
                 if session.state.run is None:
+                    continue
+                if session.state.run.waiting:
+                    if session.run_nursery is not None:
+                        session.run_nursery.cancel_scope.cancel()
+                    if session.run_done is not None:
+                        waits.append(session.run_done)
                     continue
                 try:
                     await self.feed(session, _abort(session, "the daemon shut down"))
@@ -235,19 +273,23 @@ class Conductor:
                 if nursery is not None:
                     nursery.cancel_scope.cancel()
             elif isinstance(effect, FinishRun):
-                # The time box's clock must not keep the finished run's nursery open.
-                if session.clock is not None:
-                    session.clock.cancel()
+                # Nothing of the run is left to do: clocks still ticking must not keep its
+                # nursery open.
+                if nursery is not None:
+                    nursery.cancel_scope.cancel()
                 log.info("session %s: run %s finished: %s", session.id, effect.run, effect.reason)
 
-    async def _run(self, session: Session, submit: Submit, *, task_status: Any) -> None:
+    async def _run(self, session: Session, first: Submit | Interrupted, *, task_status: Any) -> None:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         try:
             async with trio.open_nursery() as nursery:
                 session.run_nursery = nursery
-                await self.feed(session, submit)
+                await self.feed(session, first)
                 task_status.started()
+                # The run lasts until FinishRun cancels this scope, even while nothing
+                # runs in it (a call waiting for a person).
+                await trio.sleep_forever()
         finally:
             session.run_nursery = None
             done.set()
@@ -300,15 +342,38 @@ class Conductor:
         )
 
     async def _clock(self, session: Session, effect: StartClock) -> None:
-        with trio.CancelScope() as session.clock:
-            await trio.sleep(max(0.0, effect.deadline - time.time()))
+        await trio.sleep(max(0.0, effect.deadline - time.time()))
+        if effect.call_id is None:
             await self._feed_result(session, effect.run, TimeUp(time.time()))
+            return
+        run = session.state.run
+        if run is not None and effect.call_id in run.waiting:
+            waited = effect.deadline - run.waiting[effect.call_id].get("ts", effect.deadline)
+            reason = f"no answer within {waited:g} s (the approval timeout)"
+            answer = PermissionDecided(effect.call_id, False, time.time(), reason=reason, client="timeout")
+            await self._feed_result(session, effect.run, answer)
 
     async def _run_tool(self, session: Session, effect: RunTool) -> None:
         assert session.tool_limiter is not None, "set when the run started"
+        cwd = session.state.cwd
+        call = {"session": session.id, "run": effect.run, "call_id": effect.call_id, "tool": effect.name, "input": dict(effect.input), "cwd": cwd}
         async with session.tool_limiter:
-            ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger)
-            result = await self.tools.call(effect.name, effect.input, ctx)
+            started = time.monotonic()
+            pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger)
+            if pre.blocked is not None:
+                result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
+            else:
+                ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside)
+                input = pre.input if pre.input is not None else effect.input
+                result = await self.tools.call(effect.name, input, ctx)
+                if pre.input is not None:
+                    result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
+            result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger)
+        meta = {k: v for k, v in result.meta.items() if k != "latency"}
+        failures = pre.failures + post_failures
+        if failures:
+            log.warning("session %s: %s", session.id, "; ".join(failures))
+            meta["hook_failures"] = list(failures)
         await self._feed_result(
             session,
             effect.run,
@@ -317,8 +382,8 @@ class Conductor:
                 result.text,
                 time.time(),
                 result.is_error,
-                float(result.meta.get("latency", 0.0)),
-                {k: v for k, v in result.meta.items() if k != "latency"},
+                float(result.meta.get("latency", time.monotonic() - started)),
+                meta,
             ),
         )
 

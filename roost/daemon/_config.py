@@ -22,17 +22,41 @@ Files are read again on every use, so an edit takes effect without a restart.
     [prices."anthropic/claude-sonnet-4-6"] # USD per million tokens
     input = 3.0
     output = 15.0
+
+    [permissions]                          # rules add up across files; deny wins
+    allow = ["bash(git status*)", "bash(npm test)", "write(src/**)"]
+    ask = ["bash(git push*)"]
+    deny = ["read(~/.ssh/**)", "bash(rm -rf *)"]
+    approval_timeout = 600                 # seconds; an unanswered request is denied
+
+    [guardrails]
+    secrets = true                         # the built-in secrets guardrail (default on)
+    [[guardrails.rules]]
+    name = "no-prod"
+    on = "output"                          # input | output
+    pattern = 'prod[.]example[.]com'
+    what = "the production host"
+
+    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]
+    match = "bash"                         # tool glob (default "*")
+    command = "python3 .roost/hooks/check.py"
+    timeout = 30
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import platformdirs
+
+from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
+
+from ._hooks import HOOK_KINDS, Hook
 
 #: The model used when nothing names one.
 BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
@@ -94,6 +118,17 @@ class Config:
     prices: Mapping[str, Price] = field(default_factory=dict)
     #: The files that were read, in order.
     files: tuple[str, ...] = ()
+    #: Permission rules of every file, in order (each knows its file).
+    rules: tuple[Rule, ...] = ()
+    approval_timeout: float | None = None
+    #: Whether the built-in secrets guardrail is on, and the configured guardrails.
+    secrets: bool = True
+    guardrails: tuple[Guardrail, ...] = ()
+    hooks: tuple[Hook, ...] = ()
+
+    def all_guardrails(self) -> tuple[Guardrail, ...]:
+        """The guardrails a run gets: the built-in one (unless turned off), then the configured."""
+        return (secrets_guardrails() if self.secrets else ()) + self.guardrails
 
 
 BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
@@ -210,7 +245,87 @@ def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:
     default = data.get("default_model", config.default_model)
     if not isinstance(default, str):
         raise ConfigError(f"{where}: default_model must be a string")
-    return Config(providers, default, aliases, prices, (*config.files, source))
+    return replace(
+        _merge_safety(config, data, source),
+        providers=providers,
+        default_model=default,
+        aliases=aliases,
+        prices=prices,
+        files=(*config.files, source),
+    )
+
+
+def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config:
+    """``[permissions]``, ``[guardrails]`` and ``[hooks]``: rules and hooks add up across files."""
+    permissions = _table(data, "permissions", where)
+    rules = list(config.rules)
+    for action in ("allow", "ask", "deny"):
+        values = permissions.get(action, [])
+        if not isinstance(values, list):
+            raise ConfigError(f"{where}: [permissions] {action} must be a list of rules")
+        rules += parse_rules(values, action, where)
+    timeout = permissions.get("approval_timeout", config.approval_timeout)
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
+        raise ConfigError(f"{where}: [permissions] approval_timeout must be a number of seconds > 0")
+    rails = _table(data, "guardrails", where)
+    secrets = rails.get("secrets", config.secrets)
+    if not isinstance(secrets, bool):
+        raise ConfigError(f"{where}: [guardrails] secrets must be true or false")
+    guardrails = list(config.guardrails)
+    for i, entry in enumerate(rails.get("rules", [])):
+        guardrails.append(_guardrail(entry, f"{where}: [[guardrails.rules]] #{i + 1}"))
+    hooks = list(config.hooks)
+    for kind, entries in _table(data, "hooks", where).items():
+        if kind not in HOOK_KINDS or not isinstance(entries, list):
+            raise ConfigError(f"{where}: hooks are [[hooks.pre_tool]] and [[hooks.post_tool]] entries")
+        for i, entry in enumerate(entries):
+            hooks.append(_hook(kind, entry, f"{where}: [[hooks.{kind}]] #{i + 1}", where))
+    return replace(
+        config,
+        rules=tuple(rules),
+        approval_timeout=float(timeout) if timeout is not None else None,
+        secrets=secrets,
+        guardrails=tuple(guardrails),
+        hooks=tuple(hooks),
+    )
+
+
+def parse_rules(values: Any, action: str, source: str) -> list[Rule]:
+    """Rule strings (``bash(git status*)``) of one action; ConfigError names the bad one."""
+    if not isinstance(values, list):
+        raise ConfigError(f"{source}: {action} rules must be a list")
+    rules = []
+    for text in values:
+        try:
+            rules.append(parse_rule(text, action, source))
+        except RuleError as exc:
+            raise ConfigError(f"{source}: {action}: {exc}") from None
+    return rules
+
+
+def _guardrail(entry: Any, where: str) -> Guardrail:
+    if not isinstance(entry, dict) or not isinstance(entry.get("pattern"), str):
+        raise ConfigError(f"{where} needs pattern = a regular expression")
+    on = entry.get("on", "input")
+    if on not in ("input", "output"):
+        raise ConfigError(f"{where}: on must be input or output")
+    try:
+        re.compile(entry["pattern"])
+    except re.error as exc:
+        raise ConfigError(f"{where}: pattern is not a regular expression: {exc}") from None
+    return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")))
+
+
+def _hook(kind: str, entry: Any, where: str, source: str) -> Hook:
+    if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not entry["command"].strip():
+        raise ConfigError(f"{where} needs command = a shell command")
+    match = entry.get("match", "*")
+    timeout = entry.get("timeout", 30)
+    if not isinstance(match, str):
+        raise ConfigError(f"{where}: match must be a tool name or glob")
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+        raise ConfigError(f"{where}: timeout must be a number of seconds > 0")
+    return Hook(kind, match, entry["command"], float(timeout), source)
 
 
 def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

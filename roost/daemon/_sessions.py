@@ -10,6 +10,7 @@ import trio
 
 from roost.loop import CreateSession, SessionState, fold, step
 
+from ._hooks import Hook
 from ._store import EventStore
 from .providers import Resolved
 
@@ -30,8 +31,8 @@ class Session:
     #: The model of the run in flight, resolved at dispatch, and its thinking budget.
     model: Resolved | None = None
     think: int | None = None
-    #: The scope of the run's time-box clock (exec mode), cancelled when the run ends.
-    clock: trio.CancelScope | None = None
+    #: The hooks of the run in flight (from the config at dispatch).
+    hooks: tuple[Hook, ...] = ()
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
     #: Bounds the tool calls of one step that run at once (set when a run starts).

@@ -6,16 +6,22 @@ perform. :func:`fold` rebuilds a session's state from its events. Nothing here d
 reads a clock or makes ids: those arrive as fields of the inputs.
 """
 
+from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
+from ._patterns import glob_matcher
+from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, rule_matches
+from ._shell import command_name, split_commands
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
     Abort,
     CheckFinished,
     CreateSession,
+    HumanAnswered,
     Input,
     Interrupted,
     ModelFailed,
     ModelFinished,
+    PermissionDecided,
     Steer,
     Submit,
     TimeUp,
@@ -25,37 +31,53 @@ from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._step import InvalidInput, Transition, step
 
 __all__ = [
-    "EVENT_TYPES",
-    "LIVE_TYPES",
-    "REASONING_DELTA",
-    "STOP_REASONS",
-    "TEXT_DELTA",
+    "ASK_HUMAN",
     "Abort",
     "CallModel",
     "CancelRun",
     "CheckFinished",
     "CreateSession",
+    "Decision",
+    "EVENT_TYPES",
     "Effect",
     "Event",
     "FinishRun",
+    "Guardrail",
+    "HumanAnswered",
     "Input",
     "Interrupted",
     "InvalidInput",
+    "LIVE_TYPES",
     "ModelFailed",
     "ModelFinished",
+    "PermissionDecided",
     "Phase",
+    "Policy",
+    "REASONING_DELTA",
+    "Rule",
+    "RuleError",
     "RunCheck",
     "RunState",
     "RunTool",
+    "SECRET_PATTERNS",
+    "STOP_REASONS",
     "SessionState",
     "StartClock",
     "Steer",
     "Submit",
+    "TEXT_DELTA",
     "TimeUp",
     "ToolFinished",
     "Transition",
     "apply",
+    "command_name",
     "cost",
+    "decide",
     "fold",
+    "glob_matcher",
+    "parse_rule",
+    "rule_matches",
+    "secrets_guardrails",
+    "split_commands",
     "step",
 ]

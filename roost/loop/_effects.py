@@ -25,6 +25,8 @@ class RunTool:
     call_id: str
     name: str
     input: Mapping[str, Any]
+    #: The call was allowed to touch a path outside the working directory.
+    outside: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +40,12 @@ class RunCheck:
 
 @dataclass(frozen=True, slots=True)
 class StartClock:
-    """Feed TimeUp at ``deadline`` (wall-clock seconds) unless the run has ended."""
+    """At ``deadline`` (wall-clock seconds), unless the run has ended: feed TimeUp, or, for
+    a ``call_id``, deny that call's open permission request (its approval timed out)."""
 
     run: str
     deadline: float
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

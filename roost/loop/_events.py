@@ -22,6 +22,10 @@ TOOL_STARTED = "tool.started"
 TOOL_FINISHED = "tool.finished"
 STEER_QUEUED = "steer.queued"
 STEP_FINISHED = "step.finished"
+PERMISSION_REQUESTED = "permission.requested"
+PERMISSION_RESOLVED = "permission.resolved"
+HUMAN_ASKED = "human.asked"
+HUMAN_ANSWERED = "human.answered"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
 RUN_FINISHED = "run.finished"
@@ -38,6 +42,16 @@ EVENT_TYPES: Mapping[str, str] = {
     MESSAGE_ASSISTANT: "the model's complete reply (content, usage, stop_reason, latency)",
     TOOL_STARTED: "a tool call started (call_id, name, input)",
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
+    PERMISSION_REQUESTED: (
+        "a tool call waits for a person's approval (call_id, tool, input, reason, "
+        "session_rules, deadline); open until its permission.resolved"
+    ),
+    PERMISSION_RESOLVED: (
+        "the first answer to a permission request (call_id, tool, decision: approve or deny, "
+        "scope: once or session, reason, client, rules added for the session)"
+    ),
+    HUMAN_ASKED: "the model asked the people watching a question (call_id, question, choices)",
+    HUMAN_ANSWERED: "the first answer to a question (call_id, answer, client)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
@@ -52,6 +66,7 @@ LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA})
 #: Why a run ends.
 STOP_REASONS = (
     "done", "max_turns", "max_tokens", "aborted", "error", "check_passed", "check_failed", "timeout",
+    "guardrail", "stuck",
 )
 
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
+from ._guardrails import Guardrail
+from ._permissions import Policy
+
 
 @dataclass(frozen=True, slots=True)
 class CreateSession:
@@ -38,6 +41,11 @@ class Submit:
     check: str | None = None
     attempts: int = 6
     time_box: float = 1800.0
+    #: What decides the run's tool calls (the preset follows ``mode``).
+    policy: Policy = field(default_factory=Policy)
+    guardrails: tuple[Guardrail, ...] = ()
+    #: Seconds a permission request waits before it counts as denied (None: for ever).
+    approval_timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +77,31 @@ class ToolFinished:
     is_error: bool = False
     latency: float = 0.0
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionDecided:
+    """A person (or the approval timeout) answered a permission request."""
+
+    call_id: str
+    approve: bool
+    ts: float
+    #: ``once``, or ``session``: also allow such calls for the rest of the session.
+    scope: str = "once"
+    #: Why it was denied; the model sees it.
+    reason: str = ""
+    #: Who answered (the client's name), for every watcher to see.
+    client: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HumanAnswered:
+    """A person answered an ``ask_human`` question."""
+
+    call_id: str
+    answer: str
+    ts: float
+    client: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,5 +148,5 @@ class Interrupted:
 
 Input = Union[
     CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted,
-    CheckFinished, TimeUp,
+    CheckFinished, TimeUp, PermissionDecided, HumanAnswered,
 ]

@@ -8,11 +8,14 @@ the same state by folding the stored log.
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from . import _events as ev
 from ._events import Event
+from ._guardrails import Guardrail
+from ._permissions import ALLOW, Policy, Rule, parse_rule
 
 
 class Phase(enum.Enum):
@@ -62,6 +65,18 @@ class RunState:
     attempts: int = 1
     attempt: int = 1
     attempt_turns: int = 0
+    #: exec mode: when the time box runs out (wall clock), else None.
+    deadline: float | None = None
+    policy: Policy = field(default_factory=Policy)
+    guardrails: tuple[Guardrail, ...] = ()
+    approval_timeout: float | None = None
+    #: Calls waiting for a person, by call id: ``{"kind": "permission" | "human", ...}``
+    #: (a permission request keeps the call's name, input and where it reaches).
+    waiting: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The last reply's tool calls in a canonical form, and how many replies running made
+    #: exactly those calls (stuck-loop detection).
+    last_calls: str = ""
+    repeats: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +98,8 @@ class SessionState:
     events: int = 0
     #: ``dispatch`` idempotency keys seen, with the run each started.
     request_ids: Mapping[str, str] = field(default_factory=dict)
+    #: Allow rules added by approvals "for the session"; they outlive the run.
+    allowed: tuple[Rule, ...] = ()
 
     @property
     def phase(self) -> Phase:
@@ -129,6 +146,10 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         price=d.get("price"),
         check=d.get("check"),
         attempts=d.get("attempts", 1),
+        deadline=d.get("deadline"),
+        policy=Policy.from_map(d.get("permissions")),
+        guardrails=tuple(Guardrail.from_map(g) for g in d.get("guardrails", ())),
+        approval_timeout=d.get("approval_timeout"),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -166,11 +187,24 @@ def _message_assistant(state: SessionState, event: Event) -> SessionState:
     for key, value in step_usage.items():
         usage[key] = usage.get(key, 0) + value
     message = {"role": "assistant", "content": content}
+    calls = _calls_signature(content)
+    repeats = run.repeats + 1 if calls and calls == run.last_calls else int(bool(calls))
     return replace(
         state,
         messages=state.messages + (message,),
-        run=replace(run, text=text, usage=usage, step_usage=step_usage),
+        run=replace(
+            run, text=text, usage=usage, step_usage=step_usage, last_calls=calls, repeats=repeats
+        ),
     )
+
+
+def _calls_signature(content: list[dict[str, Any]]) -> str:
+    calls = sorted(
+        json.dumps([b.get("name"), b.get("input", {})], sort_keys=True, default=str)
+        for b in content
+        if b.get("type") == "tool_use"
+    )
+    return "\n".join(calls)
 
 
 def _tool_started(state: SessionState, event: Event) -> SessionState:
@@ -198,8 +232,45 @@ def _tool_finished(state: SessionState, event: Event) -> SessionState:
     state = replace(state, messages=_append_user(state.messages, block))
     if state.run is not None:
         pending = tuple(c for c in state.run.pending if c != d["call_id"])
-        state = replace(state, run=replace(state.run, pending=pending))
+        waiting = {k: v for k, v in state.run.waiting.items() if k != d["call_id"]}
+        state = replace(state, run=replace(state.run, pending=pending, waiting=waiting))
     return state
+
+
+def _permission_requested(state: SessionState, event: Event) -> SessionState:
+    d = event.data
+    run = _run(state)
+    entry = {
+        "kind": "permission",
+        "name": d["tool"],
+        "input": d.get("input", {}),
+        "outside": bool(d.get("outside")),
+        "reason": d.get("reason", ""),
+        "ts": event.ts,
+        **({"deadline": d["deadline"]} if d.get("deadline") is not None else {}),
+    }
+    return replace(state, run=replace(run, waiting={**run.waiting, d["call_id"]: entry}))
+
+
+def _permission_resolved(state: SessionState, event: Event) -> SessionState:
+    d = event.data
+    run = _run(state)
+    waiting = {k: v for k, v in run.waiting.items() if k != d["call_id"]}
+    allowed = state.allowed + tuple(parse_rule(r, ALLOW, "session") for r in d.get("rules", ()))
+    return replace(state, run=replace(run, waiting=waiting), allowed=allowed)
+
+
+def _human_asked(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    d = event.data
+    entry = {"kind": "human", "question": d["question"], "choices": list(d.get("choices", ())), "ts": event.ts}
+    return replace(state, run=replace(run, waiting={**run.waiting, d["call_id"]: entry}))
+
+
+def _human_answered(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    waiting = {k: v for k, v in run.waiting.items() if k != event.data["call_id"]}
+    return replace(state, run=replace(run, waiting=waiting))
 
 
 def _steer_queued(state: SessionState, event: Event) -> SessionState:
@@ -258,6 +329,10 @@ _APPLY = {
     ev.TOOL_STARTED: _tool_started,
     ev.TOOL_FINISHED: _tool_finished,
     ev.STEER_QUEUED: _steer_queued,
+    ev.PERMISSION_REQUESTED: _permission_requested,
+    ev.PERMISSION_RESOLVED: _permission_resolved,
+    ev.HUMAN_ASKED: _human_asked,
+    ev.HUMAN_ANSWERED: _human_answered,
     ev.CHECK_STARTED: _check_started,
     ev.CHECK_FINISHED: _check_finished,
     ev.RUN_FINISHED: _run_finished,

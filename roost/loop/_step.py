@@ -6,14 +6,27 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Submit`` needs IDLE: it starts a run (``run.started``, ``message.user``) and the first
   model call (``step.started`` + CallModel). Each model call is one turn.
 - ``ModelFinished`` needs MODEL. A malformed reply (a tool_use block without an id or a
-  name, two with one id) counts as ``ModelFailed``. The reply is stored (``message.assistant``). Tool calls in it
-  start (``tool.started`` + RunTool each, phase TOOLS), unless the reply was cut off at
-  ``max_tokens``: then the calls are answered with errors and the run ends ``max_tokens``.
-  A reply with no tool calls ends the run ``done``, unless steering is queued, which starts
-  another model call; a refusal (stop reason ``refusal``) ends it ``error``.
-- ``ToolFinished`` needs TOOLS and a pending call id. When the last call of the step is done:
-  ``step.finished``; then the run ends ``max_turns`` if every turn is used, else queued
-  steering becomes user messages and the next model call starts.
+  name, two with one id) counts as ``ModelFailed``. The reply is stored
+  (``message.assistant``) and each tool call in it gets ``tool.started`` (phase TOOLS).
+  The calls are answered with errors and the run ends when the reply was cut off
+  (``max_tokens``), trips an output guardrail (``guardrail``), or makes the same calls as the
+  three replies before it (``stuck``). Otherwise each call is decided by the permission
+  policy (:func:`roost.loop.decide`): allowed calls run (RunTool); denied ones are answered
+  with an error the model sees; the others wait for a person (``permission.requested``, and
+  StartClock when approvals time out). ``ask_human`` calls wait for an answer
+  (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
+  queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
+- ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
+  a later one is invalid); approved, the call runs (approved for the session, the rules that
+  allow such calls join the session's allow list); denied, it is answered with the reason.
+  ``HumanAnswered`` needs an open question: ``human.answered``, and the answer is the result.
+- ``ToolFinished`` needs TOOLS and a pending call id that is not waiting for a person. A
+  result that trips an input guardrail is stored withheld and the run ends ``guardrail``.
+  When the last call of the step is done: ``step.finished``; then the run ends ``max_turns``
+  if every turn is used, else queued steering becomes user messages (after three replies
+  running with the same calls, a nudge too) and the next model call starts.
+- The task, steering and check output pass the input guardrails first; a tripwire ends the
+  run ``guardrail`` with its reason as the final text, the content withheld.
 - ``ModelFailed`` needs MODEL: ``error`` and the run ends ``error``.
 - ``Steer`` needs a run in flight: ``steer.queued``; the next model call sees it.
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
@@ -25,8 +38,11 @@ Everything that decides what a run does next lives in this module. The rules:
   "Check failed" and the output go back to the model as a user message and the next attempt
   starts; with none left, ``check_failed``. ``Submit`` starts the time box (StartClock);
   ``TimeUp`` ends the run ``timeout``. No check command: one pass, ending as usual.
-- ``Interrupted`` (a run left in flight by a daemon that died) ends it ``error``; tool calls
-  that started and never finished are answered "interrupted", never run again.
+- ``Interrupted`` (a run left in flight by a daemon that died): tool calls that started and
+  never finished are answered "interrupted", never run again. When calls of the step wait
+  for a person, the run goes on waiting (their clocks start again); otherwise it ends ``error``.
+- A run that ends otherwise closes its open requests first (``permission.resolved`` deny,
+  ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
 - Every run ends with ``run.finished`` and FinishRun.
 
 An input that breaks these rules raises :class:`InvalidInput`; nothing changes.
@@ -40,20 +56,33 @@ from typing import Any, Mapping
 from . import _events as ev
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
 from ._events import Event
+from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
 from ._inputs import (
     Abort,
     CheckFinished,
     CreateSession,
+    HumanAnswered,
     Input,
     Interrupted,
     ModelFailed,
     ModelFinished,
+    PermissionDecided,
     Steer,
     Submit,
     TimeUp,
     ToolFinished,
 )
+from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, decide
 from ._state import Phase, RunState, SessionState, apply, cost
+
+#: Replies running with the same tool calls before a nudge, and before the run stops.
+STUCK_NUDGE = 3
+STUCK_STOP = 4
+NUDGE = (
+    "You have made exactly the same tool calls {n} times in a row, with the same inputs. "
+    "Repeating them will not give a different result: try something else, or stop and say "
+    "what is blocking you."
+)
 
 
 class InvalidInput(Exception):
@@ -103,11 +132,11 @@ class _Builder:
         self.events.append(event)
         self.state = apply(self.state, event)
 
-    def emit_run_finished(self, reason: str, error: str | None = None) -> None:
+    def emit_run_finished(self, reason: str, error: str | None = None, text: str | None = None) -> None:
         run = self.run
         data: dict[str, Any] = {
             "reason": reason,
-            "text": run.text,
+            "text": run.text if text is None else text,
             "turns": run.turns,
             "usage": dict(run.usage),
             "duration": max(0.0, self.input.ts - run.started),
@@ -128,18 +157,58 @@ class _Builder:
             CallModel(run.id, run.turns, run.model, self.state.messages, run.tools)
         )
 
-    def answer_pending(self, result: str) -> None:
+    def answer_pending(self, result: str, keep_waiting: bool = False) -> None:
+        """Answer the step's unfinished calls with the error ``result``.
+
+        Open requests are closed first (every request gets exactly one resolution), unless
+        ``keep_waiting``: then calls waiting for a person stay open.
+        """
         run = self.run
-        for call_id in run.pending:
-            self.emit(
-                ev.TOOL_FINISHED,
-                call_id=call_id,
-                name=run.tool_names.get(call_id, ""),
-                result=result,
-                is_error=True,
-                latency=0.0,
-                size=len(result),
-            )
+        for call_id, wait in run.waiting.items():
+            if keep_waiting:
+                continue
+            if wait["kind"] == "permission":
+                self.emit(
+                    ev.PERMISSION_RESOLVED,
+                    call_id=call_id,
+                    tool=wait["name"],
+                    decision="deny",
+                    scope="once",
+                    reason=result,
+                    client="roost",
+                )
+            else:
+                self.emit(ev.HUMAN_ANSWERED, call_id=call_id, answer="", client="roost", cancelled=True)
+        for call_id in self.run.pending:
+            if keep_waiting and call_id in run.waiting:
+                continue
+            self.finish_call(call_id, result, is_error=True)
+
+    def finish_call(
+        self,
+        call_id: str,
+        result: str,
+        *,
+        is_error: bool,
+        latency: float = 0.0,
+        meta: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.emit(
+            ev.TOOL_FINISHED,
+            call_id=call_id,
+            name=self.run.tool_names.get(call_id, ""),
+            result=result,
+            is_error=is_error,
+            latency=latency,
+            size=len(result),
+            **({"meta": dict(meta)} if meta else {}),
+        )
+
+    def stop(self, reason: str, why: str, note: str) -> None:
+        """End the run now: unfinished calls get ``note``, its processes are stopped."""
+        self.answer_pending(note)
+        self.effects.append(CancelRun(self.run.id))
+        self.emit_run_finished(reason, why, text=why if reason in ("guardrail", "stuck") else None)
 
     @property
     def run(self) -> RunState:
@@ -169,6 +238,9 @@ def _submit(b: _Builder, input: Submit) -> None:
         mode=input.mode,
         max_turns=input.max_turns,
         tools=list(input.tools),
+        permissions=input.policy.to_map(),
+        **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
+        **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
         **({"price": dict(input.price)} if input.price is not None else {}),
         **(
@@ -177,6 +249,11 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
     )
+    tripwire = tripped(input.guardrails, INPUT, [input.task])
+    if tripwire is not None:
+        b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task")
+        b.emit_run_finished("guardrail", tripwire, text=tripwire)
+        return
     if input.mode == "exec":
         b.effects.append(StartClock(input.run, input.ts + input.time_box))
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
@@ -199,25 +276,22 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         latency=input.latency,
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
-    if input.stop_reason == "max_tokens":
+    for call in calls:
+        b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}))
+    stop = _stop_before_calls(b, input.stop_reason, content)
+    if stop is not None:
+        reason, why, note = stop
         for call in calls:
-            note = "not run: the reply was cut off at max_tokens"
-            b.emit(
-                ev.TOOL_FINISHED,
-                call_id=call["id"],
-                name=call.get("name", ""),
-                result=note,
-                is_error=True,
-                latency=0.0,
-                size=len(note),
-            )
+            b.finish_call(call["id"], note, is_error=True)
         _finish_step(b)
-        b.emit_run_finished("max_tokens")
+        if reason == "max_tokens":
+            b.emit_run_finished(reason)
+        else:
+            b.emit_run_finished(reason, why, text=why)
         return
     if calls:
         for call in calls:
-            b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}))
-            b.effects.append(RunTool(b.run.id, call["id"], call["name"], call.get("input", {})))
+            _start_call(b, call["id"], call["name"], call.get("input", {}))
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -225,6 +299,105 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         b.emit_run_finished("error", "the model declined to go on (stop reason: refusal)")
         return
     _continue_or_finish(b, after_tools=False)
+
+
+def _stop_before_calls(b: _Builder, stop_reason: str, content: list[dict[str, Any]]) -> tuple[str, str, str] | None:
+    """Whether the reply ends the run before its calls run: (reason, why, note for the calls)."""
+    if stop_reason == "max_tokens":
+        return "max_tokens", "", "not run: the reply was cut off at max_tokens"
+    tripwire = tripped(b.run.guardrails, OUTPUT, reply_texts(content))
+    if tripwire is not None:
+        return "guardrail", tripwire, f"not run: {tripwire}"
+    if b.run.repeats >= STUCK_STOP:
+        why = f"stuck: the model made the same tool calls {b.run.repeats} times in a row"
+        return "stuck", why, "not run: " + why
+    return None
+
+
+def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) -> None:
+    """A call of the reply: run it, ask about it, refuse it, or ask its question."""
+    run = b.run
+    if name == ASK_HUMAN:
+        problem = _question_problem(input)
+        if problem is not None:
+            b.finish_call(call_id, f"invalid input for ask_human: {problem}", is_error=True)
+            _after_call(b)
+        else:
+            b.emit(ev.HUMAN_ASKED, call_id=call_id, question=input["question"], choices=list(input.get("choices", ())))
+        return
+    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd)
+    if decision.action == DENY:
+        b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
+        _after_call(b)
+    elif decision.action == ASK:
+        deadline = b.input.ts + run.approval_timeout if run.approval_timeout else None
+        b.emit(
+            ev.PERMISSION_REQUESTED,
+            call_id=call_id,
+            tool=name,
+            input=dict(input),
+            reason=decision.reason,
+            session_rules=list(decision.session_rules),
+            outside=decision.outside,
+            **({"deadline": deadline} if deadline is not None else {}),
+        )
+        if deadline is not None:
+            b.effects.append(StartClock(run.id, deadline, call_id))
+    else:
+        assert decision.action == ALLOW
+        b.effects.append(RunTool(run.id, call_id, name, input, decision.outside))
+
+
+def _question_problem(input: Mapping[str, Any]) -> str | None:
+    question, choices = input.get("question"), input.get("choices", [])
+    if not isinstance(question, str) or not question.strip():
+        return "question must be a non-empty string"
+    if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
+        return "choices must be a list of strings"
+    return None
+
+
+def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    wait = b.run.waiting.get(input.call_id)
+    b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
+    assert wait is not None
+    b.require(input.scope in ("once", "session"), "scope must be once or session")
+    rules: list[str] = []
+    if input.approve and input.scope == "session":
+        rules = list(
+            decide(b.run.policy, b.run.mode, b.state.allowed, wait["name"], wait["input"], b.state.cwd).session_rules
+        )
+    b.emit(
+        ev.PERMISSION_RESOLVED,
+        call_id=input.call_id,
+        tool=wait["name"],
+        decision="approve" if input.approve else "deny",
+        scope=input.scope,
+        client=input.client,
+        **({"reason": input.reason} if input.reason else {}),
+        **({"rules": rules} if rules else {}),
+    )
+    if input.approve:
+        b.effects.append(RunTool(b.run.id, input.call_id, wait["name"], wait["input"], bool(wait.get("outside"))))
+        return
+    who = input.client or "a person"
+    because = f": {input.reason}" if input.reason else ""
+    b.finish_call(input.call_id, f"denied by {who}{because}", is_error=True, meta={"denied": True})
+    _after_call(b)
+
+
+def _human_answered(b: _Builder, input: HumanAnswered) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    wait = b.run.waiting.get(input.call_id)
+    b.require(wait is not None and wait["kind"] == "human", f"no open question {input.call_id!r}")
+    b.emit(ev.HUMAN_ANSWERED, call_id=input.call_id, answer=input.answer, client=input.client)
+    b.finish_call(input.call_id, input.answer, is_error=False)
+    _after_call(b)
+
+
+def _withheld(tripwire: str) -> str:
+    return f"[withheld: {tripwire}]"
 
 
 def _malformed(content: tuple[Any, ...]) -> str | None:
@@ -255,16 +428,19 @@ def _model_failed(b: _Builder, input: ModelFailed) -> None:
 def _tool_finished(b: _Builder, input: ToolFinished) -> None:
     b.require(b.state.phase is Phase.TOOLS, "no tool calls in flight")
     b.require(input.call_id in b.run.pending, f"no pending tool call {input.call_id!r}")
-    b.emit(
-        ev.TOOL_FINISHED,
-        call_id=input.call_id,
-        name=b.run.tool_names.get(input.call_id, ""),
-        result=input.result,
-        is_error=input.is_error,
-        latency=input.latency,
-        size=len(input.result),
-        **({"meta": dict(input.meta)} if input.meta else {}),
-    )
+    b.require(input.call_id not in b.run.waiting, f"tool call {input.call_id!r} is waiting for a person")
+    tripwire = tripped(b.run.guardrails, INPUT, [input.result])
+    if tripwire is not None:
+        # Stored withheld: the history must never carry the content to a model later.
+        b.finish_call(input.call_id, _withheld(tripwire), is_error=True, latency=input.latency)
+        b.stop("guardrail", tripwire, f"not run: {tripwire}")
+        return
+    b.finish_call(input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta)
+    _after_call(b)
+
+
+def _after_call(b: _Builder) -> None:
+    """After a call's result: when it was the step's last, the run goes on."""
     if b.run.pending:
         return
     _finish_step(b)
@@ -280,6 +456,8 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
     elif run.turns - run.attempt_turns >= run.max_turns:
         _end_attempt(b, "max_turns")
     else:
+        if after_tools and run.repeats == STUCK_NUDGE:
+            b.emit(ev.MESSAGE_USER, text=NUDGE.format(n=run.repeats), origin="nudge")
         b.start_model_call()
 
 
@@ -296,14 +474,17 @@ def _end_attempt(b: _Builder, reason: str) -> None:
 def _check_finished(b: _Builder, input: CheckFinished) -> None:
     b.require(b.state.phase is Phase.CHECK, "no check in flight")
     run = b.run
+    tripwire = tripped(run.guardrails, INPUT, [input.output])
     b.emit(
         ev.CHECK_FINISHED,
         attempt=run.attempt,
         exit_status=input.exit_status,
         duration=input.duration,
-        output=input.output,
+        output=input.output if tripwire is None else _withheld(tripwire),
     )
-    if input.exit_status == 0:
+    if tripwire is not None:
+        b.emit_run_finished("guardrail", tripwire, text=tripwire)
+    elif input.exit_status == 0:
         b.emit_run_finished("check_passed")
     elif run.attempt >= run.attempts:
         b.emit_run_finished("check_failed")
@@ -335,6 +516,10 @@ def _finish_step(b: _Builder) -> None:
 def _steer(b: _Builder, input: Steer) -> None:
     b.require(b.state.run is not None, "no run in flight")
     b.require(bool(input.text.strip()), "steering text is empty")
+    tripwire = tripped(b.run.guardrails, INPUT, [input.text])
+    if tripwire is not None:
+        b.stop("guardrail", tripwire, f"not run: {tripwire}")
+        return
     b.emit(ev.STEER_QUEUED, text=input.text)
 
 
@@ -358,6 +543,19 @@ def _abort(b: _Builder, input: Abort) -> None:
 
 def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.require(b.state.run is not None, "no run in flight")
+    run = b.run
+    if run.phase is Phase.TOOLS and run.waiting:
+        # People may still answer: the run waits on, and what was running is reported.
+        b.answer_pending(
+            "interrupted: the daemon stopped while this tool ran; it was not run again",
+            keep_waiting=True,
+        )
+        for call_id, wait in b.run.waiting.items():
+            if wait.get("deadline") is not None:
+                b.effects.append(StartClock(run.id, wait["deadline"], call_id))
+        if run.deadline is not None:
+            b.effects.append(StartClock(run.id, run.deadline))
+        return
     b.answer_pending("interrupted: the daemon stopped while this tool ran; it was not run again")
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
 
@@ -373,4 +571,6 @@ _HANDLERS: dict[type, Any] = {
     Interrupted: _interrupted,
     CheckFinished: _check_finished,
     TimeUp: _time_up,
+    PermissionDecided: _permission_decided,
+    HumanAnswered: _human_answered,
 }

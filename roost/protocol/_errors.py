@@ -38,6 +38,8 @@ class ErrorCode(enum.IntEnum):
     SESSION_BUSY = 11
     #: The session has no run in flight (for ``steer``, ``abort``).
     NOT_RUNNING = 12
+    #: No open permission request or question with that call id (answered, or the run ended).
+    NOT_PENDING = 13
     #: The model id names no known provider, or the provider cannot be used as configured.
     MODEL_UNAVAILABLE = 20
     #: A config file (user or project) cannot be read; the message names it.
@@ -130,6 +132,7 @@ _DOCS = {
     ErrorCode.SESSION_NOT_FOUND: "no session with that id",
     ErrorCode.SESSION_BUSY: "the session has a run in flight; steer it instead",
     ErrorCode.NOT_RUNNING: "the session has no run in flight",
+    ErrorCode.NOT_PENDING: "no open request with that call id (already answered, or the run ended)",
     ErrorCode.MODEL_UNAVAILABLE: "unknown provider or model, or the provider is not usable",
     ErrorCode.CONFIG_INVALID: "a config file cannot be read; the message names it",
     ErrorCode.MODEL_FAILED: "the model call failed after retries",

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 1
+API_LEVEL = 2
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -81,7 +81,7 @@ METHODS: tuple[Method, ...] = (
             Param("task", "str", True, "what to do"),
             Param("session", "str", doc="existing session (default: a new one)"),
             Param("agent", "str", doc="agent name"),
-            Param("mode", "str", doc="run mode: agent (default) or exec"),
+            Param("mode", "str", doc="run mode: agent (default: approvals), full (no approvals) or exec"),
             Param("model", "str", doc="provider/model"),
             Param("cwd", "str", doc="working directory of a new session"),
             Param("max_turns", "int", doc="model calls allowed in this run"),
@@ -90,6 +90,11 @@ METHODS: tuple[Method, ...] = (
             Param("time_box", "number", doc="exec mode: seconds for the whole run (default 1800)"),
             Param("request_id", "str", doc="idempotency key: a repeat returns the first run"),
             Param("attach", "bool", doc="also attach this connection to the session"),
+            Param("yes", "bool", doc="approve every call that no rule denies"),
+            Param("allow", "list", doc="more allow rules for this run, e.g. ['bash(npm test)']"),
+            Param("ask", "list", doc="more ask rules for this run"),
+            Param("deny", "list", doc="more deny rules for this run"),
+            Param("approval_timeout", "number", doc="seconds before an unanswered request is denied"),
         ),
         ("session", "run"),
     ),
@@ -110,6 +115,31 @@ METHODS: tuple[Method, ...] = (
     ),
     Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
     Method("abort", "Abort the run in flight.", (_SESSION,), ("ok", "run")),
+    Method(
+        "permission.respond",
+        "Answer an open permission request; the first answer wins, every client sees "
+        "permission.resolved.",
+        (
+            _SESSION,
+            Param("call_id", "str", True, "the tool call asked about"),
+            Param("decision", "str", True, "approve or deny"),
+            Param("scope", "str", doc="once (default) or session: allow such calls for the session"),
+            Param("reason", "str", doc="why it was denied (the model sees it)"),
+        ),
+        ("ok",),
+    ),
+    Method(
+        "human.respond",
+        "Answer an open ask_human question; the first answer is the tool's result.",
+        (_SESSION, Param("call_id", "str", True), Param("answer", "str", True)),
+        ("ok",),
+    ),
+    Method(
+        "pending",
+        "Open permission requests and questions, of one session or of all.",
+        (Param("session", "str", doc="only this session"),),
+        ("pending",),
+    ),
     Method(
         "providers.list",
         "Configured providers, and whether each is usable (no network).",

@@ -42,7 +42,7 @@ def test_a_passed_socket_is_served_and_left_for_the_next_activation(tmp_path: Pa
             try:
                 with Client.connect(path, timeout=15) as client:
                     assert client.call("status")["socket"] == path
-                    run = client.call("dispatch", task="t", model="scripted/demo", cwd=str(tmp_path))
+                    run = client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(tmp_path))
                     assert run["session"]
                     client.call("shutdown")
                 assert daemon.wait(15) == 0

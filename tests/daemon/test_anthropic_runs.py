@@ -35,7 +35,7 @@ async def test_a_tool_loop_with_anthropic(
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
         run = await client.call(
-            "dispatch", task="count", model="anthropic/claude-test", cwd=str(project), attach=True
+            "dispatch", yes=True, task="count", model="anthropic/claude-test", cwd=str(project), attach=True
         )
         events = await events_until(client, finished(run["run"]))
         bodies = [r.body for r in server.requests]
@@ -52,7 +52,7 @@ async def test_a_tool_loop_with_anthropic(
     ]
     # The second request carries the history: the tool_use and its result, paired.
     assert bodies[0]["model"] == "claude-test"
-    assert {t["name"] for t in bodies[0]["tools"]} == {"bash", "read", "write", "edit", "glob", "grep"}
+    assert {t["name"] for t in bodies[0]["tools"]} == {"bash", "read", "write", "edit", "glob", "grep", "ask_human"}
     second = bodies[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[2]["content"][0]["type"] == "tool_result"
@@ -66,7 +66,7 @@ async def test_overload_then_failure_ends_the_run_with_a_clear_error(
     with serve_anthropic([overloaded] * 3) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        run = await client.call("dispatch", task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
+        run = await client.call("dispatch", yes=True, task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
         events = await events_until(client, finished(run["run"]))
         assert len(server.requests) == 3
     assert events[-1]["reason"] == "error"
@@ -84,7 +84,7 @@ async def test_abort_closes_the_stream_at_once(
     with serve_anthropic([stalling]) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        run = await client.call("dispatch", task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
+        run = await client.call("dispatch", yes=True, task="t", model="anthropic/claude-test", cwd=str(project), attach=True)
         events = await events_until(client, lambda e: e["type"] == "text.delta")
         with trio.fail_after(2):
             await client.call("abort", session=run["session"])

@@ -24,7 +24,7 @@ async def test_every_attached_client_sees_the_same_events(daemon: Daemon, client
     async with open_client(daemon.socket_path) as second, open_client(daemon.socket_path) as third:
         for c in (client, second, third):
             await c.call("attach", session=session)
-        run = await client.call("dispatch", task="t", session=session, model=model)
+        run = await client.call("dispatch", yes=True, task="t", session=session, model=model)
         seen = [await events_until(c, finished(run["run"])) for c in (client, second, third)]
     assert seen[0] == seen[1] == seen[2]
     assert [e["seq"] for e in stored(seen[0])] == list(range(1, len(stored(seen[0])) + 1))
@@ -34,7 +34,7 @@ async def test_attach_mid_run_replays_then_goes_live_without_gap_or_duplicate(
     daemon: Daemon, client: TrioClient, project: Path
 ) -> None:
     model = write_script(project, *[[bash("sleep 0.05")] for _ in range(6)], [text("fin")])
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     await events_until(client, lambda e: e["type"] == "tool.finished")
     async with open_client(daemon.socket_path) as late:
         reply = await late.call("attach", session=run["session"])
@@ -47,7 +47,7 @@ async def test_attach_mid_run_replays_then_goes_live_without_gap_or_duplicate(
 
 
 async def test_attach_since_returns_only_later_events(daemon: Daemon, client: TrioClient, project: Path) -> None:
-    run = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), attach=True)
     everything = stored(await events_until(client, finished(run["run"])))
     async with open_client(daemon.socket_path) as other:
         reply = await other.call("attach", session=run["session"], since=5)
@@ -105,7 +105,7 @@ _FAST_READER = """
 import json, sys
 from roost.protocol import Client
 with Client.connect(sys.argv[1]) as fast:
-    run = fast.call("dispatch", task="t", session=sys.argv[2], model=sys.argv[3], attach=True)
+    run = fast.call("dispatch", yes=True, task="t", session=sys.argv[2], model=sys.argv[3], attach=True)
     deltas = 0
     for event in fast.events():
         assert event["type"] != "lagged", event
@@ -204,7 +204,7 @@ async def test_a_client_vanishing_mid_stream_harms_nothing(daemon: Daemon, clien
     session = (await client.call("sessions.create", cwd=str(project)))["session"]
     with _raw(daemon) as sock:
         sock.sendall(pack([0, 1, "attach", [{"session": session}]]))
-    run = await client.call("dispatch", task="t", session=session, model=model, attach=True)
+    run = await client.call("dispatch", yes=True, task="t", session=session, model=model, attach=True)
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["type"] == "run.finished"
     assert (await client.call("status"))["runs"] == 0
@@ -213,7 +213,7 @@ async def test_a_client_vanishing_mid_stream_harms_nothing(daemon: Daemon, clien
 async def test_blocking_client_against_the_daemon(daemon: Daemon, project: Path) -> None:
     def script() -> tuple[dict, list[str]]:
         with Client.connect(daemon.socket_path) as c:
-            run = c.call("dispatch", task="t", model="scripted/demo", cwd=str(project), attach=True)
+            run = c.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), attach=True)
             types = []
             for event in c.events():
                 types.append(event["type"])

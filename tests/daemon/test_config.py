@@ -114,7 +114,7 @@ async def test_providers_list_through_the_daemon(client: TrioClient, monkeypatch
 async def test_a_bad_config_file_refuses_dispatch_clearly(client: TrioClient, project: Path) -> None:
     path = _user_config("[providers\n")
     with pytest.raises(RpcError) as error:
-        await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project))
+        await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project))
     assert error.value.code == ErrorCode.CONFIG_INVALID and str(path) in error.value.message
 
 
@@ -125,7 +125,7 @@ async def test_costs_per_step_and_per_run_when_the_price_is_known(client: TrioCl
         ' {"content": [{"type": "text", "text": "ok"}], "usage": {"input_tokens": 0, "output_tokens": 500000}}]}'
     )
     _user_config(f'[prices."scripted/{project}/usage.json"]\ninput = 2.0\noutput = 10.0\n')
-    run = await client.call("dispatch", task="t", model=f"scripted/{project}/usage.json", cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=f"scripted/{project}/usage.json", cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     steps = [e["cost"] for e in events if e["type"] == "step.finished"]
     assert steps == [2.0, 5.0]

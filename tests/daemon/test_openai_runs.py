@@ -33,7 +33,7 @@ async def test_a_tool_loop_against_a_local_openai_compatible_server(
             'models = { small = "qwen3:8b" }\n'
             '[prices."local/qwen3:8b"]\ninput = 1.0\noutput = 2.0\n'
         )
-        run = await client.call("dispatch", task="count", model="local/small", cwd=str(project), attach=True)
+        run = await client.call("dispatch", yes=True, task="count", model="local/small", cwd=str(project), attach=True)
         assert run["model"] == "local/qwen3:8b"
         events = await events_until(client, finished(run["run"]))
         bodies = [r.body for r in server.requests]

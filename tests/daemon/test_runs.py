@@ -16,7 +16,7 @@ from .conftest import bash, events_until, finished, stored, text, write_script
 
 
 async def test_demo_run_end_to_end(client: TrioClient, project: Path) -> None:
-    run = await client.call("dispatch", task="count the files", model="scripted/demo", cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="count the files", model="scripted/demo", cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     types = [e["type"] for e in stored(events)]
     assert types == [
@@ -44,13 +44,13 @@ async def test_demo_run_end_to_end(client: TrioClient, project: Path) -> None:
 
 async def test_history_goes_to_the_model_in_order(client: TrioClient, project: Path) -> None:
     model = write_script(project, [bash("echo one")], [bash("echo two")], [text("fin")])
-    run = await client.call("dispatch", task="go", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="go", model=model, cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     assert [e["result"] for e in events if e["type"] == "tool.finished"] == ["one\n", "two\n"]
     assert events[-1]["text"] == "fin"
     # The same session goes on with its history: a new run's first call is the 4th response.
     model2 = write_script(project, [], [], [], [text("second run")], name="s2.json")
-    run2 = await client.call("dispatch", task="more", session=run["session"], model=model2, attach=True)
+    run2 = await client.call("dispatch", yes=True, task="more", session=run["session"], model=model2, attach=True)
     events2 = await events_until(client, finished(run2["run"]))
     assert events2[-1]["reason"] == "done" and events2[-1]["text"] == "second run"
 
@@ -66,7 +66,7 @@ async def test_bad_tool_calls_become_error_results(client: TrioClient, project: 
         ],
         [text("recovered")],
     )
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     order = [e["call_id"] for e in events if e["type"] == "tool.started"]
     by_call = {e["call_id"]: (e["is_error"], e["result"]) for e in events if e["type"] == "tool.finished"}
@@ -85,7 +85,7 @@ async def test_read_tool_with_a_range(client: TrioClient, project: Path) -> None
     model = write_script(
         project, [{"type": "tool_use", "name": "read", "input": {"path": "long.txt", "offset": 3, "limit": 2}}], [text("ok")]
     )
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     result = next(e for e in events if e["type"] == "tool.finished")
     assert result["result"].splitlines()[:2] == ["3\tline 3", "4\tline 4"]
@@ -95,14 +95,14 @@ async def test_read_tool_with_a_range(client: TrioClient, project: Path) -> None
 
 async def test_max_turns_ends_the_run(client: TrioClient, project: Path) -> None:
     model = write_script(project, *[[bash("true")] for _ in range(5)])
-    run = await client.call("dispatch", task="loop", model=model, cwd=str(project), max_turns=2, attach=True)
+    run = await client.call("dispatch", yes=True, task="loop", model=model, cwd=str(project), max_turns=2, attach=True)
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "max_turns" and events[-1]["turns"] == 2
 
 
 async def test_script_running_out_ends_with_a_clear_error(client: TrioClient, project: Path) -> None:
     model = write_script(project, [bash("true")])
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "error"
     assert "the script has 1 responses and this is call 2" in events[-1]["error"]
@@ -112,17 +112,17 @@ async def test_script_running_out_ends_with_a_clear_error(client: TrioClient, pr
 async def test_max_tokens_stop_reason(client: TrioClient, project: Path) -> None:
     path = project / "mt.json"
     path.write_text('{"responses": [{"content": [{"type": "text", "text": "cut"}], "stop_reason": "max_tokens"}]}')
-    run = await client.call("dispatch", task="t", model=f"scripted/{path}", cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=f"scripted/{path}", cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "max_tokens"
 
 
 async def test_busy_session_refuses_a_second_dispatch_and_steer_joins(client: TrioClient, project: Path) -> None:
     model = write_script(project, [bash("sleep 0.5")], [text("done")])
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     await events_until(client, lambda e: e["type"] == "tool.started")
     with pytest.raises(RpcError) as busy:
-        await client.call("dispatch", task="again", session=run["session"], model=model)
+        await client.call("dispatch", yes=True, task="again", session=run["session"], model=model)
     assert busy.value.code == ErrorCode.SESSION_BUSY
     await client.call("steer", session=run["session"], text="also this")
     events = await events_until(client, finished(run["run"]))
@@ -137,7 +137,7 @@ async def test_busy_session_refuses_a_second_dispatch_and_steer_joins(client: Tr
 async def test_abort_kills_the_tool_process_group(client: TrioClient, project: Path) -> None:
     pidfile = project / "child.pid"
     model = write_script(project, [bash(f"sleep 60 & echo $! > {pidfile}; wait")])
-    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     await events_until(client, lambda e: e["type"] == "tool.started")
     with trio.fail_after(5):
         while not pidfile.exists() or not pidfile.read_text().strip():
@@ -155,8 +155,8 @@ async def test_abort_kills_the_tool_process_group(client: TrioClient, project: P
 
 
 async def test_idempotent_dispatch(client: TrioClient, project: Path) -> None:
-    first = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), request_id="k1")
-    again = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), request_id="k1")
+    first = await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), request_id="k1")
+    again = await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), request_id="k1")
     assert (again["session"], again["run"]) == (first["session"], first["run"])
     assert len((await client.call("sessions.list"))["sessions"]) == 1
 
@@ -188,7 +188,7 @@ async def test_bad_requests_get_stable_error_codes(client: TrioClient, method: s
 
 async def test_anthropic_without_a_key_is_refused_clearly(client: TrioClient) -> None:
     with pytest.raises(RpcError) as error:
-        await client.call("dispatch", task="x", model="anthropic/claude-sonnet-4-5")
+        await client.call("dispatch", yes=True, task="x", model="anthropic/claude-sonnet-4-5")
     assert error.value.code == ErrorCode.MODEL_UNAVAILABLE
     assert "ANTHROPIC_API_KEY" in error.value.message
 
@@ -214,7 +214,7 @@ async def test_hello_lists_the_api(client: TrioClient) -> None:
 async def test_exec_mode_retries_until_the_check_passes(client: TrioClient, project: Path) -> None:
     (project / "check.sh").write_text('test -f fixed.txt && echo all good || { echo "fixed.txt missing"; exit 3; }\n')
     model = write_script(project, [text("first try")], [bash("touch fixed.txt")], [text("fixed")])
-    run = await client.call("dispatch", task="fix", model=model, cwd=str(project), mode="exec", attach=True)
+    run = await client.call("dispatch", yes=True, task="fix", model=model, cwd=str(project), mode="exec", attach=True)
     events = await events_until(client, finished(run["run"]))
     checks = [e for e in events if e["type"] == "check.finished"]
     assert [(c["attempt"], c["exit_status"]) for c in checks] == [(1, 3), (2, 0)]
@@ -228,7 +228,7 @@ async def test_exec_mode_out_of_attempts_and_out_of_time(client: TrioClient, pro
     (project / "check.sh").write_text("echo nope; exit 1\n")
     model = write_script(project, [text("a")], [text("b")])
     run = await client.call(
-        "dispatch", task="t", model=model, cwd=str(project), mode="exec", attempts=2, attach=True
+        "dispatch", yes=True, task="t", model=model, cwd=str(project), mode="exec", attempts=2, attach=True
     )
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "check_failed"
@@ -236,7 +236,7 @@ async def test_exec_mode_out_of_attempts_and_out_of_time(client: TrioClient, pro
 
     slow = write_script(project, [bash("sleep 30")], name="slow.json")
     run = await client.call(
-        "dispatch", task="t", cwd=str(project), model=slow, mode="exec", time_box=0.5, attach=True
+        "dispatch", yes=True, task="t", cwd=str(project), model=slow, mode="exec", time_box=0.5, attach=True
     )
     with trio.fail_after(5):
         events = await events_until(client, finished(run["run"]))
@@ -245,9 +245,9 @@ async def test_exec_mode_out_of_attempts_and_out_of_time(client: TrioClient, pro
 
 
 async def test_exec_without_a_check_file_is_one_pass(client: TrioClient, project: Path) -> None:
-    run = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), mode="exec", attach=True)
+    run = await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), mode="exec", attach=True)
     events = await events_until(client, finished(run["run"]))
     assert events[-1]["reason"] == "done" and not any(e["type"] == "check.started" for e in events)
     with pytest.raises(RpcError) as error:
-        await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), mode="yolo")
+        await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), mode="yolo")
     assert error.value.code == ErrorCode.INVALID_PARAMS

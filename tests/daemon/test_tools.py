@@ -86,14 +86,24 @@ async def test_read_resolves_paths_from_the_working_directory(tmp_path: Path) ->
     assert bad.is_error and "offset" in bad.text
 
 
-async def test_read_outside_the_working_directory_reads_and_says_so(tmp_path: Path) -> None:
+async def test_reads_outside_the_working_directory_only_when_allowed_there(tmp_path: Path) -> None:
     work = _folder(tmp_path / "work")
     (tmp_path / "outside.txt").write_text("far\n")
     (work / "in.txt").write_text("near\n")
-    tools, ctx = ToolRegistry(), ToolContext(str(work))
-    far = await tools.call("read", {"path": "../outside.txt"}, ctx)
+    (work / "sneaky").symlink_to(tmp_path / "outside.txt")
+    tools = ToolRegistry()
+    allowed = ToolContext(str(work), outside_ok=True)
+    far = await tools.call("read", {"path": "../outside.txt"}, allowed)
     assert (far.text, far.is_error, far.meta["outside"]) == ("1\tfar", False, True)
-    assert (await tools.call("read", {"path": "in.txt"}, ctx)).meta["outside"] is False
+    assert (await tools.call("read", {"path": "in.txt"}, allowed)).meta["outside"] is False
+    # Without that permission, a path a symlink takes outside is refused, for every reader.
+    ctx = ToolContext(str(work))
+    refused = await tools.call("read", {"path": "sneaky"}, ctx)
+    assert refused.is_error and refused.meta["outside"]
+    assert f"resolves to {tmp_path / 'outside.txt'}, outside the working directory" in refused.text
+    for name in ("glob", "grep"):
+        listed = await tools.call(name, {"pattern": "x", "path": ".."}, ctx)
+        assert listed.is_error and listed.meta["outside"], name
 
 
 async def test_write_creates_folders_and_replaces_atomically(tmp_path: Path) -> None:
@@ -127,9 +137,7 @@ async def test_write_and_edit_refuse_paths_outside_the_working_directory(tmp_pat
     for path in ("../escape.txt", str(elsewhere / "abs.txt"), "~/home.txt", "dir-link/new.txt", "file-link"):
         wrote = await tools.call("write", {"path": path, "content": "x"}, ctx)
         assert wrote.is_error and wrote.meta["outside"], path
-        assert wrote.text == (
-            f"{path} is outside the working directory ({work}); changing files there is not allowed"
-        )
+        assert f"outside the working directory ({work}); name that path in the call" in wrote.text
     edited = await tools.call("edit", {"path": "file-link", "old": "keep", "new": "lost"}, ctx)
     assert edited.is_error and "outside the working directory" in edited.text
     assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
@@ -138,6 +146,10 @@ async def test_write_and_edit_refuse_paths_outside_the_working_directory(tmp_pat
     # A link that stays inside is written through, and stays a link.
     assert not (await tools.call("write", {"path": "inner-link", "content": "changed"}, ctx)).is_error
     assert (work / "inner-link").is_symlink() and (work / "inner.txt").read_text() == "changed"
+    # A call that a person approved for a path outside goes there.
+    approved = ToolContext(str(work), outside_ok=True)
+    assert not (await tools.call("write", {"path": "../escape.txt", "content": "ok"}, approved)).is_error
+    assert (tmp_path / "escape.txt").read_text() == "ok"
 
 
 async def test_edit_replaces_exact_text_and_shows_the_change(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ _IDS = re.compile(r"^session ([0-9a-f]+) run (r[0-9a-f]+)$")
 
 def detach(e2e: E2E, *args: str) -> tuple[str, str]:
     """``roost dispatch ARGS --detach``: the session and run ids it prints."""
-    out = e2e.ok("dispatch", *args, "--detach").stdout.strip()
+    out = e2e.ok("dispatch", "--yes", *args, "--detach").stdout.strip()
     match = _IDS.match(out)
     assert match, out
     return match.group(1), match.group(2)

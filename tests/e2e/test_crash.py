@@ -44,7 +44,7 @@ def test_a_killed_daemon_loses_nothing_and_the_next_one_ends_the_run(e2e: E2E) -
 
     # The session carries on: the model's next response (its second) is text.
     resumed = e2e.script([text("not used")], [text("Back after the crash.")])
-    again = e2e.roost("dispatch", "carry on", "--session", session, "--model", resumed)
+    again = e2e.roost("dispatch", "--yes", "carry on", "--session", session, "--model", resumed)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "Back after the crash." in again.stdout.splitlines()
     assert again.stdout.splitlines()[-1].startswith("■ done")

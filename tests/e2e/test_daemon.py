@@ -66,7 +66,7 @@ def test_the_log_has_the_daemon_and_never_the_api_key(e2e: E2E) -> None:
     env = dict(e2e.env, ANTHROPIC_API_KEY=key, ANTHROPIC_BASE_URL="http://127.0.0.1:9")
 
     # The daemon this starts has the key (and a base URL where nothing listens).
-    done = e2e.roost("dispatch", "say hello", "--model", "anthropic/claude-test", env=env, timeout=60)
+    done = e2e.roost("dispatch", "--yes", "say hello", "--model", "anthropic/claude-test", env=env, timeout=60)
 
     assert done.returncode == 1, done.stdout + done.stderr
     last = done.stdout.splitlines()[-1]

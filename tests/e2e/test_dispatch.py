@@ -18,7 +18,7 @@ def test_demo_dispatch_starts_the_daemon_and_every_command_sees_the_run(e2e: E2E
     assert not e2e.socket.exists()
     started = time.time()
 
-    done = e2e.roost("dispatch", "list the files here and count them", "--model", "scripted/demo")
+    done = e2e.roost("dispatch", "--yes", "list the files here and count them", "--model", "scripted/demo")
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -67,7 +67,7 @@ def test_demo_dispatch_starts_the_daemon_and_every_command_sees_the_run(e2e: E2E
 
 
 def test_json_prints_one_event_per_line_the_same_maps_as_the_store(e2e: E2E) -> None:
-    done = e2e.roost("dispatch", "list the files here and count them", "--model", "scripted/demo", "--json")
+    done = e2e.roost("dispatch", "--yes", "list the files here and count them", "--model", "scripted/demo", "--json")
 
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
@@ -85,25 +85,25 @@ def test_json_prints_one_event_per_line_the_same_maps_as_the_store(e2e: E2E) -> 
 
 def test_exit_status_says_how_the_run_ended(e2e: E2E) -> None:
     two_tool_steps = e2e.script([bash("true")], [bash("true")], [text("never reached")])
-    capped = e2e.roost("dispatch", "go", "--model", two_tool_steps, "--max-turns", "1")
+    capped = e2e.roost("dispatch", "--yes", "go", "--model", two_tool_steps, "--max-turns", "1")
     assert capped.returncode == 3, capped.stdout + capped.stderr
     assert capped.stdout.splitlines()[-1].startswith("■ max_turns · 1 turns")
 
     short = e2e.script([bash("true")])
-    ran_out = e2e.roost("dispatch", "go", "--model", short)
+    ran_out = e2e.roost("dispatch", "--yes", "go", "--model", short)
     assert ran_out.returncode == 1, ran_out.stdout + ran_out.stderr
     assert ran_out.stdout.splitlines()[-1].startswith("■ error")
     assert "the script has 1 responses and this is call 2" in ran_out.stdout
 
     sessions_before = e2e.status()["sessions"]
-    unknown = e2e.roost("dispatch", "go", "--model", "nosuch/x")
+    unknown = e2e.roost("dispatch", "--yes", "go", "--model", "nosuch/x")
     assert unknown.returncode == 10
     assert unknown.stdout == ""
     assert "unknown provider 'nosuch'" in unknown.stderr and "MODEL_UNAVAILABLE" in unknown.stderr
     assert e2e.status()["sessions"] == sessions_before
 
     slow = e2e.script([bash("sleep 5")], [text("never reached")])
-    watcher = e2e.popen([ROOST, "dispatch", "go", "--model", slow], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watcher = e2e.popen([ROOST, "dispatch", "--yes", "go", "--model", slow], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     session = wait_until(
         lambda: [r["id"] for r in e2e.json_out("sessions", "--json") if r["status"] == "running"],
         what="the run to start",
@@ -127,7 +127,7 @@ def test_detach_returns_at_once_and_the_run_goes_on(e2e: E2E) -> None:
     last = e2e.events(session)[-1]
     assert (last["type"], last["run"], last["reason"], last["text"]) == ("run.finished", run, "done", "slept well")
 
-    as_json = json.loads(e2e.ok("dispatch", "again", "--model", "scripted/demo", "--detach", "--json").stdout)
+    as_json = json.loads(e2e.ok("dispatch", "--yes", "again", "--model", "scripted/demo", "--detach", "--json").stdout)
     assert set(as_json) >= {"session", "run"} and as_json["session"] != session
 
 
@@ -138,7 +138,7 @@ def test_a_repeated_request_id_returns_the_first_run(e2e: E2E) -> None:
     # Repeated while the first run is in flight, and again after it ended.
     assert detach(e2e, "do it once", "--model", model, "--request-id", "key-1") == first
     wait_until(lambda: e2e.session_row(first[0])["status"] == "done", 10, what="the run to finish")
-    replay = e2e.roost("dispatch", "do it once", "--model", model, "--request-id", "key-1", "--json")
+    replay = e2e.roost("dispatch", "--yes", "do it once", "--model", model, "--request-id", "key-1", "--json")
 
     assert replay.returncode == 0, replay.stderr
     events = [json.loads(line) for line in replay.stdout.splitlines()]

@@ -17,7 +17,12 @@ SCRIPT = """
 local roost = dofile(%r)
 local started = roost.dispatch("list the files here and count them", {model = "scripted/demo"})
 local types = {}
-local finished = roost.wait(started, function(e) table.insert(types, e.type) end, 20000)
+local finished = roost.wait(started, function(e)
+  table.insert(types, e.type)
+  if e.type == "permission.requested" then
+    roost.respond(started.session, e.call_id, "approve", "session")
+  end
+end, 20000)
 vim.fn.writefile({vim.fn.json_encode({started = started, finished = finished, types = types})}, %r)
 """
 
@@ -37,4 +42,8 @@ def test_neovim_dispatches_and_follows_a_run(e2e: E2E) -> None:
     assert result["finished"]["reason"] == "done" and result["finished"]["run"] == result["started"]["run"]
     assert result["types"][0] == "session.created" and result["types"][-1] == "run.finished"
     assert result["types"].count("tool.finished") == 2
+    # Both commands asked (agent mode) and were approved from Neovim: `ls -1A` for the
+    # session, which does not cover the `wc -l` in the second.
+    assert result["types"].count("permission.requested") == 2
+    assert result["types"].count("permission.resolved") == 2
     assert e2e.events(result["started"]["session"])[-1]["reason"] == "done"

@@ -79,7 +79,7 @@ def test_logs_follow_shows_history_then_live_events(e2e: E2E) -> None:
 
 def test_a_run_outlives_the_terminal_that_started_it(e2e: E2E) -> None:
     model = e2e.script([bash("sleep 0.6")], [bash("sleep 0.6")], [text("Finished with nobody watching.")])
-    cli = e2e.popen([ROOST, "dispatch", "keep going", "--model", model], stdout=subprocess.PIPE)
+    cli = e2e.popen([ROOST, "dispatch", "--yes", "keep going", "--model", model], stdout=subprocess.PIPE)
     out = LineReader(cli.stdout)
     header = out.until(lambda line: line.startswith("▶ run"))
     match = re.match(r"▶ run (r[0-9a-f]+) · .* · session ([0-9a-f]+)$", header.strip())
@@ -111,7 +111,7 @@ def test_logs_follow_carries_on_across_a_daemon_restart(e2e: E2E) -> None:
     e2e.ok("daemon")
     # The follower re-attaches from the last seq it saw: the abort stored at shutdown, then
     # the next run's events, with no gap and no duplicate.
-    again = e2e.ok("dispatch", "go on", "--session", session, "--model", model, "--detach")
+    again = e2e.ok("dispatch", "--yes", "go on", "--session", session, "--model", model, "--detach")
     second_run = again.stdout.split()[-1]
     lines.until(
         lambda line: (json.loads(line)["type"], json.loads(line).get("run")) == ("run.finished", second_run),

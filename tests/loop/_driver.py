@@ -21,12 +21,15 @@ from roost.loop import (
     CallModel,
     CreateSession,
     Event,
+    HumanAnswered,
     Input,
     Interrupted,
     InvalidInput,
     ModelFailed,
     ModelFinished,
+    PermissionDecided,
     Phase,
+    Policy,
     SessionState,
     Steer,
     Submit,
@@ -163,6 +166,8 @@ class Driver:
         self.runs += 1
         kw.setdefault("run", f"r{self.runs}")
         kw.setdefault("model", MODEL)
+        # Approvals are tested on their own; elsewhere every call just runs.
+        kw.setdefault("policy", Policy(yes=True))
         return self.feed(Submit(task=task, ts=self.tick(), **kw))
 
     def reply(
@@ -188,6 +193,15 @@ class Driver:
 
     def finish_tool(self, call_id: str, result: str = "ok", **kw: Any) -> Transition:
         return self.feed(ToolFinished(call_id, result, self.tick(), **kw))
+
+    def approve(self, call_id: str, **kw: Any) -> Transition:
+        return self.feed(PermissionDecided(call_id, True, self.tick(), **kw))
+
+    def deny(self, call_id: str, **kw: Any) -> Transition:
+        return self.feed(PermissionDecided(call_id, False, self.tick(), **kw))
+
+    def answer(self, call_id: str, answer: str, **kw: Any) -> Transition:
+        return self.feed(HumanAnswered(call_id, answer, self.tick(), **kw))
 
     def finish_all_tools(self) -> Transition:
         t = None
@@ -223,7 +237,8 @@ _kinds = {
 _max_turns = st.integers(1, 4)
 _tools = st.sampled_from([(), ("read",), ("read", "bash")])
 _n_calls = st.integers(0, 3)
-_tool_name = st.sampled_from(["read", "bash"])
+_tool_name = st.sampled_from(["read", "bash", "ask_human"])
+_mode = st.sampled_from(["agent", "full"])
 _stop_reason = st.sampled_from(["end_turn", "tool_use", "max_tokens"])
 
 
@@ -241,6 +256,7 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
             ts=ts,
             model=MODEL,
             max_turns=draw(_max_turns),
+            mode=draw(_mode),
             tools=draw(_tools),
             request_id=f"req{serial}" if draw(st.booleans()) else None,
         )
@@ -256,11 +272,20 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
     if phase is Phase.TOOLS:
         assert state.run is not None
         call_id = draw(st.sampled_from(state.run.pending))
-        return ToolFinished(call_id, draw(_words), ts, is_error=draw(st.booleans()))
+        wait = state.run.waiting.get(call_id)
+        if wait is None:
+            return ToolFinished(call_id, draw(_words), ts, is_error=draw(st.booleans()))
+        if wait["kind"] == "human":
+            return HumanAnswered(call_id, draw(_words), ts, client="cli#1")
+        scope = draw(st.sampled_from(["once", "session"]))
+        return PermissionDecided(call_id, draw(st.booleans()), ts, scope=scope, client="cli#1")
     blocks: list[dict[str, Any]] = []
     if draw(st.booleans()):
         blocks.append(text(draw(_words)))
-    blocks += [tool_use(f"c{serial}.{i}", draw(_tool_name)) for i in range(draw(_n_calls))]
+    for i in range(draw(_n_calls)):
+        name = draw(_tool_name)
+        input = {"question": draw(_words)} if name == "ask_human" else {"command": "ls"} if name == "bash" else {}
+        blocks.append(tool_use(f"c{serial}.{i}", name, input))
     if not blocks:
         blocks.append(text(""))
     return ModelFinished(tuple(blocks), draw(_stop_reason), ts, draw(_usage), latency=0.25)

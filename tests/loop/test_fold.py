@@ -217,10 +217,25 @@ def test_every_run_ends_once_within_its_turns(session):
         assert end.data["turns"] <= submit.max_turns
         if end.data["reason"] == "max_turns":
             assert end.data["turns"] == submit.max_turns
-    # A tool runs at most once, and only when its start is logged.
+    # A tool runs at most once, only when its start is logged, and a call that asked runs
+    # only once approved; a question is answered by a person, never run.
     runs = [x.call_id for x in effects if isinstance(x, RunTool)]
     assert len(runs) == len(set(runs))
-    assert runs == [e.data["call_id"] for e in log if e.type == "tool.started"]
+    assert set(runs) <= {e.data["call_id"] for e in log if e.type == "tool.started"}
+    asked = {e.data["call_id"] for e in log if e.type == "permission.requested"}
+    approved = {
+        e.data["call_id"]
+        for e in log
+        if e.type == "permission.resolved" and e.data["decision"] == "approve"
+    }
+    assert {c for c in runs if c in asked} == approved
+    assert not {c for c in runs} & {e.data["call_id"] for e in log if e.type == "human.asked"}
+    # Every request is resolved exactly once, or is still open in a run in flight.
+    resolved = [e.data["call_id"] for e in log if e.type in ("permission.resolved", "human.answered")]
+    opened = [e.data["call_id"] for e in log if e.type in ("permission.requested", "human.asked")]
+    assert len(resolved) == len(set(resolved))
+    open_now = set(final.run.waiting) if final.run is not None else set()
+    assert set(opened) == set(resolved) | open_now
 
 
 @SETTINGS

@@ -68,6 +68,7 @@ def test_submit_starts_a_run_and_the_first_model_call():
         "mode": "full",
         "max_turns": 12,
         "tools": ["read", "bash"],
+        "permissions": {"rules": [], "yes": True, "home": ""},
     }
     assert message.data == {"text": "fix the test", "origin": "task"}
     assert step_started.data == {"step": 1}
@@ -231,10 +232,13 @@ def test_max_tokens_answers_cut_off_tool_calls_with_errors_and_ends_the_run():
     d = Driver()
     d.submit("task")
     t = d.reply(text("I will"), tool_use("c1", "read"), tool_use("c2", "bash"), stop_reason="max_tokens")
-    assert types(t) == ["message.assistant", "tool.finished", "tool.finished", "step.finished", "run.finished"]
+    assert types(t) == [
+        "message.assistant", "tool.started", "tool.started", "tool.finished", "tool.finished",
+        "step.finished", "run.finished",
+    ]
     assert not any(isinstance(e, RunTool) for e in t.effects)
     assert t.effects == (FinishRun("r1", "max_tokens"),)
-    for event, call_id, name in zip(t.events[1:3], ["c1", "c2"], ["read", "bash"]):
+    for event, call_id, name in zip(t.events[3:5], ["c1", "c2"], ["read", "bash"]):
         assert (event.data["call_id"], event.data["name"], event.data["is_error"]) == (call_id, name, True)
         assert "max_tokens" in event.data["result"]
     # The history stays paired, so the next run can send it to the model as is.

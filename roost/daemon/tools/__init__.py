@@ -1,6 +1,6 @@
 """Built-in tools and the registry that checks and runs calls."""
 
-from ._base import Tool, ToolContext, ToolResult, truncate
+from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
 from ._ledger import ProcessLedger
 from ._registry import BUILTIN_TOOLS, ToolRegistry
 
@@ -11,5 +11,6 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "kill_group",
     "truncate",
 ]

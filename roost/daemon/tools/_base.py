@@ -4,6 +4,7 @@ tool shares: the output cut and the one check of where a path really is."""
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
@@ -23,6 +24,9 @@ class ToolContext:
     output_limit: int = 30_000
     #: Where a tool records the process groups it spawns (None: not recorded).
     ledger: ProcessLedger | None = None
+    #: The call may reach outside the working directory (the permission policy or a
+    #: person allowed exactly that); otherwise a path that resolves outside is refused.
+    outside_ok: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +63,30 @@ def resolve_path(ctx: ToolContext, path: str) -> tuple[Path, bool]:
     """Where ``path`` (relative to the working directory, ``~`` expanded) really is.
 
     Returns the path with every symlink followed, and whether it lies inside the working
-    directory (itself resolved). This is the one place that decides "inside": reads go
-    anywhere and say so; writes outside are refused (later: asked about).
+    directory (itself resolved). This is the one place that decides "inside". The
+    permission policy asks before a call names a path outside; a path that only a symlink
+    takes outside is refused here (see :func:`outside_result`).
     """
     real = Path(os.path.realpath(Path(ctx.cwd) / Path(path).expanduser()))
     return real, real.is_relative_to(os.path.realpath(ctx.cwd))
 
 
-def outside_result(path: str, ctx: ToolContext) -> ToolResult:
-    """The refusal for a change to ``path``, which resolves outside the working directory."""
+def outside_result(path: str, real: Path, ctx: ToolContext) -> ToolResult | None:
+    """The refusal for ``path``, which resolves to ``real`` outside the working directory,
+    unless the call was allowed to go there (None: go on)."""
+    if ctx.outside_ok:
+        return None
     return ToolResult(
-        f"{path} is outside the working directory ({ctx.cwd}); changing files there is not allowed",
+        f"{path} resolves to {real}, outside the working directory ({ctx.cwd}); name that "
+        "path in the call so that a person can be asked to approve it",
         is_error=True,
         meta={"outside": True},
     )
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads (a tool's command and everything it started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass

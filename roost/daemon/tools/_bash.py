@@ -6,15 +6,13 @@ daemon shutdown), so no child outlives its run.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from typing import Any, Mapping
 
 import trio
 
-from ._base import Tool, ToolContext, ToolResult, truncate
+from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -62,7 +60,7 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         timed_out = scope.cancelled_caught
     finally:
         # Children left in the group (`cmd &`) die with the call, as on a timeout.
-        _kill_group(process.pid)
+        kill_group(process.pid)
         if process.returncode is None:
             with trio.CancelScope(shield=True):
                 await process.wait()
@@ -82,13 +80,6 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         is_error=timed_out or status != 0,
         meta={"exit_status": status, "bytes": total, "latency": latency, "timed_out": timed_out},
     )
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 BASH = Tool(

@@ -80,8 +80,9 @@ def _shown(line: str) -> str:
 async def _run_edit(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     name, old, new = input["path"], input["old"], input["new"]
     path, inside = resolve_path(ctx, name)
-    if not inside:
-        return outside_result(name, ctx)
+    refused = None if inside else outside_result(name, path, ctx)
+    if refused is not None:
+        return refused
     if old == "":
         return ToolResult(
             "old is empty; give the exact text to replace (to write a whole file, use write)", is_error=True

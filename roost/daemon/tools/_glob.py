@@ -19,7 +19,9 @@ from typing import Any, Callable, Mapping
 
 import trio
 
-from ._base import Tool, ToolContext, ToolResult, resolve_path, truncate
+from roost.loop import glob_matcher
+
+from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -78,46 +80,6 @@ def _walk(root: Path, keep: Callable[[str], bool]) -> list[str]:
     return found
 
 
-def glob_matcher(pattern: str) -> Callable[[str], bool]:
-    """A test of relative POSIX paths against the glob ``pattern`` (see the module docstring)."""
-    parts = pattern.removeprefix("./").split("/")
-    regex = ""
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        if part == "**":
-            regex += ".*" if last else "(?:[^/]*/)*"
-        else:
-            regex += _segment(part) + ("" if last else "/")
-    compiled = re.compile(regex, re.DOTALL)
-    return lambda path: compiled.fullmatch(path) is not None
-
-
-def _segment(part: str) -> str:
-    out, i = "", 0
-    while i < len(part):
-        c = part[i]
-        if c == "*":
-            out += "[^/]*"
-            while part[i + 1 : i + 2] == "*":
-                i += 1
-        elif c == "?":
-            out += "[^/]"
-        elif c == "[":
-            # As in fnmatch: a leading ! negates, and a ] right after [ or [! is literal.
-            start = i + 2 if part[i + 1 : i + 2] == "!" else i + 1
-            close = part.find("]", start + 1 if part[start : start + 1] == "]" else start)
-            if close == -1:
-                out += re.escape(c)
-            else:
-                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", part[start:close])
-                out += f"[{'^/' if start == i + 2 else ''}{body}]"
-                i = close
-        else:
-            out += re.escape(c)
-        i += 1
-    return out
-
-
 def display_prefix(root: Path, inside: bool, ctx: ToolContext) -> str:
     """What goes before a path relative to ``root`` so that ``read`` and ``edit`` find it:
     the folder relative to the working directory when inside it, else the absolute folder."""
@@ -140,6 +102,9 @@ def _newest_first(root: Path, paths: list[str]) -> list[str]:
 async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     where = input.get("path", ".")
     root, inside = resolve_path(ctx, where)
+    refused = None if inside else outside_result(where, root, ctx)
+    if refused is not None:
+        return refused
     if not root.is_dir():
         problem = "is not a folder" if root.exists() else "does not exist"
         return ToolResult(f"{where} {problem}", is_error=True)

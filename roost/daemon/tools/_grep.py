@@ -18,8 +18,10 @@ from typing import Any, Callable, Mapping
 
 import trio
 
-from ._base import Tool, ToolContext, ToolResult, resolve_path, truncate
-from ._glob import display_prefix, glob_matcher, list_files
+from roost.loop import glob_matcher
+
+from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._glob import display_prefix, list_files
 
 _SCHEMA = {
     "type": "object",
@@ -116,6 +118,9 @@ def _file_filter(pattern: str | None) -> Callable[[str], bool]:
 async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     pattern, where = input["pattern"], input.get("path", ".")
     root, inside = resolve_path(ctx, where)
+    refused = None if inside else outside_result(where, root, ctx)
+    if refused is not None:
+        return refused
     try:
         regex = re.compile(pattern, re.IGNORECASE if input.get("ignore_case") else 0)
     except re.error as exc:

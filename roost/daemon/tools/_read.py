@@ -1,7 +1,7 @@
 """The ``read`` tool: a text file's lines, numbered, with an optional range.
 
-Reading is allowed anywhere; a path outside the working directory is read and marked
-``meta["outside"]``.
+A path outside the working directory is read only when the call was allowed to go there
+(the permission policy asks first); it is marked ``meta["outside"]``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 import trio
 
-from ._base import Tool, ToolContext, ToolResult, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -28,6 +28,9 @@ _DEFAULT_LIMIT = 2000
 
 async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     path, inside = resolve_path(ctx, input["path"])
+    refused = None if inside else outside_result(input["path"], path, ctx)
+    if refused is not None:
+        return refused
     offset = input.get("offset", 1)
     limit = input.get("limit", _DEFAULT_LIMIT)
     try:

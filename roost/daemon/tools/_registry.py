@@ -10,6 +10,7 @@ import logging
 import time
 from typing import Any, Iterable, Mapping
 
+from ._ask_human import ASK_HUMAN
 from ._base import Tool, ToolContext, ToolResult
 from ._bash import BASH
 from ._edit import EDIT
@@ -20,7 +21,7 @@ from ._write import WRITE
 
 log = logging.getLogger(__name__)
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP)
+BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN)
 
 
 class ToolRegistry:

@@ -64,8 +64,9 @@ def _write(path: Path, data: bytes) -> bool:
 async def _run_write(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     name = input["path"]
     path, inside = resolve_path(ctx, name)
-    if not inside:
-        return outside_result(name, ctx)
+    refused = None if inside else outside_result(name, path, ctx)
+    if refused is not None:
+        return refused
     if path.is_dir():
         return ToolResult(f"{name} is a directory, not a file", is_error=True)
     try:

@@ -1,0 +1,80 @@
+"""Approvals from the command line: a waiting dispatch, pending, approve, deny, answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+from .conftest import ROOST, E2E, LineReader, alive, bash, text, wait_until
+
+
+def pending(e2e: E2E) -> list[dict]:
+    return e2e.json_out("pending", "--json")
+
+
+def test_a_dispatch_waits_for_an_approval_given_from_another_terminal(e2e: E2E) -> None:
+    model = e2e.script([bash("echo hi > made.txt")], [{"type": "tool_use", "name": "ask_human", "input": {"question": "Colour?", "choices": ["red", "blue"]}}], [text("Done.")])
+    watcher = e2e.popen([ROOST, "dispatch", "make a file", "--model", model], stdout=subprocess.PIPE)
+    out = LineReader(watcher.stdout)
+    hint = out.until(lambda line: "roost approve" in line)
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    assert f"roost approve {row['session']} {row['call_id']}" in hint
+    listed = e2e.ok("pending").stdout
+    assert f"{row['session']} {row['call_id']} bash echo hi > made.txt" in listed
+    assert e2e.session_row(row["session"])["status"] == "waiting"
+    assert not (e2e.project / "made.txt").exists()
+
+    # A session id prefix is enough, as for every command.
+    assert e2e.ok("approve", row["session"][:6], row["call_id"]).stdout.strip() == f"approved {row['call_id']}"
+    out.until(lambda line: "approved by roost-cli#" in line)
+    [question] = wait_until(lambda: pending(e2e), what="the question")
+    assert (question["kind"], question["question"], question["choices"]) == ("human", "Colour?", ["red", "blue"])
+    e2e.ok("answer", question["session"], question["call_id"], "blue")
+    out.until(lambda line: "answered by roost-cli#" in line and "blue" in line)
+    assert watcher.wait(timeout=10) == 0
+    assert (e2e.project / "made.txt").read_text() == "hi\n"
+
+    again = e2e.roost("approve", row["session"], row["call_id"])
+    assert again.returncode == 10 and "already answered: approve by roost-cli#" in again.stderr
+
+
+def test_deny_with_a_reason_and_the_model_sees_it(e2e: E2E) -> None:
+    model = e2e.script([bash("rm -rf build")], [text("OK, I will not.")])
+    watcher = e2e.popen([ROOST, "dispatch", "clean", "--model", model, "--json"], stdout=subprocess.PIPE)
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    e2e.ok("deny", row["session"], row["call_id"], "--reason", "keep the build")
+    assert watcher.wait(timeout=10) == 0
+    events = [json.loads(line) for line in watcher.stdout.read().splitlines()]
+    [result] = [e for e in events if e["type"] == "tool.finished"]
+    assert result["is_error"] and result["result"].endswith(": keep the build")
+    assert events[-1]["type"] == "run.finished" and events[-1]["text"] == "OK, I will not."
+
+
+def test_rules_and_yes_on_the_command_line(e2e: E2E) -> None:
+    model = e2e.script([bash("echo allowed")], [bash("git push --force")], [text("end")])
+    done = e2e.roost("dispatch", "go", "--model", model, "--allow", "bash(echo *)", "--deny", "bash(git push*)", "--json")
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    results = [(e["is_error"], e["result"]) for e in events if e["type"] == "tool.finished"]
+    assert results[0] == (False, "allowed\n")
+    assert results[1][0] and "rule deny bash(git push*) (from dispatch)" in results[1][1]
+    assert not [e for e in events if e["type"] == "permission.requested"]
+    bad = e2e.roost("dispatch", "go", "--model", model, "--allow", "bash(")
+    assert bad.returncode == 10 and "not a rule" in bad.stderr
+
+
+def test_a_request_stays_open_across_a_killed_daemon(e2e: E2E) -> None:
+    model = e2e.script([bash("echo survived > after.txt")], [text("Carried on.")])
+    session = json.loads(e2e.ok("dispatch", "go", "--model", model, "--detach", "--json").stdout)["session"]
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    old = e2e.status()["pid"]
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: not alive(old), 5, what="the daemon to die")
+    # The next command starts a new daemon; the request is still open and answerable.
+    assert [r["call_id"] for r in pending(e2e)] == [row["call_id"]]
+    assert e2e.status()["pid"] != old
+    e2e.ok("approve", session, row["call_id"])
+    wait_until(lambda: e2e.session_row(session)["status"] == "done", what="the run to finish")
+    assert (e2e.project / "after.txt").read_text() == "survived\n"
+    assert e2e.events(session)[-1]["text"] == "Carried on."

@@ -1,0 +1,208 @@
+"""People in the loop, without IO: approvals, questions, guardrails, stuck loops, recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from roost.loop import (
+    CallModel,
+    CancelRun,
+    FinishRun,
+    Guardrail,
+    PermissionDecided,
+    Policy,
+    RunTool,
+    StartClock,
+    ToolFinished,
+    parse_rule,
+    secrets_guardrails,
+)
+
+from ._driver import Driver, only, text, tool_use, types
+
+AGENT = Policy(home="/home/me")
+
+
+def bash(call_id: str, command: str) -> dict:
+    return tool_use(call_id, "bash", {"command": command})
+
+
+def waiting_driver(*blocks, **submit) -> Driver:
+    d = Driver(cwd="/p")
+    submit.setdefault("policy", AGENT)
+    d.submit("task", mode="agent", **submit)
+    d.reply(*blocks)
+    return d
+
+
+def test_an_asking_call_waits_and_runs_once_approved():
+    d = Driver(cwd="/p")
+    d.submit("task", mode="agent", policy=AGENT)
+    t = d.reply(bash("c1", "make"), tool_use("c2", "read", {"path": "a"}))
+    assert types(t) == ["message.assistant", "tool.started", "tool.started", "permission.requested"]
+    asked = only(t, "permission.requested").data
+    assert asked["call_id"] == "c1" and asked["tool"] == "bash" and asked["input"] == {"command": "make"}
+    assert asked["reason"] == "bash asks in agent mode"
+    assert asked["session_rules"] == ["bash(make)", "bash(make *)"]
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
+    d.finish_tool("c2")
+    assert d.state.run.waiting.keys() == {"c1"}
+    t = d.approve("c1", client="shell#2")
+    assert types(t) == ["permission.resolved"]
+    assert only(t, "permission.resolved").data == {
+        "call_id": "c1", "tool": "bash", "decision": "approve", "scope": "once", "client": "shell#2",
+    }
+    assert t.effects == (RunTool(d.state.run.id, "c1", "bash", {"command": "make"}),)
+    t = d.finish_tool("c1")
+    assert isinstance(t.effects[-1], CallModel)
+
+
+def test_the_first_answer_wins():
+    d = waiting_driver(bash("c1", "make"))
+    d.deny("c1", client="a#1", reason="not now")
+    d.reject(PermissionDecided("c1", True, d.tick(), client="b#2"))
+    finished = [e for e in d.log if e.type == "tool.finished"][-1]
+    assert finished.data["result"] == "denied by a#1: not now"
+    assert finished.data["is_error"] is True
+
+
+def test_a_denied_call_reaches_the_model_as_an_error_and_the_run_goes_on():
+    d = waiting_driver(bash("c1", "rm -rf build"))
+    t = d.deny("c1", client="cli#1")
+    assert types(t) == ["permission.resolved", "tool.finished", "step.finished", "step.started"]
+    [call] = [e for e in t.effects if isinstance(e, CallModel)]
+    result = call.messages[-1]["content"][0]
+    assert result == {"type": "tool_result", "tool_use_id": "c1", "content": "denied by cli#1", "is_error": True}
+
+
+def test_a_deny_rule_answers_at_once_without_asking():
+    p = Policy((parse_rule("bash(rm *)", "deny", "config.toml"),))
+    d = waiting_driver(bash("c1", "ls && rm -rf /"), policy=p)
+    [finished] = [e for e in d.log if e.type == "tool.finished"]
+    assert finished.data["is_error"] and "permission denied" in finished.data["result"]
+    assert "rule deny bash(rm *) (from config.toml)" in finished.data["result"]
+    assert not any(e.type == "permission.requested" for e in d.log)
+
+
+def test_approval_for_the_session_allows_the_same_commands_in_later_runs():
+    d = waiting_driver(bash("c1", "git status && npm test"))
+    t = d.approve("c1", scope="session", client="cli#1")
+    assert only(t, "permission.resolved").data["rules"] == ["bash(git)", "bash(git *)", "bash(npm)", "bash(npm *)"]
+    d.finish_tool("c1")
+    d.reply(text("done"))
+    d.submit("again", mode="agent", policy=AGENT)
+    t = d.reply(bash("c2", "git log"))
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
+    assert [str(r) for r in d.state.allowed] == ["bash(git)", "bash(git *)", "bash(npm)", "bash(npm *)"]
+
+
+def test_an_approval_timeout_starts_a_clock():
+    d = Driver(cwd="/p", ts=100.0)
+    d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
+    t = d.reply(bash("c1", "make"))
+    deadline = only(t, "permission.requested").data["deadline"]
+    assert StartClock(d.state.run.id, deadline, "c1") in t.effects
+    assert deadline == only(t, "permission.requested").ts + 30.0
+
+
+def test_ask_human_waits_for_an_answer_that_becomes_the_result():
+    d = waiting_driver(tool_use("q1", "ask_human", {"question": "Which db?", "choices": ["pg", "sqlite"]}))
+    asked = [e for e in d.log if e.type == "human.asked"][-1]
+    assert asked.data == {"call_id": "q1", "question": "Which db?", "choices": ["pg", "sqlite"]}
+    d.reject(ToolFinished("q1", "not a person", d.tick()))
+    t = d.answer("q1", "sqlite", client="shell#1")
+    assert types(t)[:3] == ["human.answered", "tool.finished", "step.finished"]
+    assert only(t, "tool.finished").data["result"] == "sqlite"
+
+
+def test_a_malformed_question_is_an_error_result():
+    d = waiting_driver(tool_use("q1", "ask_human", {"choices": "x"}))
+    finished = [e for e in d.log if e.type == "tool.finished"][-1]
+    assert finished.data["is_error"] and "question" in finished.data["result"]
+
+
+def test_abort_resolves_every_open_request_once():
+    d = waiting_driver(bash("c1", "make"), tool_use("q1", "ask_human", {"question": "?"}))
+    t = d.abort()
+    assert types(t)[:4] == ["permission.resolved", "human.answered", "tool.finished", "tool.finished"]
+    assert only(t, "permission.resolved").data["client"] == "roost"
+    assert only(t, "human.answered").data["cancelled"] is True
+    assert d.state.run is None
+
+
+def test_a_restart_keeps_open_requests_open_and_reports_running_tools():
+    d = waiting_driver(bash("c1", "make"), bash("c2", "ls"))
+    d.approve("c2")  # c2 was running when the daemon died; c1 still waits
+    t = d.interrupted()
+    assert types(t) == ["tool.finished"]
+    assert only(t, "tool.finished").data["call_id"] == "c2"
+    assert d.state.run is not None and set(d.state.run.waiting) == {"c1"}
+    t = d.approve("c1")
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c1"]
+
+
+def test_a_restart_with_nothing_waiting_ends_the_run():
+    d = waiting_driver(tool_use("c1", "read", {"path": "a"}))
+    t = d.interrupted()
+    assert t.effects[-1] == FinishRun(d.log[-1].run, "error")
+
+
+def test_a_secret_in_a_tool_result_is_withheld_and_ends_the_run():
+    d = Driver(cwd="/p")
+    d.submit("task", guardrails=secrets_guardrails())
+    d.reply(tool_use("c1", "read", {"path": ".env"}), tool_use("c2", "bash", {"command": "sleep 9"}))
+    t = d.finish_tool("c1", "AWS_KEY=AKIAABCDEFGHIJKLMNOP\n")
+    finished = [e for e in t.events if e.type == "tool.finished"]
+    assert finished[0].data["result"] == "[withheld: guardrail secrets: the input matched an AWS access key id]"
+    assert "AKIAABCDEFGHIJKLMNOP" not in str([e.to_map() for e in d.log])
+    end = only(t, "run.finished").data
+    assert (end["reason"], end["text"]) == ("guardrail", "guardrail secrets: the input matched an AWS access key id")
+    assert any(isinstance(e, CancelRun) for e in t.effects)
+
+
+def test_an_output_guardrail_stops_the_calls_of_the_reply():
+    rail = Guardrail("no-prod", "output", r"prod\.example\.com", "the production host")
+    d = Driver(cwd="/p")
+    d.submit("task", guardrails=(rail,))
+    t = d.reply(tool_use("c1", "bash", {"command": "ssh prod.example.com"}))
+    assert not any(isinstance(e, RunTool) for e in t.effects)
+    assert only(t, "run.finished").data["reason"] == "guardrail"
+
+
+def test_a_task_with_a_secret_never_reaches_the_model():
+    d = Driver(cwd="/p")
+    t = d.submit("use key sk-ant-abcdefghijklmnopqrstuvwx", guardrails=secrets_guardrails())
+    assert types(t) == ["run.started", "message.user", "run.finished"]
+    assert not any(isinstance(e, CallModel) for e in t.effects)
+    assert "sk-ant" not in only(t, "message.user").data["text"]
+
+
+def test_the_same_calls_three_times_nudge_and_a_fourth_time_stop():
+    d = Driver(cwd="/p")
+    d.submit("task")
+    for n in range(1, 4):
+        d.reply(tool_use(f"c{n}", "read", {"path": "a"}))
+        t = d.finish_tool(f"c{n}")
+        nudges = [e for e in t.events if e.type == "message.user" and e.data["origin"] == "nudge"]
+        assert len(nudges) == (1 if n == 3 else 0)
+    t = d.reply(tool_use("c4", "read", {"path": "a"}))
+    end = only(t, "run.finished").data
+    assert end["reason"] == "stuck" and "4 times" in end["text"]
+    assert not any(isinstance(e, RunTool) for e in t.effects)
+
+
+def test_different_inputs_are_not_a_loop():
+    d = Driver(cwd="/p")
+    d.submit("task")
+    for n in range(1, 6):
+        d.reply(tool_use(f"c{n}", "read", {"path": f"file{n % 2}"}))
+        d.finish_tool(f"c{n}")
+    assert d.state.run is not None
+
+
+@pytest.mark.parametrize("mode", ["full", "exec"])
+def test_full_and_exec_never_ask(mode):
+    d = Driver(cwd="/p")
+    d.submit("task", mode=mode, policy=AGENT)
+    t = d.reply(bash("c1", "make"))
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c1"]
