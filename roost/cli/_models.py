@@ -13,6 +13,7 @@ from roost.protocol import RpcError
 
 from ._connect import connect, refused, socket_path
 from ._follow import print_json
+from ._run import think_value
 
 
 @click.command()
@@ -50,7 +51,7 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
 @click.option("--system", help="System prompt.")
 @click.option("--tools", "tools_file", type=click.File("r"), help="A JSON list of {name, description, input_schema} offered to the model.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Reply length limit.")
-@click.option("--think", type=click.IntRange(min=1), help="Thinking budget in tokens.")
+@click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
 @click.option("--json", "as_json", is_flag=True, help="Print delta events and the reply as JSON lines.")
 @click.pass_obj
 def chat(
@@ -61,7 +62,7 @@ def chat(
     system: str | None,
     tools_file: Any,
     max_tokens: int | None,
-    think: int | None,
+    think: int | str | None,
     as_json: bool,
 ) -> None:
     """One model turn on MESSAGE (or a message list), streamed; no tools run, nothing stored.

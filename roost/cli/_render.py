@@ -141,6 +141,18 @@ class Renderer:
         else:
             self._out(f"  answered by {e.get('client') or 'someone'}: {e.get('answer', '')}", fg="green")
 
+    def _plan(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        steps = e.get("steps") or []
+        if not steps:
+            return
+        self._out("plan:", bold=True)
+        for step in steps:
+            files = f"  [{', '.join(step.get('files') or [])}]" if step.get("files") else ""
+            self._out(f"  {step.get('step')}. {step.get('text')}", nl=not files)
+            if files:
+                self._out(files, dim=True)
+
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)

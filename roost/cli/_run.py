@@ -28,8 +28,9 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
-@click.option("--think", type=click.IntRange(min=1), help="Thinking budget in tokens, for models that think.")
-@click.option("--mode", type=click.Choice(["agent", "full", "exec"]), help="agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes.")
+@click.option("--agent", "-a", help="The agent to run (default: default); see roost agents.")
+@click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
+@click.option("--mode", type=click.Choice(["plan", "agent", "full", "exec"]), help="plan: one reply, a plan, no tools; agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes. Default: the agent's mode.")
 @click.option("--yes", "-y", is_flag=True, help="Approve every call that no deny rule refuses.")
 @click.option("--allow", multiple=True, metavar="RULE", help="Allow calls matching RULE in this run, e.g. 'bash(npm test)' (repeatable).")
 @click.option("--ask", multiple=True, metavar="RULE", help="Ask before calls matching RULE (repeatable).")
@@ -48,7 +49,8 @@ def dispatch(
     model: str | None,
     cwd: str | None,
     max_turns: int | None,
-    think: int | None,
+    agent: str | None,
+    think: int | str | None,
     mode: str | None,
     yes: bool,
     allow: tuple[str, ...],
@@ -84,6 +86,7 @@ def dispatch(
         if max_turns:
             params["max_turns"] = max_turns
         for key, value in (
+            ("agent", agent),
             ("think", think),
             ("mode", mode),
             ("attempts", attempts),
@@ -115,6 +118,11 @@ def dispatch(
             on_event = _answering(client, on_event)
         finished = _watch(client, started, on_event)
     raise SystemExit(exit_status(finished["reason"]) if finished else 1)
+
+
+def think_value(value: str | None) -> int | str | None:
+    """``--think``: a number of tokens as an int; a level (off, low, ...) as it is."""
+    return int(value) if value is not None and value.isdigit() else value
 
 
 def _answering(client: Client, show: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:

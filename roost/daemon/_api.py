@@ -18,6 +18,7 @@ import trio
 import roost
 from roost.loop import (
     EVENT_TYPES,
+    MODES,
     REASONING_DELTA,
     TEXT_DELTA,
     HumanAnswered,
@@ -43,7 +44,9 @@ from roost.protocol import (
 )
 
 from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
+from ._agents import DEFAULT_AGENT, Agent, AgentError, load_agents, think_budget
 from ._config import Config, ConfigError, load_config, parse_rules, price_map
+from ._prompt import compose, render
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -52,11 +55,10 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
-#: Run modes taken by dispatch (plan arrives with the modes issue).
-MODES = ("agent", "full", "exec")
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
+    "int|str": (int, str),
 }
 
 
@@ -84,6 +86,8 @@ class Api:
             "permission.respond": self.permission_respond,
             "human.respond": self.human_respond,
             "pending": self.pending,
+            "agents.list": self.agents_list,
+            "prompt": self.prompt,
             "events": self.events,
         }
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
@@ -192,8 +196,7 @@ class Api:
                 return {"session": earlier[0], "run": earlier[1], "repeated": True}
         if not params["task"].strip():
             raise RpcError(ErrorCode.INVALID_PARAMS, "task is empty")
-        max_turns = params.get("max_turns", 12)
-        if max_turns < 1:
+        if params.get("max_turns", 1) < 1:
             raise RpcError(ErrorCode.INVALID_PARAMS, "max_turns must be at least 1")
         if params.get("mode", "agent") not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
@@ -208,8 +211,10 @@ class Api:
             session = None
             cwd = _cwd(params.get("cwd"))
         config = _config(cwd)
-        model = self._resolve(params.get("model"), cwd)
-        rules = list(config.rules)
+        agent = _agent(params.get("agent"), cwd)
+        model = self._resolve(params.get("model") or agent.model, cwd)
+        mode = params.get("mode") or agent.mode or "agent"
+        rules = list(config.rules) + list(agent.rules)
         for action in ("allow", "ask", "deny"):
             try:
                 rules += parse_rules(params.get(action) or [], action, "dispatch")
@@ -231,10 +236,10 @@ class Api:
                 session,
                 task=params["task"],
                 model=model,
-                agent=params.get("agent") or "default",
-                mode=params.get("mode") or "agent",
-                max_turns=max_turns,
-                think=params.get("think"),
+                agent=agent,
+                mode=mode,
+                max_turns=params.get("max_turns") or agent.max_turns or 12,
+                think=_think(params.get("think")) or agent.think,
                 request_id=request_id,
                 attempts=params.get("attempts") or EXEC_ATTEMPTS,
                 time_box=float(params.get("time_box") or EXEC_TIME_BOX),
@@ -242,6 +247,7 @@ class Api:
                 guardrails=config.all_guardrails(),
                 approval_timeout=float(timeout) if timeout is not None else None,
                 hooks=config.hooks,
+                tools=self._tools_of(agent),
             )
         except InvalidInput:
             raise _busy(session) from None
@@ -297,7 +303,7 @@ class Api:
             tools=tools,
             max_tokens=params.get("max_tokens") or 8192,
             cwd=cwd,
-            think=params.get("think"),
+            think=_think(params.get("think")),
         )
         started = time.monotonic()
         try:
@@ -396,6 +402,40 @@ class Api:
                 )
         return {"pending": out}
 
+    async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        agents, problems = await trio.to_thread.run_sync(load_agents, _cwd(params.get("cwd")))
+        return {"agents": [a.describe() for _, a in sorted(agents.items())], "problems": problems}
+
+    async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        mode = params.get("mode")
+        agent_name = params.get("agent")
+        if params.get("session"):
+            session = await self._session(params["session"])
+            cwd = session.state.cwd
+            last = session.state.run
+            agent_name = agent_name or (last.agent if last else session.state.last_agent)
+            mode = mode or (last.mode if last else session.state.last_mode)
+        else:
+            cwd = _cwd(params.get("cwd"))
+        agent = _agent(agent_name, cwd)
+        mode = mode or agent.mode or "agent"
+        if mode not in MODES:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
+        layers = await compose(agent, mode, cwd)
+        return {
+            "agent": agent.name,
+            "mode": mode,
+            "layers": [{"name": x.name, "text": x.text, "chars": len(x.text), "source": x.source} for x in layers],
+            "text": render(layers),
+        }
+
+    def _tools_of(self, agent: Agent) -> tuple[str, ...]:
+        """The tools a run of ``agent`` is offered: its allow list, or every built-in."""
+        names = self.conductor.tools.names()
+        if agent.tools is None:
+            return names
+        return tuple(n for n in agent.tools if n in names)
+
     async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
         events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
@@ -421,6 +461,23 @@ def _finish_replay(connection: Connection, session: str, attachment: Attachment)
     buffered, attachment.buffer = attachment.buffer, []
     for seq, data in buffered:
         connection.deliver(session, seq, data)
+
+
+def _agent(name: str | None, cwd: str) -> Agent:
+    agents, problems = load_agents(cwd)
+    agent = agents.get(name or DEFAULT_AGENT)
+    if agent is None:
+        found = ", ".join(sorted(agents))
+        extra = f"; skipped: {'; '.join(problems)}" if problems else ""
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"no agent {name!r} (agents here: {found}){extra}")
+    return agent
+
+
+def _think(value: int | str | None) -> int | None:
+    try:
+        return think_budget(value)
+    except AgentError:
+        raise RpcError(ErrorCode.INVALID_PARAMS, "think must be off, low, medium, high or a number of tokens") from None
 
 
 def _run_status(session: Session) -> str | None:
@@ -483,7 +540,7 @@ def _check(request: Request) -> dict[str, Any]:
                 raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} is required")
             continue
         types = _TYPES[param.type]
-        if not isinstance(value, types) or (param.type in ("int", "number") and isinstance(value, bool)):
+        if not isinstance(value, types) or (param.type in ("int", "number", "int|str") and isinstance(value, bool)):
             raise RpcError(
                 ErrorCode.INVALID_PARAMS,
                 f"{request.method}: {param.name!r} must be {param.type}, not {type(value).__name__}",

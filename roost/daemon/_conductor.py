@@ -51,9 +51,11 @@ from roost.loop import (
     step,
 )
 
-from ._config import ConfigError, load_config, price_map
-from ._hooks import Hook, run_post_hooks, run_pre_hooks
+from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent, load_agents
+from ._config import ConfigError, Hook, load_config, price_map
+from ._hooks import run_post_hooks, run_pre_hooks
 from ._hub import Hub
+from ._prompt import compose, render, sizes
 from ._sessions import Session, SessionTable
 from ._store import EventStore
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
@@ -71,11 +73,6 @@ CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
-
-_SYSTEM = (
-    "You are roost's agent, working in the project folder {cwd}. Use the tools to inspect "
-    "and change the project; tool results are real. Be brief, and say what you did."
-)
 
 
 class Conductor:
@@ -121,6 +118,9 @@ class Conductor:
                     session.hooks = config.hooks
                 except (ConfigError, ProviderError) as exc:
                     log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
+                agents, _ = load_agents(session.state.cwd)
+                agent = agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
+                session.system = render(await compose(agent, run.mode, session.state.cwd))
             await self._nursery.start(self._run, session, Interrupted(time.time()))
 
     def runs_in_flight(self) -> int:
@@ -140,7 +140,7 @@ class Conductor:
         *,
         task: str,
         model: Resolved,
-        agent: str = "default",
+        agent: Agent = BUILTIN_AGENTS[DEFAULT_AGENT],
         mode: str = "agent",
         max_turns: int = 12,
         think: int | None = None,
@@ -151,6 +151,7 @@ class Conductor:
         guardrails: tuple[Guardrail, ...] = (),
         approval_timeout: float | None = None,
         hooks: tuple[Hook, ...] = (),
+        tools: tuple[str, ...] | None = None,
     ) -> str:
         """Start a run on ``session`` with a resolved model; return the run id once
         ``run.started`` is stored.
@@ -158,15 +159,16 @@ class Conductor:
         Raises:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
+        layers = await compose(agent, mode, session.state.cwd)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
             ts=time.time(),
             model=model.model_id,
-            agent=agent,
+            agent=agent.name,
             mode=mode,
             max_turns=max_turns,
-            tools=self.tools.names(),
+            tools=self.tools.names() if tools is None else tools,
             request_id=request_id,
             price=price_map(model.price),
             check=_check_command(session.state.cwd) if mode == "exec" else None,
@@ -175,7 +177,9 @@ class Conductor:
             policy=policy,
             guardrails=guardrails,
             approval_timeout=approval_timeout,
+            prompt=tuple(sizes(layers)),
         )
+        session.system = render(layers)
         session.model = model
         session.think = think
         session.hooks = hooks
@@ -309,7 +313,7 @@ class Conductor:
                 raise ProviderError(f"{effect.model}: no provider resolved for this run")
             request = ModelRequest(
                 model=resolved.model,
-                system=_SYSTEM.format(cwd=session.state.cwd),
+                system=session.system,
                 messages=effect.messages,
                 tools=tuple(self._tool_specs(effect.tools)),
                 cwd=session.state.cwd,

@@ -45,6 +45,7 @@ Files are read again on every use, so an edit takes effect without a restart.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import tomllib
@@ -56,12 +57,32 @@ import platformdirs
 
 from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
-from ._hooks import HOOK_KINDS, Hook
 
 #: The model used when nothing names one.
 BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
 KINDS = ("anthropic", "openai", "scripted")
+
+
+#: The kinds of hooks: before and after a tool call.
+HOOK_KINDS = ("pre_tool", "post_tool")
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    """One configured hook (see roost.daemon._hooks for what hooks do)."""
+
+    kind: str
+    #: Tool names it applies to (a glob: ``bash``, ``everything__*``, ``*``).
+    match: str
+    command: str
+    timeout: float = 30.0
+    source: str = ""
+
+    def applies(self, tool: str) -> bool:
+        """Whether the hook runs for calls of ``tool``."""
+        return fnmatch.fnmatchcase(tool, self.match)
+
 
 
 class ConfigError(Exception):

@@ -18,7 +18,6 @@ call that a rule or a person refused.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
 import subprocess
@@ -27,30 +26,14 @@ from typing import Any, Mapping
 
 import trio
 
+from ._config import Hook
 from .tools import ProcessLedger, ToolResult, kill_group
 
 log = logging.getLogger(__name__)
 
-HOOK_KINDS = ("pre_tool", "post_tool")
 #: Exit status of a pre hook that blocks the call.
 BLOCK_STATUS = 2
 _OUTPUT_LIMIT = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Hook:
-    """One configured hook."""
-
-    kind: str
-    #: Tool names it applies to (a glob: ``bash``, ``everything__*``, ``*``).
-    match: str
-    command: str
-    timeout: float = 30.0
-    source: str = ""
-
-    def applies(self, tool: str) -> bool:
-        """Whether the hook runs for calls of ``tool``."""
-        return fnmatch.fnmatchcase(tool, self.match)
 
 
 @dataclass(frozen=True, slots=True)

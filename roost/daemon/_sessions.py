@@ -10,7 +10,7 @@ import trio
 
 from roost.loop import CreateSession, SessionState, fold, step
 
-from ._hooks import Hook
+from ._config import Hook
 from ._store import EventStore
 from .providers import Resolved
 
@@ -31,8 +31,9 @@ class Session:
     #: The model of the run in flight, resolved at dispatch, and its thinking budget.
     model: Resolved | None = None
     think: int | None = None
-    #: The hooks of the run in flight (from the config at dispatch).
+    #: The hooks of the run in flight (from the config at dispatch), and its system prompt.
     hooks: tuple[Hook, ...] = ()
+    system: str = ""
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
     #: Bounds the tool calls of one step that run at once (set when a run starts).

@@ -8,11 +8,13 @@ reads a clock or makes ids: those arrive as fields of the inputs.
 
 from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
+from ._plan import parse_plan
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, rule_matches
 from ._shell import command_name, split_commands
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
+    MODES,
     Abort,
     CheckFinished,
     CreateSession,
@@ -48,6 +50,7 @@ __all__ = [
     "Interrupted",
     "InvalidInput",
     "LIVE_TYPES",
+    "MODES",
     "ModelFailed",
     "ModelFinished",
     "PermissionDecided",
@@ -75,6 +78,7 @@ __all__ = [
     "decide",
     "fold",
     "glob_matcher",
+    "parse_plan",
     "parse_rule",
     "rule_matches",
     "secrets_guardrails",

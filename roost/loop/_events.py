@@ -26,6 +26,7 @@ PERMISSION_REQUESTED = "permission.requested"
 PERMISSION_RESOLVED = "permission.resolved"
 HUMAN_ASKED = "human.asked"
 HUMAN_ANSWERED = "human.answered"
+PLAN = "plan"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
 RUN_FINISHED = "run.finished"
@@ -52,6 +53,7 @@ EVENT_TYPES: Mapping[str, str] = {
     ),
     HUMAN_ASKED: "the model asked the people watching a question (call_id, question, choices)",
     HUMAN_ANSWERED: "the first answer to a question (call_id, answer, client)",
+    PLAN: "plan mode: the reply as steps (steps: [{step, text, files}], text)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",

@@ -11,6 +11,10 @@ from typing import Any, Mapping, Union
 from ._guardrails import Guardrail
 from ._permissions import Policy
 
+#: Run modes: one model call that plans, the tool loop with approvals, without them, and
+#: the edit-run-check-fix harness.
+MODES = ("plan", "agent", "full", "exec")
+
 
 @dataclass(frozen=True, slots=True)
 class CreateSession:
@@ -46,6 +50,8 @@ class Submit:
     guardrails: tuple[Guardrail, ...] = ()
     #: Seconds a permission request waits before it counts as denied (None: for ever).
     approval_timeout: float | None = None
+    #: The system prompt's layers: ``{name, chars, source}`` each (recorded, not used).
+    prompt: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

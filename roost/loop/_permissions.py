@@ -13,7 +13,7 @@ call's main argument: the command for ``bash``, the path for the file tools.
   leads and refuse a change that a symlink takes outside the working directory).
 
 Deny wins over ask, ask over allow; a call no rule matches gets the mode's preset. In
-``agent`` mode reads are allowed and everything else asks (a path outside the working
+``agent`` mode reads (and ``skill``, ``remember``) are allowed and everything else asks (a path outside the working
 directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
 """
@@ -37,7 +37,8 @@ ASK_HUMAN = "ask_human"
 #: Tools whose main argument is a path, with the input key that holds it.
 _PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
 _SEARCH_TOOLS = frozenset({"glob", "grep"})
-_READ_TOOLS = frozenset({"read", ASK_HUMAN}) | _SEARCH_TOOLS
+#: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory).
+_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", "remember"}) | _SEARCH_TOOLS
 _SEVERITY = {ALLOW: 0, ASK: 1, DENY: 2}
 _RULE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 

@@ -93,6 +93,9 @@ class SessionState:
     #: Reason the last run ended (``None`` before the first run).
     last_status: str | None = None
     last_run: str | None = None
+    #: Agent and mode of the last run (what a new prompt or run defaults to).
+    last_agent: str | None = None
+    last_mode: str | None = None
     #: Highest stored ``seq`` folded so far, and how many stored events that is.
     last_seq: int = 0
     events: int = 0
@@ -288,7 +291,15 @@ def _check_finished(state: SessionState, event: Event) -> SessionState:
 
 
 def _run_finished(state: SessionState, event: Event) -> SessionState:
-    return replace(state, run=None, last_status=event.data["reason"], last_run=event.run)
+    run = state.run
+    return replace(
+        state,
+        run=None,
+        last_status=event.data["reason"],
+        last_run=event.run,
+        last_agent=run.agent if run else state.last_agent,
+        last_mode=run.mode if run else state.last_mode,
+    )
 
 
 def cost(usage: Mapping[str, int], price: Mapping[str, float] | None) -> float | None:

@@ -32,6 +32,8 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
   stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
   run ends ``aborted``, and CancelRun stops its model stream and tool processes.
+- plan mode: no tools are offered, and the first reply ends the run: its tool calls are
+  answered with errors, its text is read as steps (``plan``), and the run ends ``done``.
 - exec mode: an attempt ends when the loop would end (``done`` or ``max_turns``, which
   counts per attempt); with a check command, ``check.started`` + RunCheck, then
   ``CheckFinished``: exit 0 ends the run ``check_passed``; otherwise, with attempts left,
@@ -73,6 +75,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, decide
+from ._plan import parse_plan
 from ._state import Phase, RunState, SessionState, apply, cost
 
 #: Replies running with the same tool calls before a nudge, and before the run stops.
@@ -237,8 +240,9 @@ def _submit(b: _Builder, input: Submit) -> None:
         agent=input.agent,
         mode=input.mode,
         max_turns=input.max_turns,
-        tools=list(input.tools),
+        tools=list(input.tools) if input.mode != "plan" else [],
         permissions=input.policy.to_map(),
+        **({"prompt": [dict(layer) for layer in input.prompt]} if input.prompt else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
@@ -278,6 +282,14 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
     calls = [block for block in content if block.get("type") == "tool_use"]
     for call in calls:
         b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}))
+    if b.run.mode == "plan":
+        # One call, no tools: whatever the model asked for is answered, never run.
+        for call in calls:
+            b.finish_call(call["id"], "not run: plan mode runs no tools", is_error=True)
+        _finish_step(b)
+        b.emit(ev.PLAN, steps=parse_plan(b.run.text), text=b.run.text)
+        b.emit_run_finished("done" if input.stop_reason != "max_tokens" else "max_tokens")
+        return
     stop = _stop_before_calls(b, input.stop_reason, content)
     if stop is not None:
         reason, why, note = stop

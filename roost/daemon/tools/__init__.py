@@ -1,6 +1,7 @@
 """Built-in tools and the registry that checks and runs calls."""
 
 from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
+from ._glob import list_files
 from ._ledger import ProcessLedger
 from ._registry import BUILTIN_TOOLS, ToolRegistry
 
@@ -12,5 +13,6 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "kill_group",
+    "list_files",
     "truncate",
 ]

@@ -17,11 +17,13 @@ from ._edit import EDIT
 from ._glob import GLOB
 from ._grep import GREP
 from ._read import READ
+from ._remember import REMEMBER
+from ._skill import SKILL
 from ._write import WRITE
 
 log = logging.getLogger(__name__)
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN)
+BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN, SKILL, REMEMBER)
 
 
 class ToolRegistry:

@@ -1,0 +1,70 @@
+"""Commands about what a run is made of: agents, and the system prompt it gets."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from roost.protocol import RpcError
+
+from ._connect import connect, refused, resolve_session, socket_path
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_obj
+def agents(obj: dict[str, Any], as_json: bool) -> None:
+    """List the agents for this folder: built-in, user (~/.config/roost/agents) and project
+    (.roost/agents, .claude/agents), with where each came from."""
+    with connect(socket_path(obj["socket"])) as client:
+        result = client.call("agents.list", cwd=os.getcwd())
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    for agent in result["agents"]:
+        extras = [f"mode {agent['mode']}"] if agent.get("mode") else []
+        if agent.get("model"):
+            extras.append(agent["model"])
+        if agent.get("tools") is not None:
+            extras.append("tools: " + ", ".join(agent["tools"]))
+        click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))
+        if agent.get("description"):
+            click.echo(f"  {agent['description']}")
+        click.echo(click.style(f"  {agent['source']}", dim=True))
+    for problem in result["problems"]:
+        click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
+
+
+@click.command()
+@click.argument("session", required=False)
+@click.option("--agent", "-a", help="Show it for this agent (default: the session's last).")
+@click.option("--mode", type=click.Choice(["plan", "agent", "full", "exec"]), help="Show it for this mode.")
+@click.option("--json", "as_json", is_flag=True, help="Print the layers as JSON.")
+@click.pass_obj
+def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: str | None, as_json: bool) -> None:
+    """Show the system prompt a run in SESSION (or in this folder) gets, its layers marked.
+
+    Layers come stable first (agent, mode, bootstrap, instructions, skills, memory, repo map,
+    summary) so that a provider's prompt cache covers the longest prefix.
+    """
+    with connect(socket_path(obj["socket"])) as client:
+        params: dict[str, Any] = {"session": resolve_session(client, session)} if session else {"cwd": os.getcwd()}
+        for key, value in (("agent", agent), ("mode", mode)):
+            if value:
+                params[key] = value
+        try:
+            result = client.call("prompt", params)
+        except RpcError as exc:
+            raise refused(exc) from None
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    for layer in result["layers"]:
+        source = f" · {layer['source']}" if layer.get("source") else ""
+        click.echo(click.style(f"── {layer['name']} ({layer['chars']:,} chars{source})", fg="cyan", bold=True))
+        click.echo(layer["text"].rstrip())
+    total = sum(layer["chars"] for layer in result["layers"])
+    click.echo(click.style(f"── {total:,} chars in all · agent {result['agent']} · {result['mode']} mode", dim=True))

@@ -1,0 +1,216 @@
+"""Agents: Markdown files with YAML front matter, and the built-in default.
+
+    ---
+    name: reviewer
+    description: Reviews a change and reports problems; never edits.
+    model: anthropic/claude-sonnet-4-6     # or sonnet / opus / haiku / inherit
+    mode: agent                            # plan | agent | full | exec
+    tools: [read, grep, glob]              # allow list; may name MCP tools (server__*)
+    max_turns: 20
+    think: medium                          # off | low | medium | high | a token budget
+    permissions: {deny: ["bash(git push*)"]}
+    ---
+    You review changes. ...
+
+The body is the agent's instructions. Files come from the user config dir (``agents/``),
+then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as it is:
+``tools: Read, Grep`` and ``model: sonnet`` are understood), then ``.roost/agents/``; a
+later file of the same name overrides an earlier one and the built-in. A file that cannot
+be used is reported with its path (and line) and the others still load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from roost.loop import MODES, Rule, RuleError, parse_rule
+
+from ._project import FrontMatterError, agent_dirs, split_front_matter
+
+#: The agent a dispatch gets when it names none.
+DEFAULT_AGENT = "default"
+#: Thinking budgets (tokens) for the words ``think`` accepts.
+THINK_LEVELS = {"off": 0, "low": 2048, "medium": 8192, "high": 24576}
+#: Claude Code's names for its tools and models, as roost names them.
+_CLAUDE_TOOLS = {
+    "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit", "Bash": "bash",
+    "Glob": "glob", "Grep": "grep", "LS": "glob",
+}
+_CLAUDE_MODELS = {
+    "sonnet": "anthropic/claude-sonnet-4-6",
+    "opus": "anthropic/claude-opus-4-5",
+    "haiku": "anthropic/claude-haiku-4-5",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """One agent definition."""
+
+    name: str
+    description: str = ""
+    instructions: str = ""
+    #: ``provider/model`` (None: the dispatch's, else the config's default).
+    model: str | None = None
+    mode: str | None = None
+    #: Tool names it may use (None: every built-in tool).
+    tools: tuple[str, ...] | None = None
+    max_turns: int | None = None
+    #: Thinking budget in tokens (None: off unless the dispatch says).
+    think: int | None = None
+    rules: tuple[Rule, ...] = ()
+    #: As a sub-agent: start from a fork of the caller's history instead of a fresh one.
+    fork: bool = False
+    #: "built-in" or the file it came from.
+    source: str = "built-in"
+
+    def describe(self) -> dict[str, Any]:
+        """The agent as ``agents.list`` shows it."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "model": self.model,
+            "mode": self.mode,
+            "tools": list(self.tools) if self.tools is not None else None,
+            "max_turns": self.max_turns,
+            "think": self.think,
+            "permissions": [r.to_map() for r in self.rules],
+            "fork": self.fork,
+            "source": self.source,
+        }
+
+
+BUILTIN_AGENTS: Mapping[str, Agent] = {
+    DEFAULT_AGENT: Agent(
+        DEFAULT_AGENT,
+        "The general agent: reads, changes and runs things in the project to do the task.",
+        "You are roost's agent. You work in the user's project with the tools you are given; "
+        "their results are real. Look before you change things, make the change the task asks "
+        "for and no more, check your work when you can (run the tests), and say briefly what "
+        "you did and what is left.",
+    ),
+}
+
+
+def load_agents(cwd: str | None) -> tuple[dict[str, Agent], list[str]]:
+    """Every agent for a session in ``cwd``, and a message for each file that was skipped."""
+    agents = dict(BUILTIN_AGENTS)
+    problems: list[str] = []
+    for folder in agent_dirs(cwd):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.md")):
+            try:
+                agent = parse_agent(path.read_text(encoding="utf-8"), str(path))
+            except AgentError as exc:
+                problems.append(str(exc))
+            except (OSError, UnicodeDecodeError) as exc:
+                problems.append(f"{path}: cannot read: {exc}")
+            else:
+                agents[agent.name] = agent
+    return agents, problems
+
+
+class AgentError(ValueError):
+    """An agent file that cannot be used; the message names the file (and line)."""
+
+
+def parse_agent(text: str, source: str) -> Agent:
+    """An agent from a file's text.
+
+    Raises:
+        AgentError: no front matter, bad YAML, or a field of the wrong kind.
+    """
+    try:
+        meta, body = split_front_matter(text, source)
+    except FrontMatterError as exc:
+        raise AgentError(str(exc)) from None
+    where = f"{source}: "
+    name = meta.get("name") or Path(source).stem
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise AgentError(f"{where}name must be letters, digits, - and _ (got {name!r})")
+    mode = meta.get("mode")
+    if mode is not None and mode not in MODES:
+        raise AgentError(f"{where}mode must be one of {', '.join(MODES)}")
+    return Agent(
+        name=name,
+        description=_text(meta, "description", where),
+        instructions=body,
+        model=_model(meta.get("model"), where),
+        mode=mode,
+        tools=_tools(meta.get("tools"), where),
+        max_turns=_positive(meta.get("max_turns"), "max_turns", where),
+        think=think_budget(meta.get("think"), where),
+        rules=_rules(meta.get("permissions"), source),
+        fork=bool(meta.get("fork", False)),
+        source=source,
+    )
+
+
+def think_budget(value: Any, where: str = "") -> int | None:
+    """``off`` / ``low`` / ``medium`` / ``high`` / a number of tokens as a budget (None: off)."""
+    if value is None or value is False:
+        return None
+    if isinstance(value, str) and value in THINK_LEVELS:
+        return THINK_LEVELS[value] or None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value or None
+    raise AgentError(f"{where}think must be off, low, medium, high or a number of tokens")
+
+
+def _text(meta: Mapping[str, Any], key: str, where: str) -> str:
+    value = meta.get(key, "")
+    if not isinstance(value, str):
+        raise AgentError(f"{where}{key} must be text")
+    return value.strip()
+
+
+def _model(value: Any, where: str) -> str | None:
+    if value is None or value == "inherit":
+        return None
+    if not isinstance(value, str):
+        raise AgentError(f"{where}model must be provider/model, or sonnet, opus, haiku, inherit")
+    return _CLAUDE_MODELS.get(value, value)
+
+
+def _tools(value: Any, where: str) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise AgentError(f"{where}tools must be a list of tool names (or a comma-separated string)")
+    names = []
+    for tool in value:
+        if tool.startswith("mcp__"):
+            tool = tool[len("mcp__") :]
+        names.append(_CLAUDE_TOOLS.get(tool, tool))
+    return tuple(dict.fromkeys(names))
+
+
+def _positive(value: Any, key: str, where: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise AgentError(f"{where}{key} must be a whole number of at least 1")
+    return value
+
+
+def _rules(value: Any, source: str) -> tuple[Rule, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, dict):
+        raise AgentError(f"{source}: permissions must be a map of allow / ask / deny lists")
+    rules = []
+    for action, texts in value.items():
+        if not isinstance(texts, list):
+            raise AgentError(f"{source}: permissions.{action} must be a list of rules")
+        for text in texts:
+            try:
+                rules.append(parse_rule(text, action, source))
+            except RuleError as exc:
+                raise AgentError(f"{source}: permissions.{action}: {exc}") from None
+    return tuple(rules)
+

@@ -1,0 +1,86 @@
+"""Where a project's roost files are: its root, agents, skills and memory, and the front
+matter that agent and skill files share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ._config import user_config_file
+
+
+class FrontMatterError(ValueError):
+    """A file whose front matter cannot be read; the message names the file and line."""
+
+
+def project_root(cwd: str | None) -> Path | None:
+    """The nearest folder at or above ``cwd`` holding ``.roost``, ``.claude`` or ``.git``
+    (``cwd`` itself when there is none)."""
+    if not cwd:
+        return None
+    for folder in (Path(cwd), *Path(cwd).parents):
+        if any((folder / marker).exists() for marker in (".roost", ".claude", ".git")):
+            return folder
+    return Path(cwd)
+
+
+def agent_dirs(cwd: str | None) -> list[Path]:
+    """Where agent files are read, lowest precedence first."""
+    dirs = [user_config_file().parent / "agents"]
+    root = project_root(cwd)
+    if root is not None:
+        dirs += [root / ".claude" / "agents", root / ".roost" / "agents"]
+    return dirs
+
+
+def skill_dirs(cwd: str) -> list[Path]:
+    """Folders holding skill folders (each with a SKILL.md), lowest precedence first."""
+    root = project_root(cwd) or Path(cwd)
+    return [user_config_file().parent / "skills", root / ".claude" / "skills", root / ".roost" / "skills"]
+
+
+def find_skills(cwd: str) -> dict[str, tuple[str, Path]]:
+    """Skills by name: (description, path of SKILL.md); later folders override earlier.
+    A SKILL.md whose front matter cannot be read is named after its folder."""
+    found: dict[str, tuple[str, Path]] = {}
+    for folder in skill_dirs(cwd):
+        if not folder.is_dir():
+            continue
+        for skill in sorted(folder.glob("*/SKILL.md")):
+            try:
+                meta, _ = split_front_matter(skill.read_text(encoding="utf-8", errors="replace"), str(skill))
+            except (OSError, FrontMatterError):
+                meta = {}
+            name = str(meta.get("name") or skill.parent.name)
+            found[name] = (str(meta.get("description", "")).strip(), skill)
+    return found
+
+
+def memory_files(cwd: str) -> dict[str, Path]:
+    """The memory files: ``user`` (in the config dir) and ``project`` (in ``.roost/``)."""
+    root = project_root(cwd) or Path(cwd)
+    return {"user": user_config_file().parent / "MEMORY.md", "project": root / ".roost" / "MEMORY.md"}
+
+
+def split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
+    """The YAML front matter between ``---`` lines, and the body after it.
+
+    Raises:
+        FrontMatterError: no front matter, bad YAML, or not a map.
+    """
+    import yaml
+
+    if not text.startswith("---"):
+        raise FrontMatterError(f"{source}:1: no front matter: the file must start with a --- line")
+    end = text.find("\n---", 3)
+    if end == -1:
+        raise FrontMatterError(f"{source}:1: the front matter has no closing --- line")
+    try:
+        meta = yaml.safe_load(text[3:end]) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        raise FrontMatterError(f"{source}:{line}: bad YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(meta, dict):
+        raise FrontMatterError(f"{source}:2: the front matter must be a map of fields")
+    return meta, text[end + 4 :].lstrip("-").strip()

@@ -1,0 +1,212 @@
+"""The system prompt, composed from layers: stable ones first, so a prompt cache covers the
+longest prefix.
+
+1. agent: the agent's instructions
+2. mode: what the run mode expects
+3. bootstrap: OS, Python, date, project path, git branch
+4. instructions: AGENTS.md, CLAUDE.md and .roost/INSTRUCTIONS.md, from the project root down
+   to the working directory
+5. skills: name and description of each SKILL.md folder (the ``skill`` tool reads one)
+6. memory: the user's and the project's memory files (the ``remember`` tool appends)
+7. repo map: the project's files and, for Python, their top-level definitions (bounded)
+8. summary: the session's summary after a compaction
+
+Each layer is read fresh for every run; its size goes into ``run.started``.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from ._agents import Agent
+from ._project import find_skills, memory_files, project_root
+from .tools import list_files
+
+#: Files merged into the instructions layer, in each folder from the root down.
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".roost/INSTRUCTIONS.md")
+#: Characters the repo map may take, and the files it looks at.
+REPO_MAP_LIMIT = 8000
+REPO_MAP_FILES = 2000
+#: Characters one instruction or memory file may add.
+FILE_LIMIT = 20000
+
+MODE_INSTRUCTIONS = {
+    "plan": (
+        "Plan mode: do not change anything and do not call tools. Reply with a plan only: a "
+        "numbered list of steps, one line each, each ending with the files it touches, like\n"
+        "1. Add the retry loop to the client. Files: src/client.py, tests/test_client.py"
+    ),
+    "agent": (
+        "Agent mode: use the tools to do the task. Writes, edits and shell commands may wait "
+        "for a person's approval; a denied call comes back as an error with their reason: "
+        "respect it and find another way, or ask with ask_human."
+    ),
+    "full": "Full mode: use the tools to do the task; no call waits for approval.",
+    "exec": (
+        "Exec mode: work until the task is done; then the project's check runs, and if it "
+        "fails you get its output and another attempt. Make the check pass."
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Layer:
+    """One part of the system prompt."""
+
+    name: str
+    text: str
+    #: Where it came from: files, or what produced it.
+    source: str = ""
+
+
+async def compose(agent: Agent, mode: str, cwd: str, summary: str = "") -> list[Layer]:
+    """The layers for a run of ``agent`` in ``mode`` in ``cwd``; empty ones are left out.
+
+    Files are read in a worker thread, so a large project never blocks the daemon.
+    """
+    root = project_root(cwd) or Path(cwd)
+    files = await list_files(root)
+    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary)
+
+
+def _layers(agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str) -> list[Layer]:
+    layers = [
+        Layer("agent", agent.instructions, agent.source),
+        Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
+        Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
+        _instructions(root, Path(cwd)),
+        _skills(root),
+        _memory(root),
+        _repo_map(root, files),
+        Layer("summary", f"Summary of the conversation so far:\n{summary}" if summary else "", "compaction"),
+    ]
+    return [layer for layer in layers if layer.text.strip()]
+
+
+def render(layers: list[Layer]) -> str:
+    """The system prompt the model gets."""
+    return "\n\n".join(layer.text.strip() for layer in layers)
+
+
+def sizes(layers: list[Layer]) -> list[dict[str, object]]:
+    """Each layer's name, size in characters and source, as recorded in ``run.started``."""
+    return [{"name": layer.name, "chars": len(layer.text), "source": layer.source} for layer in layers]
+
+
+def _bootstrap(cwd: str, root: Path) -> str:
+    facts = [
+        f"OS: {platform.system()} {platform.release()}",
+        f"Python: {platform.python_version()}",
+        f"Date: {datetime.date.today().isoformat()}",
+        f"Project: {root}",
+    ]
+    if Path(cwd) != root:
+        facts.append(f"Working directory: {cwd}")
+    branch = _git_branch(root)
+    if branch:
+        facts.append(f"Git branch: {branch}")
+    return "Facts about this session:\n" + "\n".join(f"- {fact}" for fact in facts)
+
+
+def _git_branch(root: Path) -> str | None:
+    # Read, not run: no git process for every run.
+    try:
+        head = (root / ".git" / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else head[:12]
+
+
+def _instructions(root: Path, cwd: Path) -> Layer:
+    folders = [root]
+    if cwd != root and cwd.is_relative_to(root):
+        for part in cwd.relative_to(root).parts:
+            folders.append(folders[-1] / part)
+    parts, sources = [], []
+    for folder in folders:
+        for name in INSTRUCTION_FILES:
+            path = folder / name
+            text = _read(path)
+            if text:
+                parts.append(f"Instructions from {path}:\n{text}")
+                sources.append(str(path))
+    return Layer("instructions", "\n\n".join(parts), ", ".join(sources))
+
+
+def _skills(root: Path) -> Layer:
+    skills = find_skills(str(root))
+    if not skills:
+        return Layer("skills", "")
+    lines = [f"- {name}: {description}" for name, (description, _) in sorted(skills.items())]
+    text = "Skills you can read with the skill tool when one fits the task:\n" + "\n".join(lines)
+    return Layer("skills", text, ", ".join(str(path.parent) for _, path in skills.values()))
+
+
+def _memory(root: Path) -> Layer:
+    parts, sources = [], []
+    for scope, path in memory_files(str(root)).items():
+        text = _read(path)
+        if text:
+            parts.append(f"Remembered ({scope}, {path}):\n{text}")
+            sources.append(str(path))
+    if not parts:
+        return Layer("memory", "")
+    return Layer("memory", "\n\n".join(parts) + "\n(Add to memory with the remember tool.)", ", ".join(sources))
+
+
+def _repo_map(root: Path, files: list[str]) -> Layer:
+    files = files[:REPO_MAP_FILES]
+    lines: list[str] = []
+    size = 0
+    for path in files:
+        entry = [path]
+        if path.endswith(".py"):
+            entry += [f"  {d}" for d in _outline(root / path)]
+        chunk = "\n".join(entry)
+        if size + len(chunk) > REPO_MAP_LIMIT:
+            lines.append(f"... ({len(files) - len(lines)} more files not shown)")
+            break
+        lines.append(chunk)
+        size += len(chunk) + 1
+    if not lines:
+        return Layer("repo map", "")
+    return Layer("repo map", "Files of the project (Python with its top-level definitions):\n" + "\n".join(lines), str(root))
+
+
+def _outline(path: Path) -> list[str]:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            out.append(f"class {node.name}")
+            out += [
+                f"  def {item.name}({_args(item)})"
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and not item.name.startswith("_")
+            ]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(f"{'async ' if isinstance(node, ast.AsyncFunctionDef) else ''}def {node.name}({_args(node)})")
+    return out
+
+
+def _args(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    names = [a.arg for a in node.args.posonlyargs + node.args.args if a.arg not in ("self", "cls")]
+    return ", ".join(names)
+
+
+def _read(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[:FILE_LIMIT].strip()
+

@@ -1,0 +1,44 @@
+"""The ``skill`` tool: the body of a skill (a folder with a SKILL.md) the prompt lists.
+
+Skills come from the user config dir (``skills/``) and the project (``.claude/skills/``,
+``.roost/skills/``); the system prompt carries only their names and descriptions, and the
+model reads one when it needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import trio
+
+from .._project import find_skills
+from ._base import Tool, ToolContext, ToolResult, truncate
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "minLength": 1, "description": "the skill's name"}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    skills = await trio.to_thread.run_sync(find_skills, ctx.cwd)
+    found = skills.get(input["name"])
+    if found is None:
+        known = ", ".join(sorted(skills)) or "none"
+        return ToolResult(f"no skill {input['name']!r}; skills here: {known}", is_error=True)
+    path = found[1]
+    text = await trio.Path(path).read_text(encoding="utf-8", errors="replace")
+    others = sorted(p.name for p in path.parent.iterdir() if p.name != "SKILL.md")
+    extra = f"\n\nOther files of this skill (in {path.parent}): {', '.join(others)}" if others else ""
+    return ToolResult(truncate(text + extra, ctx.output_limit), meta={"path": str(path)})
+
+
+SKILL = Tool(
+    "skill",
+    "Read a skill: the instructions (and the list of files) of one of the skills named in "
+    "the system prompt.",
+    _SCHEMA,
+    _run_skill,
+)

@@ -1,0 +1,29 @@
+"""`roost agents`, `roost prompt` and plan mode from the command line."""
+
+from __future__ import annotations
+
+from .conftest import E2E, text
+
+
+def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
+    agents = e2e.project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text(
+        "---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Grep\nmodel: sonnet\n---\nReview.\n"
+    )
+    (agents / "broken.md").write_text("---\nname: [\n---\n")
+    (e2e.project / "AGENTS.md").write_text("Always run the tests.\n")
+    listed = e2e.roost("agents")
+    assert listed.returncode == 0
+    assert "code-reviewer  (anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
+    assert str(agents / "reviewer.md") in listed.stdout
+    assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
+
+    shown = e2e.ok("prompt", "--agent", "code-reviewer", "--mode", "plan").stdout
+    marks = [line.split(" (")[0] for line in shown.splitlines() if line.startswith("── ")]
+    assert marks[:4] == ["── agent", "── mode", "── bootstrap", "── instructions"]
+    assert "Always run the tests." in shown and "Plan mode:" in shown
+
+    model = e2e.script([text("1. Add a test. Files: tests/test_a.py\n2. Fix it. Files: a.py")])
+    planned = e2e.ok("dispatch", "fix a", "--mode", "plan", "--model", model).stdout
+    assert "  1. Add a test.  [tests/test_a.py]" in planned and "  2. Fix it.  [a.py]" in planned
