@@ -16,9 +16,10 @@ from ._daemon import daemon, status, stop
 from ._models import chat, providers
 from ._run import abort, dispatch, steer
 from ._sessions import logs, sessions
+from .shell import attach, shell
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(roost.__version__, prog_name="roost")
 @click.option("--socket", envvar="ROOST_SOCKET", help="Daemon socket path.  [env: ROOST_SOCKET]")
 @click.pass_context
@@ -28,14 +29,22 @@ def cli(ctx: click.Context, socket: str | None) -> None:
     One daemon per user runs every agent session; these commands talk to it (and start it
     when it is not running). Runs go on when the terminal closes.
 
+    With no command, opens the interactive shell on a new session here (roost shell).
+
     \b
     Try it offline:
       roost dispatch "list the files here and count them" --model scripted/demo
     """
     ctx.obj = {"socket": socket}
+    if ctx.invoked_subcommand is None:
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            click.echo(ctx.get_help())
+            return
+        with shell.make_context("shell", [], parent=ctx) as sub:
+            shell.invoke(sub)
 
 
-for command in (dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
+for command in (shell, attach, dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
 for command in (approve, deny, answer, pending, agents, prompt):
     cli.add_command(command)

@@ -1,0 +1,150 @@
+"""The shell's connection to the daemon: msgpack-RPC on asyncio, on prompt_toolkit's loop.
+
+Why asyncio and not the blocking :class:`roost.protocol.Client` in a thread: prompt_toolkit
+runs on an asyncio loop, so a connection on that loop hands each event to the view and the
+screen on the same thread, with no locks and no hand-off; and calls can overlap (an
+``abort`` while a ``dispatch`` is still waiting for its answer), which one blocking client
+cannot do while another thread reads its events. The protocol work is the sans-IO
+:class:`roost.protocol.RpcSession` (msgids, pending table, framing) that the other clients
+wrap too; this module only moves its bytes.
+
+Error handling:
+    :meth:`AsyncClient.call` raises :class:`RpcError` for an error response and
+    :class:`ConnectionClosed` when the connection ends first (every call in flight gets it).
+    Bytes that are not msgpack-RPC end the connection the same way.
+
+Resource handling:
+    An :class:`AsyncClient` owns its socket and its reader task; :meth:`AsyncClient.aclose`
+    ends both. :meth:`AsyncClient.wait_closed` returns once the connection is over, however
+    it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from roost.protocol import (
+    PROTOCOL_VERSION,
+    ConnectionClosed,
+    Notification,
+    ProtocolError,
+    Response,
+    RpcSession,
+    notification_map,
+    result_of,
+)
+
+_READ_SIZE = 256 * 1024
+
+
+class AsyncClient:
+    """One connection to the daemon; notifications go to a callback as maps."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        on_notification: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._on_notification = on_notification
+        self._session = RpcSession()
+        self._waiting: dict[int, asyncio.Future[Response]] = {}
+        self._closed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: The daemon's answer to ``hello``.
+        self.info: dict[str, Any] = {}
+
+    @classmethod
+    async def open(
+        cls, path: str, *, client: str, on_notification: Callable[[dict[str, Any]], None]
+    ) -> AsyncClient:
+        """Connect to the socket at ``path`` and say hello as ``client``.
+
+        Raises:
+            OSError: nothing listens there (``FileNotFoundError``, ``ConnectionRefusedError``).
+            ConnectionClosed: the daemon went away during the handshake.
+        """
+        reader, writer = await asyncio.open_unix_connection(path)
+        self = cls(reader, writer, on_notification)
+        self._task = asyncio.create_task(self._read_loop())
+        try:
+            self.info = await self.call("hello", client=client, protocol=PROTOCOL_VERSION)
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    def has(self, method: str) -> bool:
+        """Whether the daemon serves ``method`` (from its ``hello`` catalogue)."""
+        return any(m.get("name") == method for m in self.info.get("methods", ()))
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection is over."""
+        return self._closed.is_set()
+
+    async def call(self, method: str, params: dict[str, Any] | None = None, /, **kwargs: Any) -> Any:
+        """Call ``method`` with one map of params; its result.
+
+        Raises:
+            RpcError: the daemon answered with an error.
+            ConnectionClosed: the connection ended before the answer.
+        """
+        if self.closed:
+            raise ConnectionClosed("not connected to the daemon")
+        msgid, data = self._session.request(method, {**(params or {}), **kwargs})
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._waiting[msgid] = future
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._waiting.pop(msgid, None)
+            self._close()
+            raise ConnectionClosed("the daemon closed the connection") from exc
+        return result_of(await future)
+
+    async def wait_closed(self) -> None:
+        """Return when the connection has ended."""
+        await self._closed.wait()
+
+    async def aclose(self) -> None:
+        """Close the connection (safe to call twice)."""
+        self._close()
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    def _close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        self._writer.close()
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(ConnectionClosed("the daemon closed the connection"))
+        self._waiting.clear()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                data = await self._reader.read(_READ_SIZE)
+                if not data:
+                    return
+                for message in self._session.receive(data):
+                    if isinstance(message, Response):
+                        future = self._waiting.pop(message.msgid, None)
+                        if future is not None and not future.done():
+                            future.set_result(message)
+                    elif isinstance(message, Notification):
+                        self._on_notification(notification_map(message))
+        except (ConnectionError, ProtocolError):
+            return
+        finally:
+            self._close()

@@ -1,0 +1,431 @@
+"""What the shell shows, as prompt_toolkit formatted text: pure functions, no IO, no state.
+
+Each function takes event maps or the view's state (and the time and width it needs as
+arguments) and returns fragments ``[(style, text), ...]`` or lines of them. Lists of tuples
+are prompt_toolkit formatted text as they are, so this module imports nothing from
+prompt_toolkit and its output can be compared in tests. Styles are class names; the shell's
+style sheet (``_app.STYLE``) gives them colours.
+
+Two places show things: the transcript, committed to the terminal's scrollback once (event
+lines, a reply's Markdown), and the live area under it, redrawn as time passes (tools
+running, a spinner, the open approval or question, the toolbar).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from .._render import summary, when
+from ._markdown import Fragments
+from ._view import Phase, Request, RunStats, SessionView, ToolCall
+
+Lines = list[Fragments]
+
+#: Frames of the spinner shown while waiting on the model or a tool (ten a second).
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+#: Lines of a tool's result shown under its call; the rest is folded into a count.
+RESULT_LINES = 3
+#: Lines of a check's output, or of a long user message from a check, shown.
+NOTE_LINES = 3
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def plain(fragments: Iterable[tuple[str, str]]) -> str:
+    """The text of some fragments, without styles."""
+    return "".join(text for _, text in fragments)
+
+
+def clean(text: str) -> str:
+    """Text safe to print: tabs expanded, control characters (escapes, CR) removed."""
+    return _CONTROL.sub("", text.expandtabs(4))
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
+def indent(lines: Lines, depth: int) -> Lines:
+    """Lines of a sub-agent ``depth`` levels down, indented under its call."""
+    if depth <= 0:
+        return lines
+    bar = ("class:subagent", "  │ " * depth)
+    return [[bar, *line] for line in lines]
+
+
+def join_lines(lines: Lines) -> Fragments:
+    """Lines as one piece of formatted text, ending with a newline."""
+    out: Fragments = []
+    for line in lines:
+        out.extend(line)
+        out.append(("", "\n"))
+    return out
+
+
+def brief_input(value: Any, width: int) -> str:
+    """A tool call's main argument (command, path, pattern, ...) on one line."""
+    if isinstance(value, dict):
+        for key in ("command", "path", "file_path", "pattern", "query", "url", "description", "prompt"):
+            if isinstance(value.get(key), str):
+                return shorten(clean(value[key]), width)
+        text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items())
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    return shorten(clean(text), width)
+
+
+def seconds(value: float) -> str:
+    """A duration the way the shell writes it: 0.42s, 12.3s, 4m05s."""
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, rest = divmod(int(value), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
+# -- the transcript ----------------------------------------------------------------------------
+
+
+def session_header(session: str, cwd: str, created: float | None) -> Lines:
+    """The line that opens a session's transcript."""
+    when_text = f" · created {when(created)}" if created else ""
+    return [[("class:dim", f"── session {session} · {cwd}{when_text} ──")]]
+
+
+def run_started(e: dict[str, Any]) -> Lines:
+    """A run began: its id, agent, mode and model."""
+    parts = [f"▶ run {e.get('run')}"]
+    parts += [str(e[key]) for key in ("agent", "mode", "model") if e.get(key)]
+    return [[], [("class:dim", " · ".join(parts))]]
+
+
+def user_message(text: str, origin: str) -> Lines:
+    """A task, a steer, or a note fed back by the check (folded)."""
+    lines = clean(text).strip("\n").split("\n")
+    if origin == "check":
+        return _folded([("class:dim", "◆ ")], lines, "class:dim", NOTE_LINES)
+    marker = "› " if origin != "steer" else "» "
+    out = [[("class:user.marker", marker), ("class:user", lines[0])]]
+    out += [[("", "  "), ("class:user", line)] for line in lines[1:]]
+    return out
+
+
+def steer_queued(text: str) -> Lines:
+    """Text for the run in flight, given to its next model call."""
+    lines = clean(text).strip("\n").split("\n")
+    out = [[("class:user.marker", "» "), ("class:user", lines[0]), ("class:dim", "  (steering)")]]
+    out += [[("", "  "), ("class:user", line)] for line in lines[1:]]
+    return out
+
+
+def tool_finished(name: str, tool_input: Any, e: dict[str, Any], width: int) -> Lines:
+    """A finished tool call: one line (tool, main argument, status, time), its result folded."""
+    failed = bool(e.get("is_error"))
+    mark = ("class:tool.error", "✗ ") if failed else ("class:tool.ok", "● ")
+    took = f" · {seconds(float(e.get('latency') or 0.0))}"
+    head = [mark, ("class:tool.name", name), ("", " "),
+            ("class:tool.arg", brief_input(tool_input, max(10, width - len(name) - len(took) - 4))),
+            ("class:dim", took)]
+    result = clean(str(e.get("result", ""))).rstrip("\n")
+    lines = result.split("\n") if result.strip() else ["(no output)"]
+    style = "class:tool.error-text" if failed else "class:tool.result"
+    return [head, *_folded([("class:dim", "  ⎿ ")], lines, style, RESULT_LINES, width, "    ")]
+
+
+def running_tool(call: ToolCall, now: float, width: int) -> Fragments:
+    """A tool call in flight, with a spinner and how long it has been running."""
+    took = f" · {seconds(max(0.0, now - call.started))}"
+    arg = brief_input(call.input, max(10, width - len(call.name) - len(took) - 6 - 4 * call.depth))
+    line = [("class:spinner", spinner(now) + " "), ("class:tool.name", call.name), ("", " "),
+            ("class:tool.arg", arg), ("class:dim", took)]
+    return indent([line], call.depth)[0]
+
+
+def reasoning(text: str, expanded: bool, width: int) -> Lines:
+    """A model's reasoning: dimmed in full, or collapsed to one line."""
+    text = clean(text).strip()
+    if not text:
+        return []
+    if expanded:
+        return [[("class:reasoning", "✻ ")]] + [[("class:reasoning", line)] for line in text.split("\n")]
+    words = len(text.split())
+    first = shorten(text, max(10, width - 40))
+    return [[("class:reasoning", f"✻ thought ({words} words): {first}"), ("class:dim", "  Ctrl-O shows it")]]
+
+
+def plan(e: dict[str, Any]) -> Lines:
+    """Plan mode's result: numbered steps, with the files each touches."""
+    out: Lines = []
+    for step in e.get("steps") or []:
+        if not isinstance(step, dict):
+            continue
+        line = [("class:md.bullet", f"{step.get('step', len(out) + 1)}. "), ("", clean(str(step.get("text", ""))))]
+        if step.get("files"):
+            line.append(("class:dim", "  [" + ", ".join(str(f) for f in step["files"]) + "]"))
+        out.append(line)
+    return [[("class:bold", "plan:")], *out] if out else []
+
+
+def check_started(e: dict[str, Any]) -> Lines:
+    """Exec mode: the check command started."""
+    return [[("class:tool.name", f"⚑ check (attempt {e.get('attempt')}): "), ("class:tool.arg", str(e.get("command", "")))]]
+
+
+def check_finished(e: dict[str, Any]) -> Lines:
+    """Exec mode: the check ended."""
+    ok = e.get("exit_status") == 0
+    verdict = "passed" if ok else f"failed (exit status {e.get('exit_status')})"
+    return [[("class:ok" if ok else "class:error", f"  check {verdict} · {seconds(float(e.get('duration') or 0.0))}")]]
+
+
+def resolved(request: dict[str, Any] | None, e: dict[str, Any], width: int) -> Lines:
+    """An approval was answered, by this terminal or another: who, and what."""
+    approved = e.get("decision") == "approve"
+    scope = "for the session" if e.get("scope") == "session" else "once"
+    verdict = f"approved {scope}" if approved else "denied"
+    what = ""
+    if request is not None:
+        what = f": {request.get('tool', '')} {brief_input(request.get('input'), max(10, width - 50))}"
+    line = [("class:ok" if approved else "class:error", f"{'✓' if approved else '✗'} {verdict}"),
+            ("class:dim", f" by {e.get('client') or 'someone'}"), ("", what)]
+    if e.get("reason"):
+        line.append(("class:dim", f" · {clean(str(e['reason']))}"))
+    return [line]
+
+
+def answered(request: dict[str, Any] | None, e: dict[str, Any]) -> Lines:
+    """A question was answered, by this terminal or another."""
+    question = shorten(clean(str((request or {}).get("question", ""))), 60)
+    return [[("class:ok", "✓ "), ("class:dim", f"{question} → "), ("", clean(str(e.get("answer", "")))),
+             ("class:dim", f"  (answered by {e.get('client') or 'someone'})")]]
+
+
+def run_finished(e: dict[str, Any]) -> Lines:
+    """The run's last line: how it ended, turns, tokens, cost, time."""
+    good = e.get("reason") in ("done", "check_passed")
+    return [[("class:ok.bold" if good else "class:warn.bold", summary(e))]]
+
+
+def error(message: str) -> Lines:
+    """Something went wrong in the run, or a request was refused."""
+    return [[("class:error", f"error: {clean(message)}")]]
+
+
+def note(text: str, style: str = "class:dim") -> Lines:
+    """A line from the shell itself (not from the session)."""
+    return [[(style, clean(line))] for line in text.split("\n")]
+
+
+def compacted(e: dict[str, Any], width: int) -> Lines:
+    """History was compacted into a summary."""
+    summary_text = shorten(clean(str(e.get("summary", ""))), max(10, width - 20))
+    return [[("class:dim", f"── compacted: {summary_text} ──")]]
+
+
+def _folded(first: Fragments, lines: list[str], style: str, keep: int, width: int = 0,
+            gutter: str = "  ") -> Lines:
+    shown = lines[:keep]
+    out = []
+    for i, line in enumerate(shown):
+        if width:
+            line = line if len(line) <= width - len(gutter) else line[: max(0, width - len(gutter) - 1)] + "…"
+        out.append([*(first if i == 0 else [("", gutter)]), (style, line)])
+    if len(lines) > keep:
+        out.append([("", gutter), ("class:dim", f"… +{len(lines) - keep} lines")])
+    return out
+
+
+# -- the live area -----------------------------------------------------------------------------
+
+
+def spinner(now: float) -> str:
+    """The spinner's frame at time ``now``."""
+    return SPINNER[int(now * 10) % len(SPINNER)]
+
+
+def request_panel(request: Request, now: float, width: int, *, position: str = "") -> Lines:
+    """An open approval or question, with the keys that answer it."""
+    left = ""
+    if request.deadline is not None:
+        left = f"  ⏱ {seconds(max(0.0, float(request.deadline) - now))} left"
+    if request.kind == "question":
+        lines = [[("class:request.title", "╭ question: "), ("class:request", clean(request.question))]]
+        if request.choices:
+            choices = "  ".join(f"{i}) {clean(c)}" for i, c in enumerate(request.choices, start=1))
+            lines.append([("class:request.title", "│ "), ("", choices)])
+        lines.append([("class:request.title", "╰ "),
+                      ("class:dim", "type the answer" + (" or its number" if request.choices else "")
+                       + ", then Enter" + position + left)])
+        return indent(lines, request.depth)
+    arg = brief_input(request.input, max(10, width - len(request.tool) - 20))
+    lines = [[("class:request.title", f"╭ approve {request.tool}? "), ("class:tool.arg", arg)]]
+    if request.reason:
+        lines.append([("class:request.title", "│ "), ("class:dim", clean(request.reason))])
+    if request.session_rules:
+        lines.append([("class:request.title", "│ "),
+                      ("class:dim", "for the session adds: " + ", ".join(request.session_rules))])
+    lines.append([
+        ("class:request.title", "╰ "),
+        ("class:key", "y"), ("", " approve once · "),
+        ("class:key", "a"), ("", " approve for the session · "),
+        ("class:key", "n"), ("", " deny"),
+        ("class:dim", position + left),
+    ])
+    return indent(lines, request.depth)
+
+
+def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200, model: str = "",
+            agent: str = "", mode: str = "") -> Fragments:
+    """The bottom line: session, what the run is doing, tokens, cost, attached clients, then
+    agent, mode and model. ``model``, ``agent`` and ``mode`` are this shell's choices for its
+    next run; empty ones show what the last run used. The model name is cut to fit."""
+    figures = f"{view.input_tokens + view.output_tokens:,} tokens"
+    if view.cost is not None:
+        figures += f" · ${view.cost:.4f}"
+    if view.clients is not None:
+        figures += f" · {view.clients} client{'s' if view.clients != 1 else ''}"
+    out: Fragments = [
+        ("class:toolbar.session", f" {view.session} "),
+        ("class:toolbar", " "),
+        status(view, now, connected),
+        ("class:toolbar", f" │ {figures} │ "),
+    ]
+    head = f"{agent or view.agent or 'default'} · {mode or view.mode or 'agent'} · "
+    room = width - len(plain(out)) - len(head) - 1
+    name = model or view.model or "default model"
+    if len(name) > room:
+        name = "…" + name[len(name) - max(0, room - 1):] if room > 1 else ""
+    out.append(("class:toolbar", head + name + " "))
+    return out
+
+
+def status(view: SessionView, now: float, connected: bool) -> tuple[str, str]:
+    """What the session is doing, with a spinner and elapsed time when something runs."""
+    if not connected:
+        return ("class:toolbar.warn", f"{spinner(now)} reconnecting to the daemon")
+    phase = view.phase
+    if phase is Phase.IDLE:
+        return ("class:toolbar.idle", "idle")
+    if phase is Phase.WAITING:
+        request = view.first_request()
+        assert request is not None
+        what = "approval" if request.kind == "permission" else "an answer"
+        return ("class:toolbar.warn", f"waiting for {what} {seconds(max(0.0, now - request.asked))}")
+    if phase is Phase.TOOL:
+        call = min(view.tools.values(), key=lambda c: c.started)
+        more = f" +{len(view.tools) - 1}" if len(view.tools) > 1 else ""
+        return ("class:toolbar.busy", f"{spinner(now)} running {call.name}{more} {seconds(max(0.0, now - call.started))}")
+    since = view.step_started or (view.run.started if view.run else now)
+    return ("class:toolbar.busy", f"{spinner(now)} thinking {seconds(max(0.0, now - since))}")
+
+
+def prompt(mode: str, busy: bool) -> Fragments:
+    """The input prompt: what Enter will do with the text typed."""
+    if mode == "deny":
+        return [("class:prompt.request", "deny, reason (Enter: none) › ")]
+    if mode == "answer":
+        return [("class:prompt.request", "answer › ")]
+    return [("class:prompt", "steer › " if busy else "› ")]
+
+
+# -- output of slash commands -----------------------------------------------------------------
+
+
+def report(stats: RunStats, now: float) -> Lines:
+    """A run's report, computed client-side from its events."""
+    duration = stats.duration if stats.duration is not None else max(0.0, now - stats.started)
+    state = stats.reason or "in flight"
+    tools = ", ".join(f"{name} ×{n}" for name, n in stats.tool_calls.most_common()) or "none"
+    calls = sum(stats.tool_calls.values())
+    rows = [
+        ("run", f"{stats.run} · {state} · {stats.agent or 'default'} · {stats.mode} · {stats.model}"),
+        ("task", shorten(clean(stats.task), 100)),
+        ("steps", f"{stats.steps}"),
+        ("tool calls", f"{calls} ({stats.tool_errors} failed): {tools}"),
+        ("tokens", f"{stats.input_tokens + stats.output_tokens:,} ({stats.input_tokens:,} in, "
+                   f"{stats.output_tokens:,} out, {stats.cache_read_tokens:,} cache read, "
+                   f"{stats.cache_write_tokens:,} cache write)"),
+        ("cost", f"${stats.cost:.4f}" if stats.cost is not None else "unknown (no price for this model)"),
+        ("latency", f"model {seconds(stats.model_latency)}"
+                    + (f" ({seconds(stats.model_latency / stats.steps)}/step)" if stats.steps else "")
+                    + f" · tools {seconds(stats.tool_latency)} · wall {seconds(duration)}"),
+    ]
+    return table(rows)
+
+
+def mapping(result: dict[str, Any]) -> Lines:
+    """A method's result (``report``, ``prompt``, ...) as key: value lines."""
+    rows = []
+    for key, value in result.items():
+        if not isinstance(value, str):
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        rows.append((str(key), value))
+    return table(rows)
+
+
+def prompt_layers(result: dict[str, Any]) -> Lines:
+    """``/prompt``: the system prompt a run would get, each layer under a heading."""
+    layers = [layer for layer in result.get("layers") or [] if isinstance(layer, dict)]
+    if not layers:
+        return mapping(result)
+    out: Lines = []
+    for layer in layers:
+        text = clean(str(layer.get("text", ""))).rstrip()
+        source = f" · {layer['source']}" if layer.get("source") else ""
+        out.append([("class:tool.name", f"── {layer.get('name', '?')} ({len(text):,} chars{source})")])
+        out += [[("", line)] for line in text.split("\n")]
+    out.append([("class:dim", f"── agent {result.get('agent', '?')} · {result.get('mode', '?')} mode")])
+    return out
+
+
+def table(rows: list[tuple[str, str]]) -> Lines:
+    """Two columns: names dimmed, values as they are (multi-line values indented)."""
+    width = max((len(name) for name, _ in rows), default=0)
+    out: Lines = []
+    for name, value in rows:
+        first, *more = clean(value).split("\n")
+        out.append([("class:dim", f"  {name:<{width}}  "), ("", first)])
+        out += [[("", " " * (width + 4) + line)] for line in more]
+    return out
+
+
+def sessions_table(rows: list[dict[str, Any]], current: str) -> Lines:
+    """``/sessions``: id, status, events, clients, cwd; the current one marked."""
+    if not rows:
+        return note("no sessions")
+    out: Lines = [[("class:dim", f"  {'ID':<13} {'CREATED':<19}  {'STATUS':<9} {'EVENTS':>6} {'CLIENTS':>7}  CWD")]]
+    for row in rows:
+        mark = "*" if row.get("id") == current else " "
+        clients = row.get("clients")
+        out.append([("class:user.marker" if mark == "*" else "", f"{mark} {row.get('id', ''):<13} "),
+                    ("", f"{when(row['created']) if row.get('created') else '':<19}  {row.get('status', ''):<9} "
+                         f"{row.get('events', 0):>6} {'' if clients is None else clients:>7}  {row.get('cwd', '')}")])
+    return out
+
+
+def help_lines(commands: Iterable[tuple[str, str, str]]) -> Lines:
+    """``/help``: the slash commands and the keys."""
+    out: Lines = [[("class:bold", "Type a task and press Enter; while a run is in flight, what you type steers it.")]]
+    rows = [(f"/{name}", f" {args}" if args else "", doc) for name, args, doc in commands]
+    width = max((len(name + args) for name, args, _ in rows), default=0)
+    for name, args, doc in rows:
+        out.append([("class:key", f"  {name}"), ("", args.ljust(width - len(name))), ("class:dim", f"  {doc}")])
+    keys = [
+        ("Esc Enter", "new line (a paste keeps its lines)"),
+        ("Tab", "complete /commands, agent and model names, @paths"),
+        ("Ctrl-C", "abort the run; at an empty prompt, detach"),
+        ("Ctrl-D", "detach (the run goes on in the daemon)"),
+        ("Ctrl-O", "show reasoning in full, or collapsed"),
+        ("y / a / n", "answer an approval: once, for the session, deny (Esc: back)"),
+        ("//text", "send text that starts with /"),
+    ]
+    out.append([("class:bold", "Keys:")])
+    out += [[("class:key", f"  {key:<10}"), ("class:dim", f" {doc}")] for key, doc in keys]
+    return out

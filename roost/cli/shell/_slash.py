@@ -1,0 +1,60 @@
+"""The slash commands: names, arguments, help, and how their arguments complete.
+
+Only the table and the parsing live here; what each command does is the shell's
+(``Shell._cmd_NAME``). A command may be typed as any unique prefix of its name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Run modes the shell offers (the daemon says which it accepts).
+MODES = ("plan", "agent", "full", "exec")
+#: Scopes of an approval.
+SCOPES = ("once", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One slash command."""
+
+    name: str
+    args: str
+    doc: str
+    #: What its argument completes to: "agent", "mode", "model", "session", "scope" or "".
+    complete: str = ""
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("help", "", "this list"),
+    Command("agent", "NAME", "run the next tasks with this agent", "agent"),
+    Command("mode", "MODE", "plan, agent, full or exec for the next tasks", "mode"),
+    Command("model", "ID", "provider/model or an alias for the next tasks", "model"),
+    Command("sessions", "", "list the daemon's sessions"),
+    Command("switch", "ID", "go to another session (id or unique prefix)", "session"),
+    Command("new", "", "start a new session in this directory"),
+    Command("abort", "", "abort the run in flight (the session stays)"),
+    Command("approve", "[once|session]", "approve the open request", "scope"),
+    Command("deny", "[REASON]", "deny the open request"),
+    Command("compact", "", "compact the session's history"),
+    Command("report", "", "the last run: steps, tools, tokens, cost, latency"),
+    Command("prompt", "", "the session's system prompt"),
+    Command("detach", "", "leave; runs go on in the daemon"),
+)
+
+
+def parse(text: str) -> tuple[str, str] | None:
+    """``/name rest`` as (name as typed, rest); None when ``text`` is not a command.
+
+    ``//text`` is not a command: it is text that starts with ``/``.
+    """
+    if not text.startswith("/") or text.startswith("//"):
+        return None
+    name, _, rest = text[1:].partition(" ")
+    return name.strip(), rest.strip()
+
+
+def find(name: str) -> list[Command]:
+    """The commands ``name`` may mean: the one of that name, else those it is a prefix of."""
+    exact = [c for c in COMMANDS if c.name == name]
+    return exact or [c for c in COMMANDS if c.name.startswith(name)]

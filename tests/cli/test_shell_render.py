@@ -1,0 +1,129 @@
+"""The shell's rendering functions on fixed inputs: toolbar, prompts, panels, reports."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from roost.cli.shell import _render as r
+from roost.cli.shell._view import Request, RunStats, SessionView, ToolCall
+
+
+def text(lines: list[list[tuple[str, str]]]) -> list[str]:
+    return [r.plain(line) for line in lines]
+
+
+def view_with(*events: dict[str, Any]) -> SessionView:
+    view = SessionView("3f2a91c0", "/p")
+    for event in events:
+        view.apply({"session": "3f2a91c0", "run": "r1", "ts": 100.0, **event})
+    return view
+
+
+def test_helpers() -> None:
+    assert r.seconds(0.5) == "0.50s" and r.seconds(12.34) == "12.3s" and r.seconds(245) == "4m05s"
+    assert r.shorten("a  b\nc", 10) == "a b c" and r.shorten("abcdefghijk", 5) == "abcd…"
+    assert r.clean("a\x1b[1mb\rc\td") == "a[1mbc   d"
+    assert r.brief_input({"command": "ls  -l\n x"}, 50) == "ls -l x"
+    assert r.brief_input({"a": 1, "b": "x"}, 50) == 'a=1, b="x"'
+    assert r.spinner(0.0) == "⠋" and r.spinner(0.1) == "⠙"
+
+
+def test_toolbar_says_what_the_run_is_doing() -> None:
+    idle = view_with()
+    assert r.plain(r.toolbar(idle, 0.0, connected=True)) == (
+        " 3f2a91c0  idle │ 0 tokens │ default · agent · default model ")
+    busy = view_with(
+        {"type": "run.started", "seq": 1, "model": "m", "agent": "a", "mode": "full"},
+        {"type": "step.started", "seq": 2, "ts": 101.0},
+    )
+    busy.clients = 2
+    assert r.plain(r.toolbar(busy, 103.5, connected=True, model="other")) == (
+        " 3f2a91c0  ⠴ thinking 2.50s │ 0 tokens · 2 clients │ a · full · other ")
+    busy.apply({"type": "tool.started", "seq": 3, "ts": 102.0, "call_id": "c", "name": "bash", "input": {}})
+    busy.apply({"type": "step.finished", "seq": 4, "usage": {"input_tokens": 1000, "output_tokens": 234}, "cost": 0.5})
+    assert r.status(busy, 104.0, True) == ("class:toolbar.busy", "⠋ running bash 2.00s")
+    assert "│ 1,234 tokens · $0.5000 · 2 clients │" in r.plain(r.toolbar(busy, 104.0, connected=True))
+    busy.apply({"type": "permission.requested", "seq": 5, "ts": 103.0, "call_id": "c", "tool": "bash"})
+    assert r.status(busy, 104.0, True) == ("class:toolbar.warn", "waiting for approval 1.00s")
+    assert r.status(busy, 104.0, False)[1] == "⠋ reconnecting to the daemon"
+
+
+def test_a_long_model_name_is_cut_to_fit_the_toolbar() -> None:
+    view = view_with()
+    line = r.plain(r.toolbar(view, 0.0, connected=True, width=60, model="scripted//tmp/a/long/path/script.json"))
+    assert len(line) == 60 and line.endswith("· agent · …script.json ")
+
+
+def test_an_approval_panel_names_the_call_and_the_keys() -> None:
+    request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "rm -rf build"},
+                      reason="bash asks in agent mode", session_rules=("bash(rm *)",), deadline=130.0)
+    assert text(r.request_panel(request, 110.0, 100, position="  (1 of 2)")) == [
+        "╭ approve bash? rm -rf build",
+        "│ bash asks in agent mode",
+        "│ for the session adds: bash(rm *)",
+        "╰ y approve once · a approve for the session · n deny  (1 of 2)  ⏱ 20.0s left",
+    ]
+
+
+def test_a_question_panel_numbers_its_choices() -> None:
+    request = Request("q1", "question", "r1", 100.0, question="Which db?", choices=("sqlite", "postgres"), depth=1)
+    assert text(r.request_panel(request, 100.0, 100)) == [
+        "  │ ╭ question: Which db?",
+        "  │ │ 1) sqlite  2) postgres",
+        "  │ ╰ type the answer or its number, then Enter",
+    ]
+
+
+def test_a_running_tool_line() -> None:
+    call = ToolCall("c1", "bash", {"command": "sleep 5"}, 100.0)
+    assert r.plain(r.running_tool(call, 101.25, 80)) == "⠹ bash sleep 5 · 1.25s"
+
+
+def test_prompts() -> None:
+    assert r.plain(r.prompt("normal", busy=False)) == "› "
+    assert r.plain(r.prompt("normal", busy=True)) == "steer › "
+    assert r.plain(r.prompt("answer", busy=True)) == "answer › "
+    assert r.plain(r.prompt("deny", busy=True)).startswith("deny")
+
+
+def test_the_client_side_report() -> None:
+    stats = RunStats(run="r1", task="count the files", model="m", agent="default", mode="agent",
+                     started=100.0, reason="done", duration=4.0, steps=2,
+                     tool_calls=Counter({"bash": 3, "read": 1}), tool_errors=1,
+                     input_tokens=1200, output_tokens=300, cost=0.0123, model_latency=3.0, tool_latency=0.5)
+    assert text(r.report(stats, 200.0)) == [
+        "  run         r1 · done · default · agent · m",
+        "  task        count the files",
+        "  steps       2",
+        "  tool calls  4 (1 failed): bash ×3, read ×1",
+        "  tokens      1,500 (1,200 in, 300 out, 0 cache read, 0 cache write)",
+        "  cost        $0.0123",
+        "  latency     model 3.00s (1.50s/step) · tools 0.50s · wall 4.00s",
+    ]
+
+
+def test_sessions_table_marks_the_current_one() -> None:
+    rows = [{"id": "aaa", "created": 0, "status": "done", "events": 5, "cwd": "/x", "clients": 1},
+            {"id": "bbb", "created": 0, "status": "new", "events": 1, "cwd": "/y"}]
+    out = text(r.sessions_table(rows, "bbb"))
+    assert out[1].startswith("  aaa ") and out[1].endswith("done           5       1  /x")
+    assert out[2].startswith("* bbb ")
+
+
+def test_help_lists_commands_and_keys() -> None:
+    out = text(r.help_lines([("abort", "", "abort it"), ("deny", "[REASON]", "deny it")]))
+    assert "  /abort          abort it" in out and "  /deny [REASON]  deny it" in out
+    assert any(line.startswith("  Ctrl-C") for line in out)
+
+
+def test_prompt_layers_under_headings() -> None:
+    result = {"agent": "default", "mode": "agent",
+              "layers": [{"name": "agent", "text": "You are helpful.\n", "source": "built-in"},
+                         {"name": "mode", "text": "Use tools."}]}
+    assert text(r.prompt_layers(result)) == [
+        "── agent (16 chars · built-in)", "You are helpful.",
+        "── mode (10 chars)", "Use tools.",
+        "── agent default · agent mode",
+    ]
+    assert text(r.prompt_layers({"text": "x"})) == ["  text  x"]
