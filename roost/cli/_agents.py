@@ -1,4 +1,5 @@
-"""Commands about what a run is made of: agents, and the system prompt it gets."""
+"""Commands about what a run is made of: agents, the system prompt it gets, and the
+history it carries (compact)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import click
 from roost.protocol import RpcError
 
 from ._connect import connect, refused, resolve_session, socket_path
+from ._follow import follow
+from ._render import exit_status
 
 
 @click.command()
@@ -68,3 +71,41 @@ def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: st
         click.echo(layer["text"].rstrip())
     total = sum(layer["chars"] for layer in result["layers"])
     click.echo(click.style(f"── {total:,} chars in all · agent {result['agent']} · {result['mode']} mode", dim=True))
+
+
+@click.command()
+@click.argument("session")
+@click.option("--model", "-m", help="The model that summarizes (default: the session's last).")
+@click.option("--keep-turns", type=click.IntRange(min=1), help="Recent replies kept whole (default 6).")
+@click.pass_obj
+def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: int | None) -> None:
+    """Summarize SESSION's older history now; later runs see the summary instead.
+
+    Runs also compact on their own when a model call would fill most of the model's
+    context window ([compaction] and [context_windows] in config.toml).
+    """
+    with connect(socket_path(obj["socket"])) as client:
+        params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True}
+        if model:
+            params["model"] = model
+        if keep_turns:
+            params["keep_turns"] = keep_turns
+        try:
+            started = client.call("compact", params)
+        except RpcError as exc:
+            raise refused(exc) from None
+        done: dict[str, Any] = {}
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("type") == "compacted":
+                done["compacted"] = event
+            elif event.get("type") == "error":
+                click.echo(f"error: {event.get('message')}", err=True)
+
+        finished = follow(client, started["session"], on_event, since=0, until_run=started["run"], attached=True)
+    if finished is None:
+        raise SystemExit(1)
+    click.echo(finished.get("text") or finished.get("reason"))
+    if "compacted" in done:
+        click.echo(click.style(done["compacted"]["summary"], dim=True))
+    raise SystemExit(exit_status(finished["reason"]))

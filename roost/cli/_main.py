@@ -9,7 +9,7 @@ import click
 import roost
 from roost.protocol import ConnectionClosed, RoostError
 
-from ._agents import agents, prompt
+from ._agents import agents, compact, prompt
 from ._approvals import answer, approve, deny, pending
 from ._connect import EXIT_REFUSED
 from ._daemon import daemon, status, stop
@@ -46,7 +46,7 @@ def cli(ctx: click.Context, socket: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt):
+for command in (approve, deny, answer, pending, agents, prompt, compact):
     cli.add_command(command)
 
 

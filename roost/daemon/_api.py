@@ -88,6 +88,7 @@ class Api:
             "pending": self.pending,
             "agents.list": self.agents_list,
             "prompt": self.prompt,
+            "compact": self.compact,
             "events": self.events,
         }
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
@@ -248,6 +249,9 @@ class Api:
                 approval_timeout=float(timeout) if timeout is not None else None,
                 hooks=config.hooks,
                 tools=self._tools_of(agent),
+                context_window=config.context_window(model.model_id),
+                compact_at=config.compact_at,
+                keep_turns=config.keep_turns,
             )
         except InvalidInput:
             raise _busy(session) from None
@@ -402,6 +406,24 @@ class Api:
                 )
         return {"pending": out}
 
+    async def compact(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        session = await self._session(params["session"])
+        if session.state.run is not None:
+            raise _busy(session)
+        config = _config(session.state.cwd)
+        model = params.get("model") or session.state.last_model or config.default_model
+        keep = params.get("keep_turns", config.keep_turns)
+        if keep < 0:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "keep_turns must not be negative")
+        if params.get("attach"):
+            await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
+        try:
+            run = await self.conductor.compact(session, self._resolve(model, session.state.cwd), keep)
+        except InvalidInput:
+            raise _busy(session) from None
+        return {"session": session.id, "run": run}
+
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         agents, problems = await trio.to_thread.run_sync(load_agents, _cwd(params.get("cwd")))
         return {"agents": [a.describe() for _, a in sorted(agents.items())], "problems": problems}
@@ -409,9 +431,11 @@ class Api:
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")
         agent_name = params.get("agent")
+        summary = ""
         if params.get("session"):
             session = await self._session(params["session"])
             cwd = session.state.cwd
+            summary = session.state.summary
             last = session.state.run
             agent_name = agent_name or (last.agent if last else session.state.last_agent)
             mode = mode or (last.mode if last else session.state.last_mode)
@@ -421,7 +445,7 @@ class Api:
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd)
+        layers = await compose(agent, mode, cwd, summary)
         return {
             "agent": agent.name,
             "mode": mode,

@@ -28,6 +28,7 @@ from roost.loop import (
     CallModel,
     CancelRun,
     CheckFinished,
+    Compact,
     Effect,
     Event,
     FinishRun,
@@ -45,6 +46,8 @@ from roost.loop import (
     StartClock,
     Steer,
     Submit,
+    Summarize,
+    Summarized,
     TimeUp,
     ToolFinished,
     Transition,
@@ -55,7 +58,7 @@ from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent, load_agents
 from ._config import ConfigError, Hook, load_config, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._hub import Hub
-from ._prompt import compose, render, sizes
+from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable
 from ._store import EventStore
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
@@ -73,6 +76,16 @@ CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
+#: Compaction: what the summarizing call is told, and how the summary is introduced to
+#: later calls (the last layer of their system prompt).
+SUMMARIZER = (
+    "You condense an agent's working conversation so that the agent can go on with less "
+    "context. Keep what it needs to continue: the task and the user's wishes, decisions made "
+    "and why, files read and changed (paths), commands run and what they showed, errors still "
+    "open, and what was about to happen next. Leave out what no longer matters. Plain text, "
+    "no preamble."
+)
+SUMMARIZE_REQUEST = "Summarize the conversation above for yourself, to continue the task from it."
 
 
 class Conductor:
@@ -101,8 +114,8 @@ class Conductor:
 
         Tool process groups a dead daemon left running are killed first, so that an
         interrupted tool never goes on beside the session's next run. A run that waits for
-        a person goes on waiting (its model is resolved again from the config); the others
-        end ``error``.
+        a person goes on waiting, and an exec run goes on where it was (their model is
+        resolved again from the config); the others end ``error``.
         """
         if self.ledger is not None:
             self.ledger.end_leftovers()
@@ -111,7 +124,7 @@ class Conductor:
             session = await self.sessions.get(session_id)
             run = session.state.run
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
-            if run is not None and run.waiting:
+            if run is not None and (run.waiting or run.mode == "exec"):
                 try:
                     config = load_config(session.state.cwd)
                     session.model = self.providers.resolve(run.model, config)
@@ -152,6 +165,9 @@ class Conductor:
         approval_timeout: float | None = None,
         hooks: tuple[Hook, ...] = (),
         tools: tuple[str, ...] | None = None,
+        context_window: int | None = None,
+        compact_at: float = 0.8,
+        keep_turns: int = 6,
     ) -> str:
         """Start a run on ``session`` with a resolved model; return the run id once
         ``run.started`` is stored.
@@ -178,6 +194,9 @@ class Conductor:
             guardrails=guardrails,
             approval_timeout=approval_timeout,
             prompt=tuple(sizes(layers)),
+            context_window=context_window,
+            compact_at=compact_at,
+            keep_turns=keep_turns,
         )
         session.system = render(layers)
         session.model = model
@@ -187,6 +206,17 @@ class Conductor:
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
         return submit.run
+
+    async def compact(self, session: Session, model: Resolved, keep_turns: int) -> str:
+        """Summarize an idle session's older history (a short run); its run id.
+
+        Raises:
+            InvalidInput: a run is in flight.
+        """
+        compact = Compact("r" + secrets.token_hex(6), time.time(), model.model_id, keep_turns)
+        session.model = model
+        await self._nursery.start(self._run, session, compact)
+        return compact.run
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -264,6 +294,9 @@ class Conductor:
                 assert nursery is not None
                 session.streamed = []
                 nursery.start_soon(self._call_model, session, effect)
+            elif isinstance(effect, Summarize):
+                assert nursery is not None
+                nursery.start_soon(self._summarize, session, effect)
             elif isinstance(effect, RunTool):
                 assert nursery is not None
                 nursery.start_soon(self._run_tool, session, effect)
@@ -283,7 +316,7 @@ class Conductor:
                     nursery.cancel_scope.cancel()
                 log.info("session %s: run %s finished: %s", session.id, effect.run, effect.reason)
 
-    async def _run(self, session: Session, first: Submit | Interrupted, *, task_status: Any) -> None:
+    async def _run(self, session: Session, first: Submit | Compact | Interrupted, *, task_status: Any) -> None:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         try:
@@ -313,11 +346,13 @@ class Conductor:
                 raise ProviderError(f"{effect.model}: no provider resolved for this run")
             request = ModelRequest(
                 model=resolved.model,
-                system=session.system,
+                # The summary changes within a run: it is the last layer, after the cached prefix.
+                system="\n\n".join(p for p in (session.system, summary_text(effect.summary)) if p),
                 messages=effect.messages,
                 tools=tuple(self._tool_specs(effect.tools)),
                 cwd=session.state.cwd,
                 think=session.think,
+                number=sum(1 for m in session.state.messages if m["role"] == "assistant"),
             )
             reply = await resolved.provider.stream(request, on_delta)
         except ProviderError as exc:
@@ -329,6 +364,34 @@ class Conductor:
             result = ModelFinished(
                 reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
             )
+        await self._feed_result(session, effect.run, result)
+
+    async def _summarize(self, session: Session, effect: Summarize) -> None:
+        messages = [dict(m) for m in effect.messages]
+        ask = {"type": "text", "text": SUMMARIZE_REQUEST}
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
+        system = SUMMARIZER + (f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else "")
+        try:
+            resolved = session.model
+            if resolved is None or resolved.model_id != effect.model:
+                raise ProviderError(f"{effect.model}: no provider resolved for this run")
+            request = ModelRequest(
+                model=resolved.model,
+                system=system,
+                messages=tuple(messages),
+                cwd=session.state.cwd,
+                purpose="summary",
+                number=session.state.compactions,
+            )
+            reply = await resolved.provider.stream(request, lambda kind, text: None)
+        except ProviderError as exc:
+            result: Input = ModelFailed(exc.message, time.time())
+        except Exception as exc:
+            log.exception("session %s: summary failed", session.id)
+            result = ModelFailed(f"internal error in the summary: {type(exc).__name__}: {exc}", time.time())
+        else:
+            text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+            result = Summarized(text, time.time(), reply.usage)
         await self._feed_result(session, effect.run, result)
 
     async def _run_check(self, session: Session, effect: RunCheck) -> None:

@@ -37,6 +37,12 @@ Files are read again on every use, so an edit takes effect without a restart.
     pattern = 'prod[.]example[.]com'
     what = "the production host"
 
+    [context_windows]                      # tokens; anthropic and openai have defaults
+    "ollama/qwen3:8b" = 32768
+    [compaction]                           # summarize older history when a call would
+    at = 0.8                               # fill this share of the window,
+    keep_turns = 6                         # keeping the last replies whole
+
     [[hooks.pre_tool]]                     # also [[hooks.post_tool]]
     match = "bash"                         # tool glob (default "*")
     command = "python3 .roost/hooks/check.py"
@@ -146,6 +152,18 @@ class Config:
     secrets: bool = True
     guardrails: tuple[Guardrail, ...] = ()
     hooks: tuple[Hook, ...] = ()
+    #: Context windows in tokens by model id (beside the built-in ones per provider), and
+    #: when and how compaction cuts.
+    context_windows: Mapping[str, int] = field(default_factory=dict)
+    compact_at: float = 0.8
+    keep_turns: int = 6
+
+    def context_window(self, model_id: str) -> int | None:
+        """The window of ``model_id``: configured, else the provider's usual one, else None
+        (no compaction)."""
+        if model_id in self.context_windows:
+            return self.context_windows[model_id]
+        return BUILTIN_WINDOWS.get(model_id.split("/", 1)[0])
 
     def all_guardrails(self) -> tuple[Guardrail, ...]:
         """The guardrails a run gets: the built-in one (unless turned off), then the configured."""
@@ -167,6 +185,10 @@ BUILTIN_PRICES: Mapping[str, Price] = {
     "openai/gpt-4o": Price(2.5, 10.0, 1.25, 0.0),
     "openai/gpt-4o-mini": Price(0.15, 0.6, 0.075, 0.0),
 }
+
+
+#: Context windows (tokens) of each built-in provider's models.
+BUILTIN_WINDOWS: Mapping[str, int] = {"anthropic": 200_000, "openai": 128_000}
 
 
 def user_config_file() -> Path:
@@ -301,8 +323,23 @@ def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config
             raise ConfigError(f"{where}: hooks are [[hooks.pre_tool]] and [[hooks.post_tool]] entries")
         for i, entry in enumerate(entries):
             hooks.append(_hook(kind, entry, f"{where}: [[hooks.{kind}]] #{i + 1}", where))
+    compaction = _table(data, "compaction", where)
+    compact_at = compaction.get("at", config.compact_at)
+    keep_turns = compaction.get("keep_turns", config.keep_turns)
+    if not isinstance(compact_at, (int, float)) or isinstance(compact_at, bool) or not 0 < compact_at <= 1:
+        raise ConfigError(f"{where}: [compaction] at must be a share of the window, above 0 and at most 1")
+    if not isinstance(keep_turns, int) or isinstance(keep_turns, bool) or keep_turns < 0:
+        raise ConfigError(f"{where}: [compaction] keep_turns must be a whole number >= 0")
+    windows = dict(config.context_windows)
+    for model, size in _table(data, "context_windows", where).items():
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ConfigError(f"{where}: [context_windows] \"{model}\" must be a number of tokens")
+        windows[model] = size
     return replace(
         config,
+        context_windows=windows,
+        compact_at=float(compact_at),
+        keep_turns=keep_turns,
         rules=tuple(rules),
         approval_timeout=float(timeout) if timeout is not None else None,
         secrets=secrets,

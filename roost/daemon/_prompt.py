@@ -84,9 +84,16 @@ def _layers(agent: Agent, mode: str, cwd: str, root: Path, files: list[str], sum
         _skills(root),
         _memory(root),
         _repo_map(root, files),
-        Layer("summary", f"Summary of the conversation so far:\n{summary}" if summary else "", "compaction"),
+        Layer("summary", summary_text(summary), "compaction"),
     ]
     return [layer for layer in layers if layer.text.strip()]
+
+
+def summary_text(summary: str) -> str:
+    """The summary layer's text ("" when there is no summary)."""
+    if not summary:
+        return ""
+    return f"Summary of the conversation so far (earlier messages were compacted into it):\n{summary}"
 
 
 def render(layers: list[Layer]) -> str:

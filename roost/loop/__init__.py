@@ -11,12 +11,14 @@ from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, rule_matches
 from ._shell import command_name, split_commands
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
+from ._context import cut_point, estimate, visible
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, Summarize
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
     MODES,
     Abort,
     CheckFinished,
+    Compact,
     CreateSession,
     HumanAnswered,
     Input,
@@ -26,6 +28,7 @@ from ._inputs import (
     PermissionDecided,
     Steer,
     Submit,
+    Summarized,
     TimeUp,
     ToolFinished,
 )
@@ -38,6 +41,7 @@ __all__ = [
     "CallModel",
     "CancelRun",
     "CheckFinished",
+    "Compact",
     "CreateSession",
     "Decision",
     "EVENT_TYPES",
@@ -68,6 +72,8 @@ __all__ = [
     "StartClock",
     "Steer",
     "Submit",
+    "Summarize",
+    "Summarized",
     "TEXT_DELTA",
     "TimeUp",
     "ToolFinished",
@@ -75,7 +81,9 @@ __all__ = [
     "apply",
     "command_name",
     "cost",
+    "cut_point",
     "decide",
+    "estimate",
     "fold",
     "glob_matcher",
     "parse_plan",
@@ -84,4 +92,5 @@ __all__ = [
     "secrets_guardrails",
     "split_commands",
     "step",
+    "visible",
 ]

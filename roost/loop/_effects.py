@@ -15,6 +15,19 @@ class CallModel:
     model: str
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[str, ...]
+    #: The session's summary after a compaction (a layer of the system prompt), or "".
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Have the model summarize ``messages`` (the history before the cut, as the model sees
+    it, after the ``previous`` summary); answer with Summarized or ModelFailed."""
+
+    run: str
+    model: str
+    messages: tuple[Mapping[str, Any], ...]
+    previous: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,4 +76,4 @@ class FinishRun:
     reason: str
 
 
-Effect = Union[CallModel, RunTool, RunCheck, StartClock, CancelRun, FinishRun]
+Effect = Union[CallModel, Summarize, RunTool, RunCheck, StartClock, CancelRun, FinishRun]

@@ -27,6 +27,9 @@ PERMISSION_RESOLVED = "permission.resolved"
 HUMAN_ASKED = "human.asked"
 HUMAN_ANSWERED = "human.answered"
 PLAN = "plan"
+COMPACTION_STARTED = "compaction.started"
+COMPACTED = "compacted"
+COMPACTION_SKIPPED = "compaction.skipped"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
 RUN_FINISHED = "run.finished"
@@ -53,6 +56,12 @@ EVENT_TYPES: Mapping[str, str] = {
     ),
     HUMAN_ASKED: "the model asked the people watching a question (call_id, question, choices)",
     HUMAN_ANSWERED: "the first answer to a question (call_id, answer, client)",
+    COMPACTION_STARTED: "the older history is being summarized (upto, estimate, window)",
+    COMPACTED: (
+        "later model calls see this summary instead of the messages before `upto` "
+        "(summary, upto, replaced_tokens, summary_tokens)"
+    ),
+    COMPACTION_SKIPPED: "a compaction was dropped: it would not have shrunk the history (reason)",
     PLAN: "plan mode: the reply as steps (steps: [{step, text, files}], text)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",

@@ -52,6 +52,30 @@ class Submit:
     approval_timeout: float | None = None
     #: The system prompt's layers: ``{name, chars, source}`` each (recorded, not used).
     prompt: tuple[Mapping[str, Any], ...] = ()
+    #: The model's context window in tokens (None: never compact), the share of it that
+    #: triggers a compaction, and the replies a compaction keeps whole.
+    context_window: int | None = None
+    compact_at: float = 0.8
+    keep_turns: int = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """Summarize an idle session's older history now (``roost compact``): a short run."""
+
+    run: str
+    ts: float
+    model: str
+    keep_turns: int = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Summarized:
+    """The model's summary for a compaction in flight."""
+
+    summary: str
+    ts: float
+    usage: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,5 +178,5 @@ class Interrupted:
 
 Input = Union[
     CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted,
-    CheckFinished, TimeUp, PermissionDecided, HumanAnswered,
+    CheckFinished, TimeUp, PermissionDecided, HumanAnswered, Compact, Summarized,
 ]

@@ -29,6 +29,8 @@ class Phase(enum.Enum):
     TOOLS = "tools"
     #: exec mode: waiting for the check command.
     CHECK = "check"
+    #: Waiting for the model's summary of the older history.
+    COMPACT = "compact"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,13 @@ class RunState:
     #: exactly those calls (stuck-loop detection).
     last_calls: str = ""
     repeats: int = 0
+    #: Compaction: the window (None: never), its trigger share, the replies kept whole,
+    #: the cut of the compaction in flight, and whether one was dropped in this run.
+    context_window: int | None = None
+    compact_at: float = 0.8
+    keep_turns: int = 6
+    compact_upto: int = 0
+    compact_skipped: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +102,10 @@ class SessionState:
     #: Reason the last run ended (``None`` before the first run).
     last_status: str | None = None
     last_run: str | None = None
-    #: Agent and mode of the last run (what a new prompt or run defaults to).
+    #: Agent, mode and model of the last run (what a new prompt or run defaults to).
     last_agent: str | None = None
     last_mode: str | None = None
+    last_model: str | None = None
     #: Highest stored ``seq`` folded so far, and how many stored events that is.
     last_seq: int = 0
     events: int = 0
@@ -103,6 +113,13 @@ class SessionState:
     request_ids: Mapping[str, str] = field(default_factory=dict)
     #: Allow rules added by approvals "for the session"; they outlive the run.
     allowed: tuple[Rule, ...] = ()
+    #: After a compaction: the summary, and the first message the model still sees.
+    summary: str = ""
+    compacted_upto: int = 0
+    compactions: int = 0
+    #: Tokens the provider counted for the last reply, and the message count then.
+    anchor_tokens: int = 0
+    anchor_at: int = 0
 
     @property
     def phase(self) -> Phase:
@@ -153,6 +170,9 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         policy=Policy.from_map(d.get("permissions")),
         guardrails=tuple(Guardrail.from_map(g) for g in d.get("guardrails", ())),
         approval_timeout=d.get("approval_timeout"),
+        context_window=d.get("context_window"),
+        compact_at=d.get("compact_at", 0.8),
+        keep_turns=d.get("keep_turns", 6),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -192,13 +212,41 @@ def _message_assistant(state: SessionState, event: Event) -> SessionState:
     message = {"role": "assistant", "content": content}
     calls = _calls_signature(content)
     repeats = run.repeats + 1 if calls and calls == run.last_calls else int(bool(calls))
+    counted = sum(step_usage.get(k, 0) for k in _COUNTED)
+    anchor = {"anchor_tokens": counted, "anchor_at": len(state.messages) + 1} if counted else {}
     return replace(
         state,
+        **anchor,
         messages=state.messages + (message,),
         run=replace(
             run, text=text, usage=usage, step_usage=step_usage, last_calls=calls, repeats=repeats
         ),
     )
+
+
+#: Usage that together is what the provider counted for a reply: everything it was sent,
+#: and what it wrote.
+_COUNTED = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+
+def _compaction_started(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), phase=Phase.COMPACT, compact_upto=event.data["upto"]))
+
+
+def _compacted(state: SessionState, event: Event) -> SessionState:
+    upto = event.data["upto"]
+    return replace(
+        state,
+        summary=event.data["summary"],
+        compacted_upto=upto,
+        compactions=state.compactions + 1,
+        anchor_tokens=0,
+        anchor_at=upto,
+    )
+
+
+def _compaction_skipped(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), compact_skipped=True))
 
 
 def _calls_signature(content: list[dict[str, Any]]) -> str:
@@ -297,8 +345,9 @@ def _run_finished(state: SessionState, event: Event) -> SessionState:
         run=None,
         last_status=event.data["reason"],
         last_run=event.run,
-        last_agent=run.agent if run else state.last_agent,
-        last_mode=run.mode if run else state.last_mode,
+        last_agent=run.agent if run and run.mode != "compact" else state.last_agent,
+        last_mode=run.mode if run and run.mode != "compact" else state.last_mode,
+        last_model=run.model if run else state.last_model,
     )
 
 
@@ -344,6 +393,9 @@ _APPLY = {
     ev.PERMISSION_RESOLVED: _permission_resolved,
     ev.HUMAN_ASKED: _human_asked,
     ev.HUMAN_ANSWERED: _human_answered,
+    ev.COMPACTION_STARTED: _compaction_started,
+    ev.COMPACTED: _compacted,
+    ev.COMPACTION_SKIPPED: _compaction_skipped,
     ev.CHECK_STARTED: _check_started,
     ev.CHECK_FINISHED: _check_finished,
     ev.RUN_FINISHED: _run_finished,

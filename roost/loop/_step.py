@@ -32,6 +32,15 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
   stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
   run ends ``aborted``, and CancelRun stops its model stream and tool processes.
+- Before a model call, when the estimated size of what it would send (the last reported
+  usage plus ~4 characters a token after it) crosses ``compact_at`` of the model's window,
+  and a cut keeps the last ``keep_turns`` replies whole (the cut is always before an
+  assistant message, so a call stays with its result): ``compaction.started`` + Summarize
+  (phase COMPACT). ``Summarized``: a summary shorter than what it replaces is stored
+  (``compacted``) and later calls send the summary (a system prompt layer) and the messages
+  from the cut on; otherwise ``compaction.skipped`` and no more tries this run. Then the
+  model call starts. A failed summary skips the compaction, it does not fail the run.
+  ``Compact`` (idle) is a run of mode ``compact`` that only does this.
 - plan mode: no tools are offered, and the first reply ends the run: its tool calls are
   answered with errors, its text is read as steps (``plan``), and the run ends ``done``.
 - exec mode: an attempt ends when the loop would end (``done`` or ``max_turns``, which
@@ -43,6 +52,7 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Interrupted`` (a run left in flight by a daemon that died): tool calls that started and
   never finished are answered "interrupted", never run again. When calls of the step wait
   for a person, the run goes on waiting (their clocks start again); otherwise it ends ``error``.
+  An exec run goes on instead, where it was (see ``_resume_exec``).
 - A run that ends otherwise closes its open requests first (``permission.resolved`` deny,
   ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
 - Every run ends with ``run.finished`` and FinishRun.
@@ -56,12 +66,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from . import _events as ev
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock
+from ._context import cut_point, estimate, messages_tokens, visible
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, Summarize
 from ._events import Event
 from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
 from ._inputs import (
     Abort,
     CheckFinished,
+    Compact,
     CreateSession,
     HumanAnswered,
     Input,
@@ -71,6 +83,7 @@ from ._inputs import (
     PermissionDecided,
     Steer,
     Submit,
+    Summarized,
     TimeUp,
     ToolFinished,
 )
@@ -151,14 +164,36 @@ class _Builder:
         self.emit(ev.RUN_FINISHED, **data)
         self.effects.append(FinishRun(run.id, reason))
 
-    def start_model_call(self) -> None:
+    def start_model_call(self, *, compact: bool = True) -> None:
         for text in self.run.steering:
             self.emit(ev.MESSAGE_USER, text=text, origin="steer")
+        if compact and self.start_compaction():
+            return
         self.emit(ev.STEP_STARTED, step=self.run.turns + 1)
-        run = self.run
-        self.effects.append(
-            CallModel(run.id, run.turns, run.model, self.state.messages, run.tools)
-        )
+        run, state = self.run, self.state
+        messages = visible(state.messages, state.compacted_upto)
+        self.effects.append(CallModel(run.id, run.turns, run.model, messages, run.tools, state.summary))
+
+    def start_compaction(self, force: bool = False) -> bool:
+        """Summarize the older history first when the next call would fill too much of the
+        window (or ``force``), and there is a cut that keeps the recent replies whole."""
+        run, state = self.run, self.state
+        start = state.compacted_upto
+        if not force:
+            if run.context_window is None or run.compact_skipped:
+                return False
+            tokens = estimate(state.messages, state.anchor_tokens, state.anchor_at, start)
+            if tokens <= run.compact_at * run.context_window:
+                return False
+        else:
+            tokens = estimate(state.messages, state.anchor_tokens, state.anchor_at, start)
+        cut = cut_point(state.messages, start, run.keep_turns)
+        if cut is None:
+            return False
+        self.emit(ev.COMPACTION_STARTED, upto=cut, estimate=tokens, window=run.context_window)
+        older = visible(state.messages[:cut], start)
+        self.effects.append(Summarize(run.id, run.model, older, state.summary))
+        return True
 
     def answer_pending(self, result: str, keep_waiting: bool = False) -> None:
         """Answer the step's unfinished calls with the error ``result``.
@@ -243,6 +278,11 @@ def _submit(b: _Builder, input: Submit) -> None:
         tools=list(input.tools) if input.mode != "plan" else [],
         permissions=input.policy.to_map(),
         **({"prompt": [dict(layer) for layer in input.prompt]} if input.prompt else {}),
+        **(
+            {"context_window": input.context_window, "compact_at": input.compact_at, "keep_turns": input.keep_turns}
+            if input.context_window
+            else {}
+        ),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
@@ -430,7 +470,47 @@ def _malformed(content: tuple[Any, ...]) -> str | None:
     return None
 
 
+def _compact(b: _Builder, input: Compact) -> None:
+    b.require(b.state.run is None, "a run is already in flight")
+    b.require(input.keep_turns >= 0, "keep_turns must not be negative")
+    b.emit(ev.RUN_STARTED, run=input.run, task="compact the history", model=input.model, agent="default",
+           mode="compact", max_turns=1, tools=[], keep_turns=input.keep_turns)
+    if not b.start_compaction(force=True):
+        b.emit_run_finished("done", text="nothing to compact: the history is shorter than the replies kept")
+
+
+def _summarized(b: _Builder, input: Summarized) -> None:
+    b.require(b.state.phase is Phase.COMPACT, "no compaction in flight")
+    run, state = b.run, b.state
+    start, upto = state.compacted_upto, run.compact_upto
+    replaced = messages_tokens(state.messages[start:upto]) + messages_tokens(
+        [{"content": [{"type": "text", "text": state.summary}]}]
+    )
+    summary = input.summary.strip()
+    size = messages_tokens([{"content": [{"type": "text", "text": summary}]}])
+    if summary and size < replaced:
+        b.emit(ev.COMPACTED, summary=summary, upto=upto, replaced_tokens=replaced, summary_tokens=size,
+               usage=dict(input.usage))
+        note = f"compacted {replaced:,} tokens of history into a {size:,}-token summary"
+    else:
+        b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary ({size:,} tokens) would not be shorter than the history ({replaced:,})")
+        note = "nothing compacted"
+    if run.mode == "compact":
+        b.emit_run_finished("done", text=note)
+    else:
+        b.start_model_call(compact=False)
+
+
 def _model_failed(b: _Builder, input: ModelFailed) -> None:
+    if b.state.phase is Phase.COMPACT and b.run.mode != "compact":
+        # A failed summary costs the compaction, not the run: it goes on uncompacted.
+        b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary failed: {input.message}")
+        b.start_model_call(compact=False)
+        return
+    if b.state.phase is Phase.COMPACT:
+        b.emit(ev.ERROR, message=input.message)
+        b.emit_run_finished("error", input.message)
+        return
     b.require(b.state.phase is Phase.MODEL, "no model call in flight")
     b.emit(ev.ERROR, message=input.message)
     _finish_step(b)
@@ -556,6 +636,9 @@ def _abort(b: _Builder, input: Abort) -> None:
 def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.require(b.state.run is not None, "no run in flight")
     run = b.run
+    if run.mode == "exec":
+        _resume_exec(b)
+        return
     if run.phase is Phase.TOOLS and run.waiting:
         # People may still answer: the run waits on, and what was running is reported.
         b.answer_pending(
@@ -572,6 +655,32 @@ def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
 
 
+def _resume_exec(b: _Builder) -> None:
+    """An exec run goes on after a restart, where it was: tools that were running are
+    reported interrupted (never run again), a model call or check in flight starts over,
+    and the time box keeps its deadline."""
+    run, state = b.run, b.state
+    if run.deadline is not None:
+        b.effects.append(StartClock(run.id, run.deadline))
+    for call_id, wait in run.waiting.items():
+        if wait.get("deadline") is not None:
+            b.effects.append(StartClock(run.id, wait["deadline"], call_id))
+    if run.phase is Phase.TOOLS:
+        b.answer_pending(
+            "interrupted: the daemon stopped while this tool ran; it was not run again", keep_waiting=True
+        )
+        _after_call(b)
+    elif run.phase is Phase.MODEL:
+        messages = visible(state.messages, state.compacted_upto)
+        b.effects.append(CallModel(run.id, run.turns, run.model, messages, run.tools, state.summary))
+    elif run.phase is Phase.CHECK:
+        assert run.check is not None
+        b.effects.append(RunCheck(run.id, run.attempt, run.check))
+    elif run.phase is Phase.COMPACT:
+        b.emit(ev.COMPACTION_SKIPPED, reason="the daemon stopped during the summary")
+        b.start_model_call(compact=False)
+
+
 _HANDLERS: dict[type, Any] = {
     CreateSession: _create_session,
     Submit: _submit,
@@ -585,4 +694,6 @@ _HANDLERS: dict[type, Any] = {
     TimeUp: _time_up,
     PermissionDecided: _permission_decided,
     HumanAnswered: _human_answered,
+    Compact: _compact,
+    Summarized: _summarized,
 }

@@ -135,6 +135,18 @@ METHODS: tuple[Method, ...] = (
         ("ok",),
     ),
     Method(
+        "compact",
+        "Summarize an idle session's older history now (a short run of mode compact); later "
+        "runs see the summary instead.",
+        (
+            _SESSION,
+            Param("model", "str", doc="the model that summarizes (default: the session's last)"),
+            Param("keep_turns", "int", doc="recent replies kept whole (default 6)"),
+            Param("attach", "bool", doc="also attach this connection to the session"),
+        ),
+        ("session", "run"),
+    ),
+    Method(
         "agents.list",
         "The agents for a folder (built-in, user, project), and files that could not be used.",
         (Param("cwd", "str", doc="where project agents are looked up"),),

@@ -171,3 +171,37 @@ async def test_think_takes_levels_and_budgets(client: TrioClient, project: Path)
     with pytest.raises(RpcError) as info:
         await client.call("dispatch", task="t", model=model, cwd=str(project), think="lots")
     assert info.value.code == ErrorCode.INVALID_PARAMS
+
+
+async def test_a_long_run_compacts_and_goes_on_with_the_summary(client: TrioClient, project: Path) -> None:
+    import json
+
+    def reply(*blocks: dict[str, Any], tokens: int) -> dict[str, Any]:
+        return {"content": list(blocks), "usage": {"input_tokens": tokens, "output_tokens": 5}}
+
+    def read(path: str) -> dict[str, Any]:
+        return {"type": "tool_use", "name": "read", "input": {"path": path}}
+
+    script = project / "long.json"
+    script.write_text(json.dumps({
+        "responses": [
+            reply(read("a.txt"), tokens=100),
+            reply(read("b.txt"), tokens=900),
+            reply(text("Finished."), tokens=200),
+        ],
+        "summaries": [reply(text("They read a.txt; next b.txt."), tokens=50)],
+    }))
+    model = f"scripted/{script}"
+    write(project / ".roost" / "config.toml", f'[context_windows]\n"{model}" = 1000\n[compaction]\nkeep_turns = 1\n')
+    run = await client.call("dispatch", task="read both", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    [compacted] = [e for e in events if e["type"] == "compacted"]
+    assert compacted["summary"] == "They read a.txt; next b.txt." and compacted["upto"] == 3
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "Finished."
+    prompt = await client.call("prompt", session=run["session"])
+    assert prompt["layers"][-1]["name"] == "summary" and "next b.txt" in prompt["layers"][-1]["text"]
+
+    # By hand: nothing more to compact in this short history.
+    again = await client.call("compact", session=run["session"], keep_turns=3, attach=True)
+    events = await events_until(client, finished(again["run"]))
+    assert events[-1]["reason"] == "done" and "nothing to compact" in events[-1]["text"]

@@ -96,3 +96,37 @@ async def test_abort_closes_the_stream_at_once(
     assert arrived and partial["partial"] is True and partial["stop_reason"] == "aborted"
     assert partial["content"] == [{"type": "text", "text": arrived}]
     assert events[-1]["text"] == arrived
+
+
+async def test_exec_mode_feeds_each_failed_check_to_the_next_request(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The check fails twice (with different output), then passes.
+    (project / "check.sh").write_text(
+        'n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count\n'
+        'if [ $n -lt 3 ]; then echo "failure number $n"; exit 1; fi; echo ok\n'
+    )
+
+    def reply(words: str) -> dict:
+        return {"content": [{"type": "text", "text": words}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 2}}
+
+    with serve_anthropic([reply("try 1"), reply("try 2"), reply("try 3")]) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call(
+            "dispatch", task="fix", model="anthropic/claude-test", cwd=str(project), mode="exec", attach=True
+        )
+        events = await events_until(client, finished(run["run"]))
+        bodies = [r.body for r in server.requests]
+    assert events[-1]["reason"] == "check_passed"
+    checks = [e for e in events if e["type"] == "check.finished"]
+    assert [(c["attempt"], c["exit_status"]) for c in checks] == [(1, 1), (2, 1), (3, 0)]
+    assert len(bodies) == 3
+    for n, body in ((1, bodies[1]), (2, bodies[2])):
+        last = body["messages"][-1]
+        said = " ".join(b.get("text", "") for b in last["content"])
+        assert last["role"] == "user" and "Check failed (exit status 1)" in said and f"failure number {n}" in said
+    # The whole history goes along: the third request has all three user turns.
+    assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert "Exec mode:" in bodies[0]["system"][0]["text"]

@@ -27,3 +27,21 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     model = e2e.script([text("1. Add a test. Files: tests/test_a.py\n2. Fix it. Files: a.py")])
     planned = e2e.ok("dispatch", "fix a", "--mode", "plan", "--model", model).stdout
     assert "  1. Add a test.  [tests/test_a.py]" in planned and "  2. Fix it.  [a.py]" in planned
+
+
+def test_compact_by_hand(e2e: E2E) -> None:
+    import json
+
+    script = e2e.tmp / "compact.json"
+    script.write_text(json.dumps({
+        "responses": [{"content": [text(f"reply {n}")]} for n in range(3)],
+        "summaries": [{"content": [text("We said hello three times.")]}],
+    }))
+    model = f"scripted/{script}"
+    session = json.loads(e2e.ok("dispatch", "one", "--model", model, "--json").stdout.splitlines()[0])["session"]
+    for task in ("two", "three"):
+        e2e.ok("dispatch", task, "--model", model, "--session", session)
+    done = e2e.ok("compact", session, "--keep-turns", "1")
+    assert "into a" in done.stdout and "We said hello three times." in done.stdout
+    shown = e2e.ok("prompt", session).stdout
+    assert "── summary" in shown and "We said hello three times." in shown

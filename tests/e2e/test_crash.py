@@ -76,3 +76,22 @@ def test_sigterm_aborts_runs_kills_tools_and_exits_0(e2e: E2E) -> None:
     assert (last["type"], last["run"], last["reason"]) == ("run.finished", run, "aborted")
     (finished,) = [e for e in events if e["type"] == "tool.finished"]
     assert finished["is_error"] is True
+
+
+def test_an_exec_run_goes_on_after_the_daemon_is_killed(e2e: E2E) -> None:
+    (e2e.project / "check.sh").write_text("test -f done.txt || { echo 'done.txt missing'; exit 1; }\n")
+    pidfile = e2e.tmp / "tool.pid"
+    model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30")], [bash("touch done.txt")], [text("Done.")])
+    session, run = detach(e2e, "make done.txt", "--model", model, "--mode", "exec")
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
+    e2e.kill_group_at_teardown(tool)
+    old = e2e.status()["pid"]
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: not alive(old), 5, what="the daemon to die")
+    # The next daemon reports the sleeping call as interrupted and carries the run on.
+    events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=20)
+    assert events[-1]["reason"] == "check_passed" and events[-1]["run"] == run
+    interrupted = [e for e in events if e["type"] == "tool.finished"][0]
+    assert "interrupted" in interrupted["result"]
+    assert (e2e.project / "done.txt").exists()

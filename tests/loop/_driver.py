@@ -37,6 +37,7 @@ from roost.loop import (
     Transition,
     fold,
     step,
+    visible,
 )
 
 SESSION = "s1"
@@ -139,7 +140,7 @@ class Driver:
                 # What the model is sent ends with the user's turn, every call answered.
                 check_history(effect.messages, complete=True)
                 assert effect.messages[-1]["role"] == "user"
-                assert effect.messages == t.state.messages
+                assert effect.messages == visible(t.state.messages, t.state.compacted_upto)
         self.log.extend(t.events)
         self.state = t.state
         return t

@@ -45,6 +45,12 @@ class ModelRequest:
     #: Thinking budget in tokens (None: no extended thinking). Anthropic sends it as
     #: ``thinking.budget_tokens``; OpenAI-compatible servers get a ``reasoning_effort``.
     think: int | None = None
+    #: What the call is for: a ``turn`` of the agent, or the ``summary`` of a compaction;
+    #: and its number in the session (turns: replies so far in the whole history, which a
+    #: compacted request no longer shows; summaries: compactions so far). Providers that
+    #: talk to a real model ignore both; the scripted one picks its response by them.
+    purpose: str = "turn"
+    number: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

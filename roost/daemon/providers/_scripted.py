@@ -62,15 +62,20 @@ class ScriptedProvider:
         self._cache: dict[Path, tuple[tuple[int, int], Mapping[str, Any]]] = {}
 
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
-        """Return the response whose index is the number of assistant turns so far."""
+        """Return the response whose index is the number of assistant turns so far (for a
+        compaction's summary: the entry of ``summaries`` for the compactions so far)."""
         script = self._load(request.model, request.cwd)
-        responses = script.get("responses")
+        key = "summaries" if request.purpose == "summary" else "responses"
+        responses = script.get(key)
         if not isinstance(responses, list):
-            raise ProviderUnavailable(f"scripted/{request.model}: no \"responses\" list in the script")
-        index = sum(1 for m in request.messages if m.get("role") == "assistant")
+            raise ProviderUnavailable(f"scripted/{request.model}: no \"{key}\" list in the script")
+        if request.number is not None:
+            index = request.number
+        else:
+            index = sum(1 for m in request.messages if m.get("role") == "assistant")
         if index >= len(responses):
             raise ProviderError(
-                f"scripted/{request.model}: the script has {len(responses)} responses "
+                f"scripted/{request.model}: the script has {len(responses)} {key} "
                 f"and this is call {index + 1}"
             )
         response = responses[index]
