@@ -248,7 +248,6 @@ class Api:
                 guardrails=config.all_guardrails(),
                 approval_timeout=float(timeout) if timeout is not None else None,
                 hooks=config.hooks,
-                tools=self._tools_of(agent),
                 context_window=config.context_window(model.model_id),
                 compact_at=config.compact_at,
                 keep_turns=config.keep_turns,
@@ -395,15 +394,7 @@ class Api:
             sessions = [await self._session(params["session"])]
         else:
             sessions = self.conductor.sessions.loaded()
-        out = []
-        for session in sessions:
-            run = session.state.run
-            if run is None:
-                continue
-            for call_id, wait in run.waiting.items():
-                out.append(
-                    {"session": session.id, "run": run.id, "call_id": call_id, "cwd": session.state.cwd, **wait}
-                )
+        out = [row for session in sessions for row in self.conductor.pending(session)]
         return {"pending": out}
 
     async def compact(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -452,13 +443,6 @@ class Api:
             "layers": [{"name": x.name, "text": x.text, "chars": len(x.text), "source": x.source} for x in layers],
             "text": render(layers),
         }
-
-    def _tools_of(self, agent: Agent) -> tuple[str, ...]:
-        """The tools a run of ``agent`` is offered: its allow list, or every built-in."""
-        names = self.conductor.tools.names()
-        if agent.tools is None:
-            return names
-        return tuple(n for n in agent.tools if n in names)
 
     async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
@@ -509,7 +493,8 @@ def _run_status(session: Session) -> str | None:
     run = session.state.run
     if run is None:
         return None
-    return "waiting" if run.waiting else "running"
+    waiting = run.waiting or any(sub.state.run and sub.state.run.waiting for sub in session.subruns.values())
+    return "waiting" if waiting else "running"
 
 
 def _client_name(connection: Connection) -> str:

@@ -16,8 +16,9 @@ import logging
 import os
 import secrets
 import time
+from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, AsyncIterator, Mapping
 
 import trio
 
@@ -43,7 +44,9 @@ from roost.loop import (
     Policy,
     RunCheck,
     RunTool,
+    SessionState,
     StartClock,
+    StartSubagent,
     Steer,
     Submit,
     Summarize,
@@ -51,6 +54,7 @@ from roost.loop import (
     TimeUp,
     ToolFinished,
     Transition,
+    fold,
     step,
 )
 
@@ -59,7 +63,7 @@ from ._config import ConfigError, Hook, load_config, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._hub import Hub
 from ._prompt import compose, render, sizes, summary_text
-from ._sessions import Session, SessionTable
+from ._sessions import Session, SessionTable, Subrun
 from ._store import EventStore
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
@@ -74,6 +78,17 @@ EXEC_TIME_BOX = 1800.0
 #: exec mode: how long one check may run, and how much of its output the model sees.
 CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
+#: How deep sub-agents may nest (a sub-agent's sub-agent is depth 2).
+SUBAGENT_DEPTH = 3
+#: What a sub-agent tool takes.
+SUBAGENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "message": {"type": "string", "minLength": 1, "description": "the task, complete on its own"}
+    },
+    "required": ["message"],
+    "additionalProperties": False,
+}
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
 #: Compaction: what the summarizing call is told, and how the summary is introduced to
@@ -164,7 +179,6 @@ class Conductor:
         guardrails: tuple[Guardrail, ...] = (),
         approval_timeout: float | None = None,
         hooks: tuple[Hook, ...] = (),
-        tools: tuple[str, ...] | None = None,
         context_window: int | None = None,
         compact_at: float = 0.8,
         keep_turns: int = 6,
@@ -176,6 +190,7 @@ class Conductor:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
         layers = await compose(agent, mode, session.state.cwd)
+        tools, session.agent_specs = await self._tools_of(agent, session.state.cwd)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
@@ -184,7 +199,7 @@ class Conductor:
             agent=agent.name,
             mode=mode,
             max_turns=max_turns,
-            tools=self.tools.names() if tools is None else tools,
+            tools=tools,
             request_id=request_id,
             price=price_map(model.price),
             check=_check_command(session.state.cwd) if mode == "exec" else None,
@@ -197,6 +212,7 @@ class Conductor:
             context_window=context_window,
             compact_at=compact_at,
             keep_turns=keep_turns,
+            subagents=tuple(session.agent_specs),
         )
         session.system = render(layers)
         session.model = model
@@ -218,6 +234,20 @@ class Conductor:
         await self._nursery.start(self._run, session, compact)
         return compact.run
 
+    async def _tools_of(self, agent: Agent, cwd: str) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in), and those
+        of them that are other agents, as the model sees them."""
+        names = self.tools.names()
+        if agent.tools is None:
+            return names, {}
+        agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
+        specs = {
+            n: ToolSpec(n, agents[n].description or f"the {n} agent", SUBAGENT_SCHEMA)
+            for n in agent.tools
+            if n in agents and n not in names
+        }
+        return tuple(n for n in agent.tools if n in names or n in specs), specs
+
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
         return self._request_ids.get(request_id)
@@ -227,15 +257,43 @@ class Conductor:
         await self.feed(session, Steer(text, time.time()))
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
-        """A person's answer to an open request. Raises InvalidInput when it is not open."""
-        await self.feed(session, answer)
+        """A person's answer to an open request (the session's own, or a sub-agent's).
+
+        Raises:
+            InvalidInput: no such open request.
+        """
+        track: Session | Subrun = session
+        for sub in session.subruns.values():
+            if sub.state.run is not None and answer.call_id in sub.state.run.waiting:
+                track = sub
+        await self.feed(session, answer, track)
 
     async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
-        """Abort the run in flight and return its id. Raises InvalidInput when there is none."""
+        """Abort the run in flight (and its sub-agents) and return its id.
+
+        Raises:
+            InvalidInput: no run in flight.
+        """
         run = session.state.run
+        children = sorted(session.subruns.values(), key=lambda sub: len(sub.path), reverse=True)
         await self.feed(session, _abort(session, reason))
+        # The run's nursery is cancelled, and its sub-agents' with it; their runs end too.
+        for sub in children:
+            if sub.state.run is not None:
+                await self.feed(session, _abort(sub, reason), sub)
         assert run is not None
         return run.id
+
+    def pending(self, session: Session) -> list[dict[str, Any]]:
+        """The open requests of the session's run and of its sub-agents."""
+        out = []
+        for track in (session, *session.subruns.values()):
+            run = track.state.run
+            if run is None:
+                continue
+            for call_id, wait in run.waiting.items():
+                out.append({"session": session.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait})
+        return out
 
     async def shutdown(self) -> None:
         """Abort every run (their events are stored) and wait, bounded, for them to end.
@@ -256,7 +314,7 @@ class Conductor:
                         waits.append(session.run_done)
                     continue
                 try:
-                    await self.feed(session, _abort(session, "the daemon shut down"))
+                    await self.abort(session, "the daemon shut down")
                 except InvalidInput:
                     continue
                 if session.run_done is not None:
@@ -267,45 +325,59 @@ class Conductor:
             with trio.move_on_after(SHUTDOWN_GRACE):
                 await self.providers.aclose()
 
-    async def feed(self, session: Session, input: Input) -> Transition:
-        """Step, store, publish, perform: the conductor's whole job for one input.
+    async def feed(self, session: Session, input: Input, track: Session | Subrun | None = None) -> Transition:
+        """Step, store, publish, perform: the conductor's whole job for one input, fed to
+        the session's own loop or to one of its sub-agents' (``track``).
 
         Raises:
             InvalidInput: the input is not allowed now; nothing was stored.
         """
+        track = session if track is None else track
         async with session.lock:
-            transition = step(session.state, input)
+            transition = step(track.state, input)
+            events = transition.events
+            if track.path:
+                events = tuple(replace(e, data={**e.data, "path": list(track.path)}) for e in events)
             # Once stepped, the events must be stored and the state advanced together.
             with trio.CancelScope(shield=True):
-                stored = await self.store.append(transition.events)
-            state = transition.state
-            if stored:
-                state = replace(state, last_seq=stored[-1].seq)
-            session.state = state
+                stored = await self.store.append(events)
+            if isinstance(track, Subrun):
+                track.state = transition.state
+                # The session's own state only counts a sub-agent's events.
+                session.state = fold(stored, session.state) if stored else session.state
+                track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
+            else:
+                state = transition.state
+                if stored:
+                    state = replace(state, last_seq=stored[-1].seq)
+                session.state = state
             for event in stored:
                 self.hub.publish(event.to_map())
-            self._perform(session, transition.effects)
+            self._perform(session, track, transition.effects)
         return transition
 
-    def _perform(self, session: Session, effects: tuple[Effect, ...]) -> None:
-        nursery = session.run_nursery
+    def _perform(self, session: Session, track: Session | Subrun, effects: tuple[Effect, ...]) -> None:
+        nursery = track.run_nursery
         for effect in effects:
             if isinstance(effect, CallModel):
                 assert nursery is not None
-                session.streamed = []
-                nursery.start_soon(self._call_model, session, effect)
+                track.streamed = []
+                nursery.start_soon(self._call_model, session, track, effect)
             elif isinstance(effect, Summarize):
                 assert nursery is not None
-                nursery.start_soon(self._summarize, session, effect)
+                nursery.start_soon(self._summarize, session, track, effect)
             elif isinstance(effect, RunTool):
                 assert nursery is not None
-                nursery.start_soon(self._run_tool, session, effect)
+                nursery.start_soon(self._run_tool, session, track, effect)
+            elif isinstance(effect, StartSubagent):
+                assert nursery is not None
+                nursery.start_soon(self._subagent, session, track, effect)
             elif isinstance(effect, RunCheck):
                 assert nursery is not None
-                nursery.start_soon(self._run_check, session, effect)
+                nursery.start_soon(self._run_check, session, track, effect)
             elif isinstance(effect, StartClock):
                 assert nursery is not None
-                nursery.start_soon(self._clock, session, effect)
+                nursery.start_soon(self._clock, session, track, effect)
             elif isinstance(effect, CancelRun):
                 if nursery is not None:
                     nursery.cancel_scope.cancel()
@@ -331,28 +403,29 @@ class Conductor:
             session.run_nursery = None
             done.set()
 
-    async def _call_model(self, session: Session, effect: CallModel) -> None:
+    async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()
+        path = {"path": list(track.path)} if track.path else {}
 
         def on_delta(kind: str, text: str) -> None:
             if kind == "text":
-                session.streamed.append(text)
+                track.streamed.append(text)
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
-            self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text}).to_map())
+            self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text, **path}).to_map())
 
         try:
-            resolved = session.model
+            resolved = track.model
             if resolved is None or resolved.model_id != effect.model:
                 raise ProviderError(f"{effect.model}: no provider resolved for this run")
             request = ModelRequest(
                 model=resolved.model,
                 # The summary changes within a run: it is the last layer, after the cached prefix.
-                system="\n\n".join(p for p in (session.system, summary_text(effect.summary)) if p),
+                system="\n\n".join(p for p in (track.system, summary_text(effect.summary)) if p),
                 messages=effect.messages,
-                tools=tuple(self._tool_specs(effect.tools)),
-                cwd=session.state.cwd,
-                think=session.think,
-                number=sum(1 for m in session.state.messages if m["role"] == "assistant"),
+                tools=tuple(self._tool_specs(effect.tools, track.agent_specs)),
+                cwd=track.state.cwd,
+                think=track.think,
+                number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
             )
             reply = await resolved.provider.stream(request, on_delta)
         except ProviderError as exc:
@@ -364,24 +437,24 @@ class Conductor:
             result = ModelFinished(
                 reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
             )
-        await self._feed_result(session, effect.run, result)
+        await self._feed_result(session, track, effect.run, result)
 
-    async def _summarize(self, session: Session, effect: Summarize) -> None:
+    async def _summarize(self, session: Session, track: Session | Subrun, effect: Summarize) -> None:
         messages = [dict(m) for m in effect.messages]
         ask = {"type": "text", "text": SUMMARIZE_REQUEST}
         messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
         system = SUMMARIZER + (f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else "")
         try:
-            resolved = session.model
+            resolved = track.model
             if resolved is None or resolved.model_id != effect.model:
                 raise ProviderError(f"{effect.model}: no provider resolved for this run")
             request = ModelRequest(
                 model=resolved.model,
                 system=system,
                 messages=tuple(messages),
-                cwd=session.state.cwd,
+                cwd=track.state.cwd,
                 purpose="summary",
-                number=session.state.compactions,
+                number=track.state.compactions,
             )
             reply = await resolved.provider.stream(request, lambda kind, text: None)
         except ProviderError as exc:
@@ -392,9 +465,84 @@ class Conductor:
         else:
             text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
             result = Summarized(text, time.time(), reply.usage)
-        await self._feed_result(session, effect.run, result)
+        await self._feed_result(session, track, effect.run, result)
 
-    async def _run_check(self, session: Session, effect: RunCheck) -> None:
+    async def _subagent(self, session: Session, parent: Session | Subrun, effect: StartSubagent) -> None:
+        """Run a sub-agent to its end; its final text is the parent's tool result."""
+        started = time.monotonic()
+        path = (*parent.path, effect.call_id)
+        try:
+            child, submit = await self._make_subrun(session, parent, effect, path)
+        except _SubagentError as exc:
+            failed = ToolFinished(effect.call_id, str(exc), time.time(), True)
+            await self._feed_result(session, parent, effect.run, failed)
+            return
+        session.subruns[path] = child
+        try:
+            # Only the outermost sub-agents take a slot: nested ones run inside theirs.
+            async with session.subagent_limiter if len(path) == 1 else _no_limit():
+                async with trio.open_nursery() as nursery:
+                    child.run_nursery = nursery
+                    await self.feed(session, submit, child)
+                    # Until its run.finished cancels this scope (FinishRun).
+                    await trio.sleep_forever()
+        finally:
+            child.run_nursery = None
+            session.subruns.pop(path, None)
+        end = child.finished or {"reason": "error", "error": "the sub-agent ended without finishing"}
+        reason, text = end["reason"], str(end.get("text") or "")
+        if reason != "done":
+            text = f"the {effect.name} agent ended {reason}: {end.get('error') or text or 'no answer'}"
+        meta = {"agent": effect.name, "reason": reason, "turns": end.get("turns", 0), "usage": end.get("usage", {})}
+        result = ToolFinished(effect.call_id, text, time.time(), reason != "done", time.monotonic() - started, meta)
+        await self._feed_result(session, parent, effect.run, result)
+
+    async def _make_subrun(
+        self, session: Session, parent: Session | Subrun, effect: StartSubagent, path: tuple[str, ...]
+    ) -> tuple[Subrun, Submit]:
+        if len(path) > SUBAGENT_DEPTH:
+            raise _SubagentError(f"sub-agents nest at most {SUBAGENT_DEPTH} deep; do this part yourself")
+        cwd, run = session.state.cwd, parent.state.run
+        assert run is not None
+        agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
+        agent = agents.get(effect.name)
+        if agent is None:
+            raise _SubagentError(f"no agent {effect.name!r} here any more")
+        try:
+            config = load_config(cwd)
+            model = self.providers.resolve(agent.model, config) if agent.model else parent.model
+        except (ConfigError, ProviderError) as exc:
+            raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
+        if model is None:
+            raise _SubagentError(f"the {effect.name} agent has no model")
+        # A sub-agent never plans or runs the check: it works, with or without approvals.
+        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
+        layers = await compose(agent, mode, cwd)
+        tools, specs = await self._tools_of(agent, cwd)
+        state = SessionState(session.id, cwd=cwd, created=time.time())
+        if agent.fork:
+            # The caller's history up to the reply that made this call.
+            state = replace(state, messages=parent.state.messages[:-1])
+        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs)
+        submit = Submit(
+            run="r" + secrets.token_hex(6),
+            task=effect.message,
+            ts=time.time(),
+            model=model.model_id,
+            agent=agent.name,
+            mode=mode,
+            max_turns=agent.max_turns or 12,
+            tools=tools,
+            price=price_map(model.price),
+            policy=replace(run.policy, rules=run.policy.rules + agent.rules),
+            guardrails=run.guardrails,
+            approval_timeout=run.approval_timeout,
+            prompt=tuple(sizes(layers)),
+            subagents=tuple(specs),
+        )
+        return child, submit
+
+    async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
         started = time.monotonic()
         ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT)
         result = await self.tools.call("bash", {"command": effect.command}, ctx)
@@ -402,28 +550,37 @@ class Conductor:
         tail = result.text[-CHECK_OUTPUT:]
         await self._feed_result(
             session,
+            track,
             effect.run,
             CheckFinished(
                 status if isinstance(status, int) else 1, tail, time.time(), time.monotonic() - started
             ),
         )
 
-    async def _clock(self, session: Session, effect: StartClock) -> None:
+    async def _clock(self, session: Session, track: Session | Subrun, effect: StartClock) -> None:
         await trio.sleep(max(0.0, effect.deadline - time.time()))
         if effect.call_id is None:
-            await self._feed_result(session, effect.run, TimeUp(time.time()))
+            await self._feed_result(session, track, effect.run, TimeUp(time.time()))
             return
-        run = session.state.run
+        run = track.state.run
         if run is not None and effect.call_id in run.waiting:
             waited = effect.deadline - run.waiting[effect.call_id].get("ts", effect.deadline)
             reason = f"no answer within {waited:g} s (the approval timeout)"
             answer = PermissionDecided(effect.call_id, False, time.time(), reason=reason, client="timeout")
-            await self._feed_result(session, effect.run, answer)
+            await self._feed_result(session, track, effect.run, answer)
 
-    async def _run_tool(self, session: Session, effect: RunTool) -> None:
+    async def _run_tool(self, session: Session, track: Session | Subrun, effect: RunTool) -> None:
         assert session.tool_limiter is not None, "set when the run started"
         cwd = session.state.cwd
-        call = {"session": session.id, "run": effect.run, "call_id": effect.call_id, "tool": effect.name, "input": dict(effect.input), "cwd": cwd}
+        call = {
+            "session": session.id,
+            "run": effect.run,
+            "call_id": effect.call_id,
+            "tool": effect.name,
+            "input": dict(effect.input),
+            "cwd": cwd,
+            **({"path": list(track.path)} if track.path else {}),
+        }
         async with session.tool_limiter:
             started = time.monotonic()
             pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger)
@@ -443,6 +600,7 @@ class Conductor:
             meta["hook_failures"] = list(failures)
         await self._feed_result(
             session,
+            track,
             effect.run,
             ToolFinished(
                 effect.call_id,
@@ -454,30 +612,41 @@ class Conductor:
             ),
         )
 
-    async def _feed_result(self, session: Session, run: str, result: Input) -> None:
-        if session.state.run is None or session.state.run.id != run:
+    async def _feed_result(self, session: Session, track: Session | Subrun, run: str, result: Input) -> None:
+        if track.state.run is None or track.state.run.id != run:
             return
         try:
-            await self.feed(session, result)
+            await self.feed(session, result, track)
         except InvalidInput as exc:
             # The run moved on (aborted while this effect finished): the result is stale.
             log.debug("session %s: stale result dropped: %s", session.id, exc)
         except Exception:
             # A bug must cost this run, not the daemon and every other session.
             log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
-            await self.feed(session, _abort(session, "internal error in the daemon; see its log"))
+            await self.feed(session, _abort(track, "internal error in the daemon; see its log"), track)
 
-    def _tool_specs(self, names: tuple[str, ...]) -> list[ToolSpec]:
+    def _tool_specs(self, names: tuple[str, ...], agents: Mapping[str, ToolSpec]) -> list[ToolSpec]:
         specs = []
         for name in names:
             tool = self.tools.get(name)
             if tool is not None:
                 specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
+            elif name in agents:
+                specs.append(agents[name])
         return specs
 
 
-def _abort(session: Session, reason: str) -> Abort:
-    partial = "".join(session.streamed)
+class _SubagentError(Exception):
+    """A sub-agent that cannot start; the message is the calling model's error result."""
+
+
+@asynccontextmanager
+async def _no_limit() -> AsyncIterator[None]:
+    yield
+
+
+def _abort(track: Session | Subrun, reason: str) -> Abort:
+    partial = "".join(track.streamed)
     return Abort(time.time(), reason, ({"type": "text", "text": partial},) if partial else ())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import trio
 
@@ -12,7 +13,7 @@ from roost.loop import CreateSession, SessionState, fold, step
 
 from ._config import Hook
 from ._store import EventStore
-from .providers import Resolved
+from .providers import Resolved, ToolSpec
 
 
 @dataclass(eq=False)
@@ -38,10 +39,39 @@ class Session:
     streamed: list[str] = field(default_factory=list)
     #: Bounds the tool calls of one step that run at once (set when a run starts).
     tool_limiter: trio.CapacityLimiter | None = None
+    #: The run's tools that are agents, as the model sees them.
+    agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
+    #: Sub-agents running in this session, by path; and the bound on how many at once.
+    subruns: dict[tuple[str, ...], Subrun] = field(default_factory=dict)
+    subagent_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(4))
+    #: The session's own loop has no path (a sub-agent's is the chain of its call ids).
+    path: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
         return self.state.id
+
+
+@dataclass(eq=False)
+class Subrun:
+    """A sub-agent's loop inside a session: its own state, model and system prompt.
+
+    Its events are the session's (same store, same seq numbers, same subscribers), marked
+    with ``path``, the chain of tool call ids that led to it; the session's own state only
+    counts them.
+    """
+
+    path: tuple[str, ...]
+    state: SessionState
+    agent: str
+    model: Resolved | None = None
+    system: str = ""
+    think: int | None = None
+    agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
+    streamed: list[str] = field(default_factory=list)
+    run_nursery: trio.Nursery | None = None
+    #: The data of its run.finished, once its run has ended.
+    finished: Mapping[str, Any] | None = None
 
 
 class SessionNotFound(KeyError):

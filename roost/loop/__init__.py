@@ -12,7 +12,7 @@ from ._plan import parse_plan
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, rule_matches
 from ._shell import command_name, split_commands
 from ._context import cut_point, estimate, visible
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, Summarize
+from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
 from ._inputs import (
     MODES,
@@ -70,6 +70,7 @@ __all__ = [
     "STOP_REASONS",
     "SessionState",
     "StartClock",
+    "StartSubagent",
     "Steer",
     "Submit",
     "Summarize",

@@ -43,6 +43,17 @@ class RunTool:
 
 
 @dataclass(frozen=True, slots=True)
+class StartSubagent:
+    """Run the agent ``name`` on ``message`` as a sub-agent of this call; answer with the
+    call's ToolFinished (its final text) when its run ends."""
+
+    run: str
+    call_id: str
+    name: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunCheck:
     """Run the exec-mode check command; answer with CheckFinished."""
 
@@ -76,4 +87,4 @@ class FinishRun:
     reason: str
 
 
-Effect = Union[CallModel, Summarize, RunTool, RunCheck, StartClock, CancelRun, FinishRun]
+Effect = Union[CallModel, Summarize, RunTool, StartSubagent, RunCheck, StartClock, CancelRun, FinishRun]

@@ -57,6 +57,8 @@ class Submit:
     context_window: int | None = None
     compact_at: float = 0.8
     keep_turns: int = 6
+    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
+    subagents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

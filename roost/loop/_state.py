@@ -86,6 +86,8 @@ class RunState:
     keep_turns: int = 6
     compact_upto: int = 0
     compact_skipped: bool = False
+    #: Tools that are agents (a call runs a sub-agent).
+    subagents: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +139,11 @@ def fold(events: Iterable[Event], state: SessionState | None = None) -> SessionS
 
 
 def apply(state: SessionState, event: Event) -> SessionState:
-    """Record one event. Live events change nothing."""
+    """Record one event. Live events change nothing; a sub-agent's (those with a ``path``)
+    belong to its own state, and only count here."""
     if event.live:
         return state
-    handler = _APPLY.get(event.type)
+    handler = None if event.data.get("path") else _APPLY.get(event.type)
     new = handler(state, event) if handler is not None else state
     return replace(
         new,
@@ -173,6 +176,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         context_window=d.get("context_window"),
         compact_at=d.get("compact_at", 0.8),
         keep_turns=d.get("keep_turns", 6),
+        subagents=tuple(d.get("subagents", ())),
     )
     request_ids = state.request_ids
     if d.get("request_id"):

@@ -13,7 +13,8 @@ Everything that decides what a run does next lives in this module. The rules:
   three replies before it (``stuck``). Otherwise each call is decided by the permission
   policy (:func:`roost.loop.decide`): allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
-  StartClock when approvals time out). ``ask_human`` calls wait for an answer
+  StartClock when approvals time out). A call to a tool that is an agent starts it as a
+  sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
@@ -67,7 +68,17 @@ from typing import Any, Mapping
 
 from . import _events as ev
 from ._context import cut_point, estimate, messages_tokens, visible
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, Summarize
+from ._effects import (
+    CallModel,
+    CancelRun,
+    Effect,
+    FinishRun,
+    RunCheck,
+    RunTool,
+    StartClock,
+    StartSubagent,
+    Summarize,
+)
 from ._events import Event
 from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
 from ._inputs import (
@@ -283,6 +294,7 @@ def _submit(b: _Builder, input: Submit) -> None:
             if input.context_window
             else {}
         ),
+        **({"subagents": list(input.subagents)} if input.subagents else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
@@ -376,6 +388,15 @@ def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) 
             _after_call(b)
         else:
             b.emit(ev.HUMAN_ASKED, call_id=call_id, question=input["question"], choices=list(input.get("choices", ())))
+        return
+    if name in run.subagents:
+        # Delegation itself is not a risk: the sub-agent's own calls are decided one by one.
+        message = input.get("message")
+        if not isinstance(message, str) or not message.strip():
+            b.finish_call(call_id, f"invalid input for {name}: message must be a non-empty string", is_error=True)
+            _after_call(b)
+        else:
+            b.effects.append(StartSubagent(run.id, call_id, name, message))
         return
     decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd)
     if decision.action == DENY:

@@ -1,0 +1,103 @@
+"""Sub-agents through a real daemon: nested events, answers from the caller, approvals, abort."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from roost.daemon._server import Daemon
+from roost.protocol.trio_client import TrioClient, open_client
+
+from .conftest import bash, events_until, finished, text, write_script
+
+
+def agent_file(project: Path, name: str, front: str, body: str = "Do the task.") -> None:
+    folder = project / ".roost" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.md").write_text(f"---\nname: {name}\n{front}\n---\n{body}\n")
+
+
+def call(name: str, message: str) -> dict[str, Any]:
+    return {"type": "tool_use", "name": name, "input": {"message": message}}
+
+
+async def test_a_sub_agent_runs_nested_and_its_answer_is_the_result(
+    daemon: Daemon, client: TrioClient, project: Path
+) -> None:
+    helper = write_script(project, [bash("echo from-helper")], [text("helper says 42")], name="helper.json")
+    lead = write_script(
+        project, [call("helper", "find the answer"), call("helper", "again")], [text("The answer is 42.")], name="lead.json"
+    )
+    agent_file(project, "helper", f"description: Finds answers.\nmodel: {helper}\ntools: [bash]\nmode: full")
+    agent_file(project, "lead", f"model: {lead}\ntools: [read, helper]")
+    async with open_client(daemon.socket_path, client="watcher") as watcher:
+        run = await client.call("dispatch", task="what is it?", agent="lead", cwd=str(project), attach=True)
+        await watcher.call("attach", session=run["session"])
+        mine = await events_until(client, finished(run["run"]))
+        theirs = await events_until(watcher, finished(run["run"]))
+    stored = [e for e in mine if e.get("seq")]
+    assert [e["seq"] for e in stored] == [e["seq"] for e in theirs if e.get("seq")]
+    top = [e for e in stored if not e.get("path")]
+    nested = [e for e in stored if e.get("path")]
+    started = next(e for e in top if e["type"] == "run.started")
+    assert started["tools"] == ["read", "helper"] and started["subagents"] == ["helper"]
+    calls = [e["call_id"] for e in top if e["type"] == "tool.started"]
+    # Both calls of the step ran, each its own sub-agent run, nested under its call id.
+    assert {tuple(e["path"]) for e in nested} == {(c,) for c in calls}
+    for call_id in calls:
+        mine_of = [e for e in nested if e["path"] == [call_id]]
+        assert [e["type"] for e in mine_of if e["type"] in ("run.started", "run.finished")] == ["run.started", "run.finished"]
+        assert next(e for e in mine_of if e["type"] == "run.started")["agent"] == "helper"
+        assert next(e for e in mine_of if e["type"] == "tool.finished")["result"] == "from-helper\n"
+    results = [e for e in top if e["type"] == "tool.finished"]
+    assert [r["result"] for r in results] == ["helper says 42", "helper says 42"]
+    assert all(r["meta"]["agent"] == "helper" and r["meta"]["reason"] == "done" for r in results)
+    assert mine[-1]["reason"] == "done" and mine[-1]["text"] == "The answer is 42."
+    # The session's own history has only its calls and their results.
+    listed = (await client.call("sessions.list"))["sessions"][0]
+    assert listed["status"] == "done" and listed["events"] == stored[-1]["seq"]
+
+
+async def test_approvals_inside_a_sub_agent_reach_every_client(
+    daemon: Daemon, client: TrioClient, project: Path
+) -> None:
+    helper = write_script(project, [bash("touch made-by-helper")], [text("made it")], name="helper.json")
+    lead = write_script(project, [call("helper", "make the file")], [text("done")], name="lead.json")
+    agent_file(project, "helper", f"model: {helper}\ntools: [bash]")
+    agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    run = await client.call("dispatch", task="t", agent="lead", cwd=str(project), attach=True)
+    asked = (await events_until(client, lambda e: e.get("type") == "permission.requested"))[-1]
+    assert asked["path"] and asked["tool"] == "bash"
+    [pending] = (await client.call("pending"))["pending"]
+    assert pending["call_id"] == asked["call_id"] and pending["path"] == asked["path"]
+    assert (await client.call("sessions.list"))["sessions"][0]["status"] == "waiting"
+    async with open_client(daemon.socket_path, client="phone") as phone:
+        await phone.call("permission.respond", session=run["session"], call_id=asked["call_id"], decision="approve")
+    events = await events_until(client, finished(run["run"]))
+    assert (project / "made-by-helper").exists() and events[-1]["reason"] == "done"
+
+
+async def test_aborting_the_caller_aborts_its_sub_agents(client: TrioClient, project: Path) -> None:
+    helper = write_script(project, [bash("sleep 30")], name="helper.json")
+    lead = write_script(project, [call("helper", "wait")], name="lead.json")
+    agent_file(project, "helper", f"model: {helper}\ntools: [bash]\nmode: full")
+    agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    run = await client.call("dispatch", task="t", agent="lead", cwd=str(project), attach=True)
+    await events_until(client, lambda e: e.get("type") == "tool.started" and e.get("path"))
+    with trio.fail_after(10):
+        await client.call("abort", session=run["session"])
+    events = await events_until(client, lambda e: e.get("type") == "run.finished" and e.get("path"))
+    ends = [e for e in events if e["type"] == "run.finished"]
+    assert {(bool(e.get("path")), e["reason"]) for e in ends} >= {(True, "aborted"), (False, "aborted")}
+
+
+async def test_depth_is_bounded_and_bad_calls_are_errors(client: TrioClient, project: Path) -> None:
+    loop = write_script(project, *[[call("looper", "deeper")]] * 5, [text("bottom")], name="loop.json")
+    agent_file(project, "looper", f"model: {loop}\ntools: [looper]")
+    run = await client.call("dispatch", yes=True, task="t", agent="looper", cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]), timeout=30)
+    assert max(len(e.get("path") or []) for e in events) == 3
+    refused = [e for e in events if e["type"] == "tool.finished" and "nest at most 3 deep" in e["result"]]
+    assert refused and refused[0]["is_error"]
