@@ -12,6 +12,7 @@ from roost.protocol import ConnectionClosed, RoostError
 from ._agents import agents, compact, prompt
 from ._approvals import answer, approve, deny, pending
 from ._connect import EXIT_REFUSED
+from ._mcp import mcp
 from ._daemon import daemon, status, stop
 from ._models import chat, providers
 from ._run import abort, dispatch, steer
@@ -46,7 +47,7 @@ def cli(ctx: click.Context, socket: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp):
     cli.add_command(command)
 
 

@@ -47,6 +47,7 @@ from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
 from ._agents import DEFAULT_AGENT, Agent, AgentError, load_agents, think_budget
 from ._config import Config, ConfigError, load_config, parse_rules, price_map
 from ._prompt import compose, render
+from .mcp import UnknownServer, load_mcp_servers
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -89,6 +90,8 @@ class Api:
             "agents.list": self.agents_list,
             "prompt": self.prompt,
             "compact": self.compact,
+            "mcp.list": self.mcp_list,
+            "mcp.restart": self.mcp_restart,
             "events": self.events,
         }
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
@@ -414,6 +417,25 @@ class Api:
         except InvalidInput:
             raise _busy(session) from None
         return {"session": session.id, "run": run}
+
+    async def mcp_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        servers, problems = await trio.to_thread.run_sync(load_mcp_servers, _cwd(params.get("cwd")), dict(os.environ))
+        listing = self.conductor.mcp.status(servers) if self.conductor.mcp is not None else []
+        return {"servers": listing, "problems": problems}
+
+    async def mcp_restart(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        mcp = self.conductor.mcp
+        servers, _ = await trio.to_thread.run_sync(load_mcp_servers, _cwd(params.get("cwd")), dict(os.environ))
+        name = params["name"]
+        if mcp is None or name not in servers:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"no MCP server {name!r} is configured here ({', '.join(sorted(servers)) or 'none'})")
+        try:
+            await mcp.restart(name)
+        except UnknownServer:
+            await mcp.ensure({name: servers[name]})
+        [status] = mcp.status({name: servers[name]})
+        return {"ok": status["state"] == "ready", "server": status}
 
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         agents, problems = await trio.to_thread.run_sync(load_agents, _cwd(params.get("cwd")))

@@ -12,6 +12,7 @@ Resource handling:
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 import secrets
@@ -25,6 +26,7 @@ import trio
 from roost.loop import (
     REASONING_DELTA,
     TEXT_DELTA,
+    TOOL_PROGRESS,
     Abort,
     CallModel,
     CancelRun,
@@ -65,6 +67,7 @@ from ._hub import Hub
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._store import EventStore
+from .mcp import McpManager, load_mcp_servers
 from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
@@ -114,8 +117,10 @@ class Conductor:
         tools: ToolRegistry,
         nursery: trio.Nursery,
         ledger: ProcessLedger | None = None,
+        mcp: McpManager | None = None,
     ) -> None:
         self.store = store
+        self.mcp = mcp
         self.hub = hub
         self.providers = providers
         self.tools = tools
@@ -237,7 +242,7 @@ class Conductor:
     async def _tools_of(self, agent: Agent, cwd: str) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
         """The tools a run of ``agent`` gets (its allow list, or every built-in), and those
         of them that are other agents, as the model sees them."""
-        names = self.tools.names()
+        names = self.tools.names() + await self._mcp_tools(agent, cwd)
         if agent.tools is None:
             return names, {}
         agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
@@ -246,7 +251,25 @@ class Conductor:
             for n in agent.tools
             if n in agents and n not in names
         }
-        return tuple(n for n in agent.tools if n in names or n in specs), specs
+        offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
+        return offered + tuple(specs), specs
+
+    async def _mcp_tools(self, agent: Agent, cwd: str) -> tuple[str, ...]:
+        """Names of the MCP tools a run of ``agent`` in ``cwd`` may get, starting the
+        servers configured there that are not running yet (bounded: a server that fails
+        to start is reported by ``mcp.list`` and blocks nothing)."""
+        if self.mcp is None:
+            return ()
+        servers, problems = await trio.to_thread.run_sync(load_mcp_servers, cwd, dict(os.environ))
+        for problem in problems:
+            log.warning("MCP config: %s", problem)
+        if agent.tools is not None:
+            wanted = {t.split("__", 1)[0] for t in agent.tools if "__" in t}
+            servers = {k: v for k, v in servers.items() if k in wanted}
+        if not servers:
+            return ()
+        await self.mcp.ensure(servers)
+        return tuple(t.name for t in self.mcp.tools() if t.server in servers)
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -324,6 +347,8 @@ class Conductor:
                     await done.wait()
             with trio.move_on_after(SHUTDOWN_GRACE):
                 await self.providers.aclose()
+            if self.mcp is not None:
+                await self.mcp.aclose()
 
     async def feed(self, session: Session, input: Input, track: Session | Subrun | None = None) -> Transition:
         """Step, store, publish, perform: the conductor's whole job for one input, fed to
@@ -587,9 +612,14 @@ class Conductor:
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
             else:
-                ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside)
                 input = pre.input if pre.input is not None else effect.input
-                result = await self.tools.call(effect.name, input, ctx)
+                if self.tools.get(effect.name) is None and self.mcp is not None and "__" in effect.name:
+                    result = await self.mcp.call(
+                        effect.name, input, on_progress=self._progress(session, track, effect)
+                    )
+                else:
+                    ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside)
+                    result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
             result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger)
@@ -625,7 +655,18 @@ class Conductor:
             log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
             await self.feed(session, _abort(track, "internal error in the daemon; see its log"), track)
 
+    def _progress(self, session: Session, track: Session | Subrun, effect: RunTool) -> Any:
+        path = {"path": list(track.path)} if track.path else {}
+
+        def on_progress(progress: dict[str, Any]) -> None:
+            data = {"call_id": effect.call_id, **progress, **path}
+            self.hub.publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), data).to_map())
+
+        return on_progress
+
     def _tool_specs(self, names: tuple[str, ...], agents: Mapping[str, ToolSpec]) -> list[ToolSpec]:
+        # MCP tools are looked up at each call: a server's tool list may change.
+        mcp = {t.name: t for t in self.mcp.tools(names)} if self.mcp is not None else {}
         specs = []
         for name in names:
             tool = self.tools.get(name)
@@ -633,7 +674,14 @@ class Conductor:
                 specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
             elif name in agents:
                 specs.append(agents[name])
+            elif name in mcp:
+                specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
+    """Whether an agent's tool list (``time__*``, ``everything__echo``) covers an MCP tool."""
+    return "__" in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
 
 
 class _SubagentError(Exception):

@@ -38,8 +38,9 @@ from ._api import Api
 from ._conductor import Conductor
 from ._connection import Connection
 from ._hub import Hub
-from ._paths import ensure_private_dir, state_dir
+from ._paths import ensure_private_dir, log_dir, state_dir
 from ._store import EventStore
+from .mcp import McpManager
 from .providers import ProviderRegistry
 from .tools import ProcessLedger, ToolRegistry
 
@@ -106,7 +107,8 @@ class Daemon:
             await root.start(store.run_writer)
             async with trio.open_nursery() as nursery:
                 ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
-                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger)
+                mcp = McpManager(nursery, log_dir() / "mcp")
+                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp)
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)

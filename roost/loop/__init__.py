@@ -13,7 +13,7 @@ from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, 
 from ._shell import command_name, split_commands
 from ._context import cut_point, estimate, visible
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
-from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, Event
+from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, TOOL_PROGRESS, Event
 from ._inputs import (
     MODES,
     Abort,
@@ -76,6 +76,7 @@ __all__ = [
     "Summarize",
     "Summarized",
     "TEXT_DELTA",
+    "TOOL_PROGRESS",
     "TimeUp",
     "ToolFinished",
     "Transition",

@@ -16,6 +16,7 @@ RUN_STARTED = "run.started"
 MESSAGE_USER = "message.user"
 STEP_STARTED = "step.started"
 TEXT_DELTA = "text.delta"
+TOOL_PROGRESS = "tool.progress"
 REASONING_DELTA = "reasoning.delta"
 MESSAGE_ASSISTANT = "message.assistant"
 TOOL_STARTED = "tool.started"
@@ -44,6 +45,7 @@ EVENT_TYPES: Mapping[str, str] = {
     TEXT_DELTA: "live: assistant text as it streams (text)",
     REASONING_DELTA: "live: model reasoning as it streams (text)",
     MESSAGE_ASSISTANT: "the model's complete reply (content, usage, stop_reason, latency)",
+    TOOL_PROGRESS: "live: progress a tool reported (call_id, progress, total, message)",
     TOOL_STARTED: "a tool call started (call_id, name, input)",
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
     PERMISSION_REQUESTED: (
@@ -72,7 +74,7 @@ EVENT_TYPES: Mapping[str, str] = {
 }
 
 #: Published to attached clients but never stored.
-LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA})
+LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA, TOOL_PROGRESS})
 
 #: Why a run ends.
 STOP_REASONS = (

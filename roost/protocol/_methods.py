@@ -147,6 +147,19 @@ METHODS: tuple[Method, ...] = (
         ("session", "run"),
     ),
     Method(
+        "mcp.list",
+        "The MCP servers configured for a folder: state (stopped, starting, ready, failed), "
+        "pid or URL, tool count, last error.",
+        (Param("cwd", "str", doc="where project config (.roost/config.toml, .mcp.json) is looked up"),),
+        ("servers", "problems"),
+    ),
+    Method(
+        "mcp.restart",
+        "Reconnect an MCP server now (starting it if it is configured but not running).",
+        (Param("name", "str", True, "the server's name"), Param("cwd", "str")),
+        ("ok", "server"),
+    ),
+    Method(
         "agents.list",
         "The agents for a folder (built-in, user, project), and files that could not be used.",
         (Param("cwd", "str", doc="where project agents are looked up"),),

@@ -1,0 +1,77 @@
+"""``roost mcp``: the daemon's MCP servers (list, restart)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import click
+
+from roost.protocol import RpcError
+
+from ._connect import connect, refused, socket_path
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_context
+def mcp(ctx: click.Context, as_json: bool) -> None:
+    """List the MCP servers configured for this folder: state, pid or URL, tools, last error.
+
+    Servers come from [mcp.servers.NAME] in the user's config.toml and the project's
+    .roost/config.toml, and from the project's .mcp.json. The daemon starts a server when a
+    session first needs its tools and restarts it when it dies.
+
+    \b
+    Examples:
+      roost mcp
+      roost mcp --json | jq '.servers[] | select(.state == "failed")'
+      roost mcp restart time
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    with connect(socket_path(ctx.obj["socket"])) as client:
+        try:
+            listing = client.call("mcp.list", cwd=os.getcwd())
+        except RpcError as exc:
+            raise refused(exc) from None
+    if as_json:
+        click.echo(json.dumps(listing))
+        return
+    servers = listing["servers"]
+    for problem in listing.get("problems", []):
+        click.echo(f"config: {problem}", err=True)
+    if not servers:
+        click.echo("no MCP servers configured (add [mcp.servers.NAME] to config.toml, or a .mcp.json)")
+        return
+    click.echo(f"{'NAME':<16} {'STATE':<9} {'TOOLS':>5}  {'PID / URL':<30} ERROR")
+    for server in servers:
+        click.echo(_row(server))
+
+
+@mcp.command()
+@click.argument("name")
+@click.pass_obj
+def restart(obj: dict[str, Any], name: str) -> None:
+    """Restart MCP server NAME now (no backoff) and wait until it is ready or failed."""
+    with connect(socket_path(obj["socket"])) as client:
+        try:
+            client.call("mcp.restart", name=name, cwd=os.getcwd())
+            servers = client.call("mcp.list", cwd=os.getcwd())["servers"]
+        except RpcError as exc:
+            raise refused(exc) from None
+    server = next((s for s in servers if s["name"] == name), None)
+    if server is None:
+        click.echo(f"restarted {name}")
+    elif server["state"] == "failed":
+        raise click.ClickException(f"{name} failed to start: {server['error']} (log: {server['log']})")
+    else:
+        click.echo(f"{name}: {server['state']}, {server['tools']} tools")
+
+
+def _row(server: dict[str, Any]) -> str:
+    where = server.get("url") or (f"pid {server['pid']}" if server.get("pid") else "-")
+    state = server["state"] if server.get("enabled", True) else "disabled"
+    error = server.get("error") or ""
+    return f"{server['name']:<16} {state:<9} {server['tools']:>5}  {where:<30} {error}".rstrip()

@@ -1,0 +1,296 @@
+"""Which MCP servers a project has: ``[mcp.servers.NAME]`` tables and a project's ``.mcp.json``.
+
+Sources, each overriding the earlier ones server by server:
+
+1. the user's ``config.toml`` (``~/.config/roost/config.toml``),
+2. the project's ``.roost/config.toml``,
+3. the project's ``.mcp.json`` (at its root: the nearest folder holding ``.roost``,
+   ``.claude`` or ``.git``), in the ``{"mcpServers": {...}}`` shape other tools write.
+
+::
+
+    [mcp.servers.time]                     # stdio: a command the daemon starts
+    command = "uvx"
+    args = ["mcp-server-time", "--local-timezone", "UTC"]
+    env = { TOKEN = "${TIME_TOKEN:-none}" }
+    cwd = "tools"                          # relative to the project root (user file: its folder)
+    timeout = 30                           # seconds per call (default 60)
+
+    [mcp.servers.docs]                     # streamable HTTP: a URL
+    url = "https://example.com/mcp"
+    headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+
+    [mcp.servers.github]                   # no command and no url: changes the entry of
+    enabled = false                        # that name from an earlier source
+
+``${VAR}`` and ``${VAR:-default}`` are expanded from the daemon's environment in command, args,
+env values, url and headers; an unset variable without a default makes the entry malformed.
+A malformed entry is left out and reported (file and server named); the others still load.
+This module reads files only: it never imports the ``mcp`` SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from roost.daemon._config import project_config_file, user_config_file
+from roost.daemon._project import project_root
+
+#: Seconds a tool call may take unless the entry says otherwise.
+DEFAULT_TIMEOUT = 60.0
+
+Transport = Literal["stdio", "http"]
+
+# `server__tool` must split at the first "__", and providers accept [A-Za-z0-9_-] in tool
+# names: letters, digits, '-' and single '_' between them.
+_NAME = re.compile(r"[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_TOML_KEYS = frozenset(
+    {"transport", "type", "command", "args", "env", "cwd", "url", "headers", "enabled", "timeout"}
+)
+# Keys an entry without command or url may change on the earlier entry of that name.
+_PATCH_KEYS: Mapping[str, tuple[str, ...]] = {
+    "stdio": ("args", "env", "cwd", "enabled", "timeout"),
+    "http": ("headers", "enabled", "timeout"),
+}
+_TYPES: Mapping[str, Transport] = {"stdio": "stdio", "http": "http", "streamable-http": "http"}
+
+
+@dataclass(frozen=True, slots=True)
+class McpServerConfig:
+    """One MCP server, as the daemon starts it (``${VAR}`` already expanded)."""
+
+    name: str
+    transport: Transport
+    #: stdio: the program and its arguments.
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    #: stdio: variables added to the SDK's small default environment (HOME, PATH, ...).
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    #: http: the streamable HTTP endpoint and the headers sent with every request.
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    #: Seconds one tool call may take.
+    timeout: float = DEFAULT_TIMEOUT
+    #: The file the entry (or its last change) came from; not part of equality, so the
+    #: same server defined in two files is the same server.
+    source: str = field(default="", compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """A config file and what its entries are relative to."""
+
+    path: Path
+    #: Where a relative ``cwd`` starts.
+    base: Path
+    #: A stdio server's folder when the entry names none.
+    default_cwd: str | None
+    #: Unknown keys are errors in our own files; .mcp.json may carry other tools' keys.
+    strict: bool
+
+    @property
+    def source(self) -> str:
+        return str(self.path)
+
+
+class _Malformed(Exception):
+    """One entry cannot be used; the message says why (without file or server)."""
+
+
+def load_mcp_servers(
+    cwd: str | None, environ: Mapping[str, str]
+) -> tuple[dict[str, McpServerConfig], list[str]]:
+    """The MCP servers configured for ``cwd``, by name, and the problems found.
+
+    Error handling:
+        Never raises for a bad file or entry: a file that cannot be read or parsed, or an
+        entry that is malformed, becomes one message naming the file (and the server); the
+        other files and entries still load.
+    """
+    servers: dict[str, McpServerConfig] = {}
+    errors: list[str] = []
+    root = project_root(cwd)
+    user = user_config_file()
+    # The user's servers run in the daemon's folder; a project's run in the project.
+    places = [_Place(user, user.parent, None, strict=True)]
+    project = project_config_file(cwd)
+    if project is not None:
+        holder = project.parent.parent  # the folder holding .roost/
+        places.append(_Place(project, holder, str(holder), strict=True))
+    for place in places:
+        if place.path.is_file():
+            data = _read_toml(place.path, errors)
+            where = f"{place.path}: [mcp.servers]"
+            for name, entry in _section(data, ("mcp", "servers"), where, errors).items():
+                _add(servers, errors, name, entry, f"{place.path}: [mcp.servers.{name}]", place, environ)
+    if root is not None and (root / ".mcp.json").is_file():
+        place = _Place(root / ".mcp.json", root, str(root), strict=False)
+        data = _read_json(place.path, errors)
+        for name, entry in _section(data, ("mcpServers",), f"{place.path}: mcpServers", errors).items():
+            _add(servers, errors, name, entry, f"{place.path}: mcpServers.{name}", place, environ)
+    return servers, errors
+
+
+def expand(value: str, environ: Mapping[str, str]) -> str:
+    """``value`` with ``${VAR}`` and ``${VAR:-default}`` replaced from ``environ``.
+
+    ``:-`` uses the default when the variable is unset or empty, as the shell does.
+
+    Raises:
+        ValueError: a variable without a default is not set.
+    """
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = environ.get(name)
+        if default is not None:
+            return found or default
+        if found is None:
+            raise ValueError(f"environment variable {name} is not set (give a default: ${{{name}:-...}})")
+        return found
+
+    return _VAR.sub(one, value)
+
+
+def _read_toml(path: Path, errors: list[str]) -> Any:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        errors.append(f"{path}: {exc}")
+    except OSError as exc:
+        errors.append(f"{path}: {exc.strerror}")
+    return {}
+
+
+def _read_json(path: Path, errors: list[str]) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        errors.append(f"{path}: not JSON ({exc})")
+    except OSError as exc:
+        errors.append(f"{path}: {exc.strerror}")
+    return {}
+
+
+def _section(data: Any, keys: tuple[str, ...], where: str, errors: list[str]) -> Mapping[str, Any]:
+    for key in keys:
+        if not isinstance(data, dict):
+            errors.append(f"{where} must be a table of servers")
+            return {}
+        data = data.get(key, {})
+    if not isinstance(data, dict):
+        errors.append(f"{where} must be a table of servers")
+        return {}
+    return data
+
+
+def _add(
+    servers: dict[str, McpServerConfig],
+    errors: list[str],
+    name: str,
+    entry: Any,
+    where: str,
+    place: _Place,
+    environ: Mapping[str, str],
+) -> None:
+    try:
+        servers[name] = _parse(name, entry, servers.get(name), place, environ)
+    except _Malformed as exc:
+        errors.append(f"{where}: {exc}")
+
+
+def _parse(
+    name: str, entry: Any, earlier: McpServerConfig | None, place: _Place, environ: Mapping[str, str]
+) -> McpServerConfig:
+    if not _NAME.fullmatch(name):
+        raise _Malformed("a server name uses letters, digits, '-' and single '_' between them")
+    if not isinstance(entry, dict):
+        raise _Malformed("must be a table")
+    if place.strict and (unknown := sorted(set(entry) - _TOML_KEYS)):
+        raise _Malformed(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(_TOML_KEYS))})")
+    kind = entry.get("transport", entry.get("type"))
+    transport: Transport | None = None
+    if kind == "sse":
+        raise _Malformed("the SSE transport is not supported; use the server's streamable HTTP endpoint")
+    if kind is not None:
+        if not isinstance(kind, str) or kind not in _TYPES:
+            raise _Malformed(f"unknown type {kind!r} (stdio, http or streamable-http)")
+        transport = _TYPES[kind]
+    if "command" in entry and "url" in entry:
+        raise _Malformed("give command (a stdio server) or url (a streamable HTTP server), not both")
+    try:
+        fields = _fields(entry, place.base, environ)
+    except ValueError as exc:
+        raise _Malformed(str(exc)) from None
+    if transport is None:
+        if "command" not in fields and "url" not in fields:
+            if earlier is None:
+                raise _Malformed("needs command (a stdio server) or url (a streamable HTTP server)")
+            keys = _PATCH_KEYS[earlier.transport]
+            return replace(earlier, **{k: fields[k] for k in keys if k in fields}, source=place.source)
+        transport = "http" if "url" in fields else "stdio"
+    if transport == "stdio":
+        if "command" not in fields:
+            raise _Malformed("a stdio server needs command")
+        fields.pop("headers", None)
+        fields.setdefault("cwd", place.default_cwd)
+    else:
+        if "url" not in fields:
+            raise _Malformed("a streamable HTTP server needs url")
+        for key in ("args", "env", "cwd"):
+            fields.pop(key, None)
+    return McpServerConfig(name=name, transport=transport, source=place.source, **fields)
+
+
+def _fields(entry: Mapping[str, Any], base: Path, environ: Mapping[str, str]) -> dict[str, Any]:
+    """The entry's values, checked, with ``${VAR}`` expanded (ValueError says what is wrong)."""
+    fields: dict[str, Any] = {}
+    if "command" in entry:
+        fields["command"] = expand(_string(entry, "command"), environ)
+        if not fields["command"]:
+            raise ValueError("command is empty")
+    if "args" in entry:
+        args = entry["args"]
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ValueError("args must be a list of strings")
+        fields["args"] = tuple(expand(a, environ) for a in args)
+    for key in ("env", "headers"):
+        if key in entry:
+            table = entry[key]
+            if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+                raise ValueError(f"{key} must be a table of strings")
+            fields[key] = {k: expand(v, environ) for k, v in table.items()}
+    if "cwd" in entry:
+        # Relative to the project root (or, in the user's file, to the file's folder).
+        fields["cwd"] = str(base / Path(_string(entry, "cwd")).expanduser())
+    if "url" in entry:
+        url = expand(_string(entry, "url"), environ)
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {url!r})")
+        fields["url"] = url
+    if "enabled" in entry:
+        if not isinstance(entry["enabled"], bool):
+            raise ValueError("enabled must be true or false")
+        fields["enabled"] = entry["enabled"]
+    if "timeout" in entry:
+        timeout = entry["timeout"]
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise ValueError("timeout must be a number of seconds > 0")
+        fields["timeout"] = float(timeout)
+    return fields
+
+
+def _string(entry: Mapping[str, Any], key: str) -> str:
+    value = entry[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{key} must be a string")
+    return value

@@ -1,0 +1,117 @@
+"""MCP tools as the model sees them: ``server__tool`` names, and results as tool results.
+
+Pure functions on the SDK's values (read by attribute, so this module imports no ``mcp``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Iterable, Mapping
+
+from roost.daemon.tools import ToolResult
+
+#: Between the server's name and the tool's: ``time__get_current_time``.
+SEPARATOR = "__"
+# Providers accept tool names of [A-Za-z0-9_-], 64 characters at most (OpenAI's limit).
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME = 64
+
+
+@dataclass(frozen=True, slots=True)
+class McpTool:
+    """One tool of a ready MCP server."""
+
+    #: What the model calls it: ``server__tool``.
+    name: str
+    server: str
+    #: The server's own name for it.
+    tool: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+def qualified_name(server: str, tool: str) -> str:
+    """``server__tool``, with characters providers refuse replaced by ``_``, cut to 64."""
+    return f"{server}{SEPARATOR}{_UNSAFE.sub('_', tool)}"[:_MAX_NAME]
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """``(server, tool)`` of a ``server__tool`` name, or None when it has no separator."""
+    server, sep, tool = name.partition(SEPARATOR)
+    return (server, tool) if sep and server and tool else None
+
+
+def selected(name: str, patterns: Iterable[str] | None) -> bool:
+    """Whether ``name`` is one of ``patterns`` (exact names or globs like ``server__*``)."""
+    return patterns is None or any(fnmatchcase(name, p) for p in patterns)
+
+
+def mcp_tool(server: str, tool: Any) -> McpTool:
+    """An SDK ``Tool`` of ``server`` as an :class:`McpTool`."""
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {"type": "object"}
+    return McpTool(
+        name=qualified_name(server, tool.name),
+        server=server,
+        tool=tool.name,
+        description=tool.description or tool.title or "",
+        input_schema=schema,
+    )
+
+
+def tool_result(result: Any) -> ToolResult:
+    """An SDK ``CallToolResult`` as the model sees it.
+
+    Text blocks are joined; an image, audio or binary resource becomes a short note
+    (``[image: image/png, 1234 bytes]``) and images go to ``meta["images"]`` as
+    ``{mime, data}`` (base64) maps; structured content goes to ``meta["structured"]`` and is
+    appended as JSON unless a text block already carries the same JSON (the spec asks
+    servers to send both). ``isError`` becomes ``is_error``.
+    """
+    parts: list[str] = []
+    images: list[dict[str, str]] = []
+    for block in result.content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "image":
+            images.append({"mime": block.mime_type, "data": block.data})
+            parts.append(f"[image: {block.mime_type}, {_decoded_size(block.data)} bytes]")
+        elif kind == "audio":
+            parts.append(f"[audio: {block.mime_type}, {_decoded_size(block.data)} bytes]")
+        elif kind == "resource_link":
+            about = f": {block.description}" if block.description else ""
+            parts.append(f"[resource link: {block.uri} ({block.name}){about}]")
+        elif kind == "resource":
+            inner = block.resource
+            if getattr(inner, "text", None) is not None:
+                parts.append(inner.text)
+            else:
+                mime = inner.mime_type or "application/octet-stream"
+                parts.append(f"[resource: {inner.uri}, {mime}, {_decoded_size(inner.blob)} bytes]")
+        else:
+            parts.append(f"[{kind} content not shown]")
+    meta: dict[str, Any] = {}
+    if images:
+        meta["images"] = images
+    structured = result.structured_content
+    if structured is not None:
+        meta["structured"] = structured
+        if not any(_same_json(part, structured) for part in parts):
+            parts.append(json.dumps(structured, ensure_ascii=False))
+    return ToolResult("\n".join(parts), is_error=bool(result.is_error), meta=meta)
+
+
+def _decoded_size(data: str) -> int:
+    """Bytes that a base64 string decodes to (without decoding it)."""
+    data = data.strip()
+    return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+def _same_json(text: str, value: Any) -> bool:
+    try:
+        return json.loads(text) == value
+    except ValueError:
+        return False

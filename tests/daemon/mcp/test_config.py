@@ -1,0 +1,137 @@
+"""MCP server configuration: three sources, override order, ${VAR}, malformed entries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roost.daemon._config import user_config_file
+from roost.daemon.mcp import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "src" / "deep").mkdir(parents=True)
+    (root / ".git").mkdir()
+    return root
+
+
+def test_nothing_configured(project: Path) -> None:
+    assert load_mcp_servers(str(project), {}) == ({}, [])
+    assert load_mcp_servers(None, {}) == ({}, [])
+
+
+def test_three_sources_later_ones_win(project: Path) -> None:
+    user = _write(
+        user_config_file(),
+        '[mcp.servers.time]\ncommand = "uvx"\nargs = ["mcp-server-time"]\n'
+        '[mcp.servers.notes]\ncommand = "notes-server"\ntimeout = 5\n'
+        '[mcp.servers.docs]\nurl = "https://docs.example/mcp"\n',
+    )
+    toml = _write(
+        project / ".roost" / "config.toml",
+        '[mcp.servers.time]\ncommand = "./time-server"\ncwd = "tools"\n'
+        '[mcp.servers.notes]\nenabled = false\n',  # no command or url: changes the user's entry
+    )
+    mcp_json = _write(
+        project / ".mcp.json",
+        json.dumps({"mcpServers": {
+            "docs": {"type": "http", "url": "http://127.0.0.1:8000/mcp", "headers": {"X-Key": "k"}},
+            "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
+                           "env": {"A": "1"}, "somethingElse": True},  # other tools' keys are fine
+        }}),
+    )
+    servers, errors = load_mcp_servers(str(project / "src" / "deep"), {})
+    assert errors == []
+    assert servers["time"] == McpServerConfig(
+        name="time", transport="stdio", command="./time-server", cwd=str(project / "tools")
+    )
+    assert servers["time"].source == str(toml)
+    notes = servers["notes"]
+    assert (notes.command, notes.enabled, notes.timeout, notes.cwd) == ("notes-server", False, 5.0, None)
+    assert notes.source == str(toml)
+    docs = servers["docs"]
+    assert (docs.transport, docs.url, docs.headers, docs.source) == (
+        "http", "http://127.0.0.1:8000/mcp", {"X-Key": "k"}, str(mcp_json)
+    )
+    everything = servers["everything"]
+    assert everything.args == ("-y", "@modelcontextprotocol/server-everything")
+    assert (everything.env, everything.cwd, everything.timeout) == ({"A": "1"}, str(project), DEFAULT_TIMEOUT)
+    assert str(user) != str(toml)
+
+
+def test_variables_are_expanded(project: Path) -> None:
+    _write(
+        project / ".mcp.json",
+        json.dumps({"mcpServers": {
+            "gh": {"command": "${TOOLS}/gh-server", "args": ["--token", "${TOKEN}", "$NOT_EXPANDED"],
+                   "env": {"LEVEL": "${LEVEL:-info}", "EMPTY": "${EMPTY:-fallback}"}},
+            "api": {"type": "streamable-http", "url": "https://${HOST}/mcp",
+                    "headers": {"Authorization": "Bearer ${TOKEN}"}},
+            "needs": {"command": "x", "env": {"K": "${MISSING_VARIABLE}"}},
+        }}),
+    )
+    environ = {"TOOLS": "/opt/tools", "TOKEN": "s3cret", "HOST": "api.example", "EMPTY": ""}
+    servers, errors = load_mcp_servers(str(project), environ)
+    gh = servers["gh"]
+    assert gh.command == "/opt/tools/gh-server"
+    assert gh.args == ("--token", "s3cret", "$NOT_EXPANDED")
+    assert gh.env == {"LEVEL": "info", "EMPTY": "fallback"}
+    assert servers["api"].url == "https://api.example/mcp"
+    assert servers["api"].headers == {"Authorization": "Bearer s3cret"}
+    assert "needs" not in servers
+    [error] = errors
+    assert error.startswith(f"{project / '.mcp.json'}: mcpServers.needs: ")
+    assert "MISSING_VARIABLE is not set" in error
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ('url = "ftp://x"', "url must start with http:// or https://"),
+        ('command = "x"\nurl = "http://x"', "give command (a stdio server) or url"),
+        ('type = "stdio"\nargs = ["x"]', "a stdio server needs command"),
+        ('command = 3', "command must be a string"),
+        ('command = "x"\nargs = "-v"', "args must be a list of strings"),
+        ('command = "x"\nenv = { A = 1 }', "env must be a table of strings"),
+        ('command = "x"\ntimeout = 0', "timeout must be a number of seconds > 0"),
+        ('command = "x"\nenabled = "yes"', "enabled must be true or false"),
+        ('command = "x"\ncomand = "y"', "unknown key(s) comand"),
+        ('type = "sse"\nurl = "http://x/sse"', "SSE transport is not supported"),
+        ('type = "websocket"\nurl = "ws://x"', "unknown type 'websocket'"),
+        ('args = ["x"]', "needs command (a stdio server) or url"),
+    ],
+)
+def test_malformed_entries_are_reported_and_the_rest_loads(project: Path, entry: str, problem: str) -> None:
+    path = _write(
+        project / ".roost" / "config.toml",
+        f"[mcp.servers.good]\ncommand = \"good-server\"\n[mcp.servers.bad]\n{entry}\n",
+    )
+    servers, errors = load_mcp_servers(str(project), {})
+    assert list(servers) == ["good"]
+    [error] = errors
+    assert error.startswith(f"{path}: [mcp.servers.bad]: ") and problem in error, error
+
+
+def test_broken_files_and_bad_names(project: Path) -> None:
+    user = _write(user_config_file(), "[mcp.servers.x\n")
+    _write(project / ".roost" / "config.toml", '[mcp.servers."two__parts"]\ncommand = "x"\n'
+                                              '[mcp.servers.fine]\ncommand = "x"\n')
+    mcp_json = _write(project / ".mcp.json", "{not json")
+    servers, errors = load_mcp_servers(str(project), {})
+    assert list(servers) == ["fine"]
+    assert len(errors) == 3
+    assert errors[0].startswith(f"{user}: ")
+    assert "[mcp.servers.two__parts]: a server name uses letters, digits" in errors[1]
+    assert errors[2].startswith(f"{mcp_json}: not JSON")
+    _write(project / ".mcp.json", json.dumps({"mcpServers": ["a", "list"]}))
+    assert load_mcp_servers(str(project), {})[1][-1] == f"{mcp_json}: mcpServers must be a table of servers"

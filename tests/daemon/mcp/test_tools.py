@@ -1,0 +1,65 @@
+"""Names and result mapping, on the SDK's own result values (no server needed)."""
+
+from __future__ import annotations
+
+import base64
+
+import mcp_types as types
+
+from roost.daemon.mcp._tools import mcp_tool, qualified_name, selected, split_name, tool_result
+
+
+def test_names() -> None:
+    assert qualified_name("time", "get_current_time") == "time__get_current_time"
+    assert qualified_name("fs", "read.file v2") == "fs__read_file_v2"
+    assert len(qualified_name("s", "x" * 100)) == 64
+    assert split_name("fs__read__all") == ("fs", "read__all")
+    assert split_name("plain") is None and split_name("__x") is None
+    assert selected("fs__read", None) and selected("fs__read", ["fs__*"]) and not selected("fs__read", ["git__*"])
+    tool = types.Tool(name="read.file", title="Read", input_schema={"type": "object"})
+    assert mcp_tool("fs", tool).description == "Read"
+    assert (mcp_tool("fs", tool).name, mcp_tool("fs", tool).tool) == ("fs__read_file", "read.file")
+
+
+def test_text_images_and_other_blocks() -> None:
+    png = base64.b64encode(b"\x89PNG" + bytes(96)).decode()
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="first"),
+            types.ImageContent(type="image", data=png, mime_type="image/png"),
+            types.AudioContent(type="audio", data=base64.b64encode(b"abcde").decode(), mime_type="audio/wav"),
+            types.ResourceLink(type="resource_link", uri="file:///a.txt", name="a.txt", description="notes"),
+            types.EmbeddedResource(
+                type="resource", resource=types.TextResourceContents(uri="file:///b.txt", text="inline text")
+            ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(uri="file:///c.bin", blob=base64.b64encode(b"xyz").decode()),
+            ),
+        ]
+    )
+    mapped = tool_result(result)
+    assert mapped.text.split("\n") == [
+        "first",
+        "[image: image/png, 100 bytes]",
+        "[audio: audio/wav, 5 bytes]",
+        "[resource link: file:///a.txt (a.txt): notes]",
+        "inline text",
+        "[resource: file:///c.bin, application/octet-stream, 3 bytes]",
+    ]
+    assert mapped.meta == {"images": [{"mime": "image/png", "data": png}]}
+    assert not mapped.is_error
+
+
+def test_structured_content_and_errors() -> None:
+    structured = {"temperature": 21, "unit": "C"}
+    alone = tool_result(types.CallToolResult(content=[], structured_content=structured))
+    assert alone.text == '{"temperature": 21, "unit": "C"}' and alone.meta == {"structured": structured}
+    # servers are asked to send the same JSON as text too: not repeated
+    both = tool_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text='{\n  "unit": "C", "temperature": 21\n}')],
+        structured_content=structured,
+    ))
+    assert both.text.count("temperature") == 1
+    failed = tool_result(types.CallToolResult(content=[types.TextContent(type="text", text="no")], is_error=True))
+    assert (failed.text, failed.is_error) == ("no", True)

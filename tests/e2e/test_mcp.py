@@ -1,0 +1,77 @@
+"""MCP end to end: real servers from PyPI and npm, the real daemon and CLI, the scripted model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from tests.daemon.mcp.conftest import EVERYTHING_JS, TIME_EXE, _need
+
+from .conftest import E2E, detach, text, wait_until
+
+
+def use(name: str, **input: object) -> dict:
+    return {"type": "tool_use", "name": name, "input": input}
+
+
+def servers(e2e: E2E) -> dict[str, dict]:
+    return {s["name"]: s for s in e2e.json_out("mcp", "--json")["servers"]}
+
+
+def test_two_sessions_share_mcp_servers_that_survive_a_kill(e2e: E2E) -> None:
+    _need(EVERYTHING_JS)
+    _need(TIME_EXE)
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "time": {"command": str(TIME_EXE), "args": ["--local-timezone", "UTC"]},
+        "everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
+        "broken": {"command": "roost-no-such-server"},
+    }}))
+    model = e2e.script(
+        [use("time__get_current_time", timezone="UTC"), use("everything__echo", message="hello mcp")],
+        [text("Done.")],
+    )
+    runs = [detach(e2e, f"task {n}", "--model", model) for n in range(2)]
+    for session, _ in runs:
+        events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=30)
+        assert events[-1]["reason"] == "done"
+        results = {e["name"]: e for e in events if e["type"] == "tool.finished"}
+        assert not results["time__get_current_time"]["is_error"]
+        assert '"timezone": "UTC"' in results["time__get_current_time"]["result"]
+        assert results["everything__echo"]["result"] == "Echo: hello mcp"
+        assert "time__get_current_time" in next(e for e in events if e["type"] == "run.started")["tools"]
+
+    listed = servers(e2e)
+    assert listed["time"]["state"] == listed["everything"]["state"] == "ready"
+    assert listed["broken"]["state"] == "failed" and "roost-no-such-server" in listed["broken"]["error"]
+    # One connection (one process) per server, shared by both sessions.
+    assert listed["everything"]["restarts"] == 0 and listed["everything"]["pid"]
+    table = e2e.ok("mcp").stdout
+    assert "everything" in table and "failed" in table
+
+    old = listed["everything"]["pid"]
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: servers(e2e)["everything"]["state"] == "ready" and servers(e2e)["everything"]["pid"] != old,
+               15, what="the everything server to come back")
+    again = e2e.script([use("everything__echo", message="back")], [text("ok")])
+    session, _ = detach(e2e, "echo again", "--model", again)
+    events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=30)
+    assert [e["result"] for e in events if e["type"] == "tool.finished"] == ["Echo: back"]
+
+    restarted = e2e.ok("mcp", "restart", "time")
+    assert restarted.returncode == 0
+    assert servers(e2e)["time"]["state"] == "ready"
+
+
+def test_mcp_tools_ask_in_agent_mode(e2e: E2E) -> None:
+    _need(TIME_EXE)
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "time": {"command": str(TIME_EXE), "args": ["--local-timezone", "UTC"]},
+    }}))
+    model = e2e.script([use("time__get_current_time", timezone="UTC")], [text("Done.")])
+    session = json.loads(e2e.ok("dispatch", "time?", "--model", model, "--detach", "--json").stdout)["session"]
+    [row] = wait_until(lambda: e2e.json_out("pending", "--json"), 20, what="the permission request")
+    assert row["name"] == "time__get_current_time" and row["reason"] == "time__get_current_time asks in agent mode"
+    e2e.ok("approve", session, row["call_id"])
+    events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=20)
+    assert events[-1]["reason"] == "done"
