@@ -205,3 +205,18 @@ async def test_a_long_run_compacts_and_goes_on_with_the_summary(client: TrioClie
     again = await client.call("compact", session=run["session"], keep_turns=3, attach=True)
     events = await events_until(client, finished(again["run"]))
     assert events[-1]["reason"] == "done" and "nothing to compact" in events[-1]["text"]
+
+
+def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
+    import shutil
+
+    contrib = Path(__file__).resolve().parents[2] / "contrib"
+    shutil.copytree(contrib / "agents", project / ".roost" / "agents")
+    shutil.copytree(contrib / "skills", project / ".roost" / "skills")
+    agents, problems = load_agents(str(project))
+    assert problems == []
+    assert agents["reviewer"].rules and agents["reviewer"].think == 8192
+    assert agents["fixer"].mode == "exec" and "reviewer" in (agents["fixer"].tools or ())
+    from roost.daemon._project import find_skills
+
+    assert find_skills(str(project))["changelog"][0].startswith("How to write a CHANGELOG")
