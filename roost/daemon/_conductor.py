@@ -68,7 +68,7 @@ from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._store import EventStore
 from .mcp import McpManager, load_mcp_servers
-from .providers import ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
+from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
@@ -383,26 +383,21 @@ class Conductor:
 
     def _perform(self, session: Session, track: Session | Subrun, effects: tuple[Effect, ...]) -> None:
         nursery = track.run_nursery
+        tasks = {
+            CallModel: self._call_model,
+            Summarize: self._summarize,
+            RunTool: self._run_tool,
+            StartSubagent: self._subagent,
+            RunCheck: self._run_check,
+            StartClock: self._clock,
+        }
         for effect in effects:
-            if isinstance(effect, CallModel):
+            task = tasks.get(type(effect))
+            if task is not None:
                 assert nursery is not None
-                track.streamed = []
-                nursery.start_soon(self._call_model, session, track, effect)
-            elif isinstance(effect, Summarize):
-                assert nursery is not None
-                nursery.start_soon(self._summarize, session, track, effect)
-            elif isinstance(effect, RunTool):
-                assert nursery is not None
-                nursery.start_soon(self._run_tool, session, track, effect)
-            elif isinstance(effect, StartSubagent):
-                assert nursery is not None
-                nursery.start_soon(self._subagent, session, track, effect)
-            elif isinstance(effect, RunCheck):
-                assert nursery is not None
-                nursery.start_soon(self._run_check, session, track, effect)
-            elif isinstance(effect, StartClock):
-                assert nursery is not None
-                nursery.start_soon(self._clock, session, track, effect)
+                if isinstance(effect, CallModel):
+                    track.streamed = []
+                nursery.start_soon(task, session, track, effect)
             elif isinstance(effect, CancelRun):
                 if nursery is not None:
                     nursery.cancel_scope.cancel()
@@ -438,59 +433,60 @@ class Conductor:
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
             self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text, **path}).to_map())
 
-        try:
-            resolved = track.model
-            if resolved is None or resolved.model_id != effect.model:
-                raise ProviderError(f"{effect.model}: no provider resolved for this run")
-            request = ModelRequest(
-                model=resolved.model,
-                # The summary changes within a run: it is the last layer, after the cached prefix.
-                system="\n\n".join(p for p in (track.system, summary_text(effect.summary)) if p),
-                messages=effect.messages,
-                tools=tuple(self._tool_specs(effect.tools, track.agent_specs)),
-                cwd=track.state.cwd,
-                think=track.think,
-                number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
-            )
-            reply = await resolved.provider.stream(request, on_delta)
-        except ProviderError as exc:
-            result: Input = ModelFailed(exc.message, time.time())
-        except Exception as exc:
-            log.exception("session %s: model call failed", session.id)
-            result = ModelFailed(f"internal error in the model call: {type(exc).__name__}: {exc}", time.time())
-        else:
-            result = ModelFinished(
-                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
-            )
+        reply = await self._stream(
+            session,
+            track,
+            effect.model,
+            on_delta,
+            # The summary changes within a run: it is the last layer, after the cached prefix.
+            system="\n\n".join(p for p in (track.system, summary_text(effect.summary)) if p),
+            messages=effect.messages,
+            tools=tuple(self._tool_specs(effect.tools, track.agent_specs)),
+            think=track.think,
+            number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
+        )
+        result: Input = reply if isinstance(reply, ModelFailed) else ModelFinished(
+            reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
+        )
         await self._feed_result(session, track, effect.run, result)
 
     async def _summarize(self, session: Session, track: Session | Subrun, effect: Summarize) -> None:
         messages = [dict(m) for m in effect.messages]
         ask = {"type": "text", "text": SUMMARIZE_REQUEST}
         messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
-        system = SUMMARIZER + (f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else "")
-        try:
-            resolved = track.model
-            if resolved is None or resolved.model_id != effect.model:
-                raise ProviderError(f"{effect.model}: no provider resolved for this run")
-            request = ModelRequest(
-                model=resolved.model,
-                system=system,
-                messages=tuple(messages),
-                cwd=track.state.cwd,
-                purpose="summary",
-                number=track.state.compactions,
-            )
-            reply = await resolved.provider.stream(request, lambda kind, text: None)
-        except ProviderError as exc:
-            result: Input = ModelFailed(exc.message, time.time())
-        except Exception as exc:
-            log.exception("session %s: summary failed", session.id)
-            result = ModelFailed(f"internal error in the summary: {type(exc).__name__}: {exc}", time.time())
+        previous = f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else ""
+        reply = await self._stream(
+            session,
+            track,
+            effect.model,
+            lambda kind, text: None,
+            system=SUMMARIZER + previous,
+            messages=tuple(messages),
+            purpose="summary",
+            number=track.state.compactions,
+        )
+        if isinstance(reply, ModelFailed):
+            result: Input = reply
         else:
             text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
             result = Summarized(text, time.time(), reply.usage)
         await self._feed_result(session, track, effect.run, result)
+
+    async def _stream(
+        self, session: Session, track: Session | Subrun, model: str, on_delta: Any, **request: Any
+    ) -> ModelReply | ModelFailed:
+        """One call of the track's resolved model; every failure comes back as ModelFailed."""
+        try:
+            resolved = track.model
+            if resolved is None or resolved.model_id != model:
+                raise ProviderError(f"{model}: no provider resolved for this run")
+            call = ModelRequest(model=resolved.model, cwd=track.state.cwd, **request)
+            return await resolved.provider.stream(call, on_delta)
+        except ProviderError as exc:
+            return ModelFailed(exc.message, time.time())
+        except Exception as exc:
+            log.exception("session %s: model call failed", session.id)
+            return ModelFailed(f"internal error in the model call: {type(exc).__name__}: {exc}", time.time())
 
     async def _subagent(self, session: Session, parent: Session | Subrun, effect: StartSubagent) -> None:
         """Run a sub-agent to its end; its final text is the parent's tool result."""
