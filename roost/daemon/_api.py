@@ -216,7 +216,7 @@ class Api:
             cwd = _cwd(params.get("cwd"))
         config = _config(cwd)
         agent = _agent(params.get("agent"), cwd)
-        model = self._resolve(params.get("model") or agent.model, cwd)
+        model = self._resolve(params.get("model") or agent.model, config)
         mode = params.get("mode") or agent.mode or "agent"
         rules = list(config.rules) + list(agent.rules)
         for action in ("allow", "ask", "deny"):
@@ -285,7 +285,7 @@ class Api:
     async def chat(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
         cwd = _cwd(params.get("cwd"))
-        model = self._resolve(params.get("model"), cwd)
+        model = self._resolve(params.get("model"), _config(cwd))
         messages = _chat_messages(params["messages"])
         tools = _chat_tools(params.get("tools") or [])
         chat_id = "c" + secrets.token_hex(6)
@@ -327,8 +327,7 @@ class Api:
             "cost": cost(usage, price_map(model.price)),
         }
 
-    def _resolve(self, model: str | None, cwd: str) -> Resolved:
-        config = _config(cwd)
+    def _resolve(self, model: str | None, config: Config) -> Resolved:
         try:
             return self.conductor.providers.resolve(model or config.default_model, config)
         except ProviderUnavailable as exc:
@@ -413,7 +412,7 @@ class Api:
         if params.get("attach"):
             await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
         try:
-            run = await self.conductor.compact(session, self._resolve(model, session.state.cwd), keep)
+            run = await self.conductor.compact(session, self._resolve(model, config), keep)
         except InvalidInput:
             raise _busy(session) from None
         return {"session": session.id, "run": run}

@@ -301,6 +301,7 @@ def _permission_requested(state: SessionState, event: Event) -> SessionState:
         "input": d.get("input", {}),
         "outside": bool(d.get("outside")),
         "reason": d.get("reason", ""),
+        "session_rules": list(d.get("session_rules", ())),
         "ts": event.ts,
         **({"deadline": d["deadline"]} if d.get("deadline") is not None else {}),
     }

@@ -436,11 +436,8 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
     b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
     assert wait is not None
     b.require(input.scope in ("once", "session"), "scope must be once or session")
-    rules: list[str] = []
-    if input.approve and input.scope == "session":
-        rules = list(
-            decide(b.run.policy, b.run.mode, b.state.allowed, wait["name"], wait["input"], b.state.cwd).session_rules
-        )
+    # The rules that the request offered to add, as every client was shown them.
+    rules = list(wait.get("session_rules", ())) if input.approve and input.scope == "session" else []
     b.emit(
         ev.PERMISSION_RESOLVED,
         call_id=input.call_id,
