@@ -85,7 +85,7 @@ def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: in
     context window ([compaction] and [context_windows] in config.toml).
     """
     with connect(socket_path(obj["socket"])) as client:
-        params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True}
+        params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True, "env": dict(os.environ)}
         if model:
             params["model"] = model
         if keep_turns:

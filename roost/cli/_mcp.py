@@ -33,7 +33,7 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
         return
     with connect(socket_path(ctx.obj["socket"])) as client:
         try:
-            listing = client.call("mcp.list", cwd=os.getcwd())
+            listing = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))
         except RpcError as exc:
             raise refused(exc) from None
     if as_json:
@@ -57,8 +57,8 @@ def restart(obj: dict[str, Any], name: str) -> None:
     """Restart MCP server NAME now (no backoff) and wait until it is ready or failed."""
     with connect(socket_path(obj["socket"])) as client:
         try:
-            client.call("mcp.restart", name=name, cwd=os.getcwd())
-            servers = client.call("mcp.list", cwd=os.getcwd())["servers"]
+            client.call("mcp.restart", name=name, cwd=os.getcwd(), env=dict(os.environ))
+            servers = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))["servers"]
         except RpcError as exc:
             raise refused(exc) from None
     server = next((s for s in servers if s["name"] == name), None)

@@ -23,11 +23,12 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
     """List the configured model providers and whether each is usable (no network).
 
     Providers come from built-ins (anthropic, openai, scripted), the user's config.toml and
-    the project's .roost/config.toml. Keys are read from the daemon's environment.
+    the project's .roost/config.toml (a trusted one). Keys are read from this terminal's
+    environment.
     """
     with connect(socket_path(obj["socket"])) as client:
         try:
-            listing = client.call("providers.list", cwd=os.getcwd())
+            listing = client.call("providers.list", cwd=os.getcwd(), env=dict(os.environ))
         except RpcError as exc:
             raise refused(exc) from None
     if as_json:
@@ -92,7 +93,7 @@ def chat(
 
     with connect(socket_path(obj["socket"])) as client:
         try:
-            reply = client.call_streaming("chat", params, on_note)
+            reply = client.call_streaming("chat", {**params, "env": dict(os.environ)}, on_note)
         except RpcError as exc:
             raise refused(exc) from None
     if as_json:

@@ -57,6 +57,10 @@ class Renderer:
         self._end_line()
         self._out(f"▶ run {e.get('run')} · {e.get('model')} · session {e.get('session')}", dim=True)
 
+    def _project_untrusted(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(untrusted(e), fg="yellow")
+
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
         prefix = {"steer": "steer", "nudge": "roost", "check": "check"}.get(e.get("origin", ""), "task")
@@ -186,6 +190,13 @@ def summary(e: dict[str, Any]) -> str:
     if e.get("error"):
         parts.append(str(e["error"]))
     return " · ".join(parts)
+
+
+def untrusted(e: dict[str, Any], limit: int = 6) -> str:
+    """A ``project.untrusted`` event in one line: what was ignored, and how to trust it."""
+    items = [f"{i.get('kind')} {i.get('name')}" for i in e.get("ignored", [])]
+    shown = ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    return f"⚠ not trusted, so ignored: {shown} · to review and trust them: {e.get('hint')}"
 
 
 def when(ts: float) -> str:

@@ -78,7 +78,8 @@ def dispatch(
     `roost logs SESSION --follow`.
     """
     with connect(socket_path(obj["socket"])) as client:
-        params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd())}
+        # The session's commands run with this terminal's environment (less its secrets).
+        params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd()), "env": dict(os.environ)}
         if session:
             params["session"] = resolve_session(client, session)
         if model:

@@ -17,6 +17,11 @@ then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as 
 ``tools: Read, Grep`` and ``model: sonnet`` are understood), then ``.roost/agents/``; a
 later file of the same name overrides an earlier one and the built-in. A file that cannot
 be used is reported with its path (and line) and the others still load.
+
+A project's agent that widens what roost does — ``mode: full`` or ``exec``, allow rules, or
+the name ``default`` (replacing the agent every plain dispatch gets) — loads only while its
+file is trusted (see ``_trust``); untrusted, it is left out whole and reported. Agents that
+only narrow (fewer tools, deny rules, their own instructions) load anywhere.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from typing import Any, Mapping
 
 from roost.loop import MODES, Rule, RuleError, parse_rule
 
-from ._project import FrontMatterError, agent_dirs, split_front_matter
+from ._files import read_bounded
+from ._project import FrontMatterError, agent_dirs, project_root, split_front_matter
+from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.
 DEFAULT_AGENT = "default"
@@ -94,23 +101,59 @@ BUILTIN_AGENTS: Mapping[str, Agent] = {
 }
 
 
-def load_agents(cwd: str | None) -> tuple[dict[str, Agent], list[str]]:
-    """Every agent for a session in ``cwd``, and a message for each file that was skipped."""
+@dataclass(frozen=True, slots=True)
+class AgentSet:
+    """The agents for a folder, the files skipped, and what project agents would widen."""
+
+    agents: Mapping[str, Agent]
+    #: A message for each file that could not be used (path and line).
+    problems: tuple[str, ...] = ()
+    #: Project agents that widen, each marked trusted (loaded) or not (left out).
+    widening: tuple[Widening, ...] = ()
+
+
+def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
+    """Every agent for a session in ``cwd``. Reads files: call it in a worker thread."""
     agents = dict(BUILTIN_AGENTS)
     problems: list[str] = []
-    for folder in agent_dirs(cwd):
+    widening: list[Widening] = []
+    root = project_root(cwd)
+    user_dir, *project_dirs = agent_dirs(cwd)
+    for folder in (user_dir, *project_dirs):
         if not folder.is_dir():
             continue
+        ours = folder == user_dir
+        within = None if ours or root is None or trust.has_folder(root) else root
         for path in sorted(folder.glob("*.md")):
             try:
-                agent = parse_agent(path.read_text(encoding="utf-8"), str(path))
+                data = read_bounded(path, within=within)
+                agent = parse_agent(data.decode("utf-8-sig"), str(path))
             except AgentError as exc:
                 problems.append(str(exc))
             except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"{path}: cannot read: {exc}")
+                problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
             else:
+                widens = None if ours else _widens(agent)
+                if widens is not None:
+                    item = Widening("agent", agent.name, widens, str(path), digest(data), trust.covers(path, data))
+                    widening.append(item)
+                    if not item.trusted:
+                        continue
                 agents[agent.name] = agent
-    return agents, problems
+    return AgentSet(agents, tuple(problems), tuple(widening))
+
+
+def _widens(agent: Agent) -> str | None:
+    """How a project's agent widens what roost does (None: it does not)."""
+    reasons = []
+    if agent.name == DEFAULT_AGENT:
+        reasons.append("replaces the default agent")
+    if agent.mode in ("full", "exec"):
+        reasons.append(f"mode: {agent.mode} (no approvals)")
+    allowed = [r for r in agent.rules if r.action == "allow"]
+    if allowed:
+        reasons.append("allow rules: " + ", ".join(str(r) for r in allowed))
+    return "; ".join(reasons) or None
 
 
 class AgentError(ValueError):

@@ -11,7 +11,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 import trio
 
@@ -44,10 +44,13 @@ from roost.protocol import (
 )
 
 from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
-from ._agents import DEFAULT_AGENT, Agent, AgentError, load_agents, think_budget
-from ._config import Config, ConfigError, load_config, parse_rules, price_map
+from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
+from ._config import Config, ConfigError, parse_rules, price_map
 from ._prompt import compose, render
-from .mcp import UnknownServer, load_mcp_servers
+from ._files import read_bounded
+from ._setup import FolderSetup
+from ._trust import TrustError, TrustStore, digest
+from .mcp import UnknownServer
 from ._connection import Attachment, Connection
 from ._sessions import Session, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -55,11 +58,12 @@ from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolve
 log = logging.getLogger(__name__)
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+_T = TypeVar("_T")
 
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
-    "int|str": (int, str),
+    "int|str": (int, str), "map": (dict,),
 }
 
 
@@ -93,6 +97,10 @@ class Api:
             "mcp.list": self.mcp_list,
             "mcp.restart": self.mcp_restart,
             "events": self.events,
+            "trust.show": self.trust_show,
+            "trust.add": self.trust_add,
+            "trust.list": self.trust_list,
+            "trust.remove": self.trust_remove,
         }
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
 
@@ -214,9 +222,11 @@ class Api:
         else:
             session = None
             cwd = _cwd(params.get("cwd"))
-        config = _config(cwd)
-        agent = _agent(params.get("agent"), cwd)
-        model = self._resolve(params.get("model") or agent.model, config)
+        environ = _environ(params)
+        setup = await self._folder(cwd, environ)
+        config = setup.config
+        agent = _agent(params.get("agent"), setup)
+        model = self._resolve(params.get("model") or agent.model, config, environ)
         mode = params.get("mode") or agent.mode or "agent"
         rules = list(config.rules) + list(agent.rules)
         for action in ("allow", "ask", "deny"):
@@ -238,6 +248,8 @@ class Api:
         try:
             run = await self.conductor.dispatch(
                 session,
+                setup=setup,
+                environ=environ,
                 task=params["task"],
                 model=model,
                 agent=agent,
@@ -260,17 +272,19 @@ class Api:
         return {"session": session.id, "run": run, "model": model.model_id}
 
     async def providers_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        config = _config(_cwd(params.get("cwd")))
+        environ = _environ(params)
+        setup = await self._folder(_cwd(params.get("cwd")), environ)
+        config = setup.config
         out = []
         for name, entry in sorted(config.providers.items()):
-            usable, why = self.conductor.providers.usable(entry)
+            usable, why = self.conductor.providers.usable(entry, environ)
             out.append(
                 {
                     "name": name,
                     "kind": entry.kind,
                     "base_url": entry.base_url,
                     "api_key_env": entry.api_key_env or None,
-                    "key_present": bool(entry.api_key(os.environ)),
+                    "key_present": bool(entry.api_key(environ)),
                     "usable": usable,
                     "problem": why or None,
                     "models": dict(entry.models),
@@ -280,12 +294,19 @@ class Api:
                     "source": entry.source,
                 }
             )
-        return {"providers": out, "default_model": config.default_model, "files": list(config.files)}
+        return {
+            "providers": out,
+            "default_model": config.default_model,
+            "files": list(config.files),
+            "untrusted": setup.untrusted_notice(),
+        }
 
     async def chat(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
         cwd = _cwd(params.get("cwd"))
-        model = self._resolve(params.get("model"), _config(cwd))
+        environ = _environ(params)
+        setup = await self._folder(cwd, environ)
+        model = self._resolve(params.get("model"), setup.config, environ)
         messages = _chat_messages(params["messages"])
         tools = _chat_tools(params.get("tools") or [])
         chat_id = "c" + secrets.token_hex(6)
@@ -327,11 +348,17 @@ class Api:
             "cost": cost(usage, price_map(model.price)),
         }
 
-    def _resolve(self, model: str | None, config: Config) -> Resolved:
+    def _resolve(self, model: str | None, config: Config, environ: Mapping[str, str]) -> Resolved:
         try:
-            return self.conductor.providers.resolve(model or config.default_model, config)
+            return self.conductor.providers.resolve(model or config.default_model, config, environ)
         except ProviderUnavailable as exc:
             raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
+
+    async def _folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
+        try:
+            return await self.conductor.load_folder(cwd, environ)
+        except ConfigError as exc:
+            raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
     async def steer(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
@@ -404,7 +431,8 @@ class Api:
         session = await self._session(params["session"])
         if session.state.run is not None:
             raise _busy(session)
-        config = _config(session.state.cwd)
+        environ = _environ(params)
+        config = (await self._folder(session.state.cwd, environ)).config
         model = params.get("model") or session.state.last_model or config.default_model
         keep = params.get("keep_turns", config.keep_turns)
         if keep < 0:
@@ -412,20 +440,20 @@ class Api:
         if params.get("attach"):
             await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
         try:
-            run = await self.conductor.compact(session, self._resolve(model, config), keep)
+            run = await self.conductor.compact(session, self._resolve(model, config, environ), keep)
         except InvalidInput:
             raise _busy(session) from None
         return {"session": session.id, "run": run}
 
     async def mcp_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        servers, problems = await trio.to_thread.run_sync(load_mcp_servers, _cwd(params.get("cwd")), dict(os.environ))
-        listing = self.conductor.mcp.status(servers) if self.conductor.mcp is not None else []
-        return {"servers": listing, "problems": problems}
+        setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
+        listing = self.conductor.mcp.status(setup.mcp) if self.conductor.mcp is not None else []
+        return {"servers": listing, "problems": list(setup.mcp_problems)}
 
     async def mcp_restart(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
         mcp = self.conductor.mcp
-        servers, _ = await trio.to_thread.run_sync(load_mcp_servers, _cwd(params.get("cwd")), dict(os.environ))
+        servers = (await self._folder(_cwd(params.get("cwd")), _environ(params))).mcp
         name = params["name"]
         if mcp is None or name not in servers:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"no MCP server {name!r} is configured here ({', '.join(sorted(servers)) or 'none'})")
@@ -437,8 +465,13 @@ class Api:
         return {"ok": status["state"] == "ready", "server": status}
 
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        agents, problems = await trio.to_thread.run_sync(load_agents, _cwd(params.get("cwd")))
-        return {"agents": [a.describe() for _, a in sorted(agents.items())], "problems": problems}
+        setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
+        found = setup.agents
+        return {
+            "agents": [a.describe() for _, a in sorted(found.agents.items())],
+            "problems": list(found.problems),
+            "untrusted": [item.to_map() for item in found.widening if not item.trusted],
+        }
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")
@@ -453,7 +486,7 @@ class Api:
             mode = mode or (last.mode if last else session.state.last_mode)
         else:
             cwd = _cwd(params.get("cwd"))
-        agent = _agent(agent_name, cwd)
+        agent = _agent(agent_name, await self._folder(cwd, _environ(params)))
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
@@ -464,6 +497,53 @@ class Api:
             "layers": [{"name": x.name, "text": x.text, "chars": len(x.text), "source": x.source} for x in layers],
             "text": render(layers),
         }
+
+    async def trust_show(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        setup = await self._folder(_cwd(params["cwd"]), _environ(params))
+        trusted = await self._with_trust(lambda store: store.snapshot().has_folder(setup.root))
+        return {
+            "folder": setup.root,
+            "trusted": trusted,
+            "current": not setup.ignored,
+            "items": [item.to_map() for item in setup.widening],
+            "files": _widening_files(setup),
+        }
+
+    async def trust_add(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        setup = await self._folder(_cwd(params["cwd"]), _environ(params))
+        files = _widening_files(setup)
+        if files != params["files"]:
+            changed = sorted(set(files.items()) ^ set(params["files"].items()))
+            names = ", ".join(dict.fromkeys(path for path, _ in changed))
+            raise RpcError(
+                ErrorCode.TRUST_CHANGED,
+                f"what {setup.root} widens changed since it was shown ({names}); nothing was "
+                "trusted: look again with roost trust",
+                {"folder": setup.root, "files": files},
+            )
+        await self._with_trust(lambda store: store.add(setup.root, files))
+        log.info("trusted %s (%d files)", setup.root, len(files))
+        return {"folder": setup.root, "files": files}
+
+    async def trust_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"folders": await self._with_trust(_trust_listing)}
+
+    async def trust_remove(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        folder = os.path.realpath(os.path.expanduser(params["folder"]))
+        removed = await self._with_trust(lambda store: store.remove(folder))
+        if removed:
+            log.info("no longer trusted: %s", folder)
+        return {"ok": True, "removed": removed, "folder": folder}
+
+    async def _with_trust(self, use: Callable[[TrustStore], _T]) -> _T:
+        """``use(store)`` in a worker thread; a broken store is CONFIG_INVALID."""
+        store = self.conductor.trust
+        if store is None:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "this daemon keeps no trust store")
+        try:
+            return await trio.to_thread.run_sync(use, store)
+        except TrustError as exc:
+            raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
     async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
@@ -492,14 +572,51 @@ def _finish_replay(connection: Connection, session: str, attachment: Attachment)
         connection.deliver(session, seq, data)
 
 
-def _agent(name: str | None, cwd: str) -> Agent:
-    agents, problems = load_agents(cwd)
-    agent = agents.get(name or DEFAULT_AGENT)
-    if agent is None:
-        found = ", ".join(sorted(agents))
-        extra = f"; skipped: {'; '.join(problems)}" if problems else ""
-        raise RpcError(ErrorCode.INVALID_PARAMS, f"no agent {name!r} (agents here: {found}){extra}")
-    return agent
+def _agent(name: str | None, setup: FolderSetup) -> Agent:
+    found = setup.agents
+    agent = found.agents.get(name or DEFAULT_AGENT)
+    if agent is not None:
+        return agent
+    for item in found.widening:
+        if item.name == name and not item.trusted:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"the agent {name!r} ({item.source}) {item.detail}; this folder is not trusted, so it "
+                f"is not loaded: review it with roost trust {setup.root}",
+            )
+    agents = ", ".join(sorted(found.agents))
+    extra = f"; skipped: {'; '.join(found.problems)}" if found.problems else ""
+    raise RpcError(ErrorCode.INVALID_PARAMS, f"no agent {name!r} (agents here: {agents}){extra}")
+
+
+def _widening_files(setup: FolderSetup) -> dict[str, str]:
+    """The files that widen, with the digests of their content as it was read."""
+    return {item.source: item.digest for item in setup.widening}
+
+
+def _trust_listing(store: TrustStore) -> list[dict[str, Any]]:
+    """The trusted folders, each file marked current (same content) or changed."""
+    out = []
+    for record in store.records():
+        files = []
+        for path, recorded in sorted(record["files"].items()):
+            try:
+                now: str | None = digest(read_bounded(path))
+            except OSError:
+                now = None
+            files.append({"path": path, "digest": recorded, "current": now == recorded, "missing": now is None})
+        out.append({**record, "files": files})
+    return out
+
+
+def _environ(params: Mapping[str, Any]) -> dict[str, str]:
+    """The client's environment (``env``), else the daemon's own."""
+    env = params.get("env")
+    if env is None:
+        return dict(os.environ)
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise RpcError(ErrorCode.INVALID_PARAMS, "env must map variable names to strings")
+    return env
 
 
 def _think(value: int | str | None) -> int | None:
@@ -521,13 +638,6 @@ def _run_status(session: Session) -> str | None:
 def _client_name(connection: Connection) -> str:
     """How an answer is attributed: the name the client gave in ``hello``, and its number."""
     return f"{connection.client}#{connection.id}"
-
-
-def _config(cwd: str) -> Config:
-    try:
-        return load_config(cwd)
-    except ConfigError as exc:
-        raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
 
 def _chat_messages(raw: list[Any]) -> tuple[dict[str, Any], ...]:

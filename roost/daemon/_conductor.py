@@ -60,14 +60,16 @@ from roost.loop import (
     step,
 )
 
-from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent, load_agents
-from ._config import ConfigError, Hook, load_config, price_map
+from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent
+from ._config import ConfigError, Hook, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._hub import Hub
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
+from ._setup import FolderSetup, load_folder
 from ._store import EventStore
-from .mcp import McpManager, load_mcp_servers
+from ._trust import NO_TRUST, TrustError, TrustStore
+from .mcp import McpManager
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
@@ -118,9 +120,12 @@ class Conductor:
         nursery: trio.Nursery,
         ledger: ProcessLedger | None = None,
         mcp: McpManager | None = None,
+        trust: TrustStore | None = None,
     ) -> None:
         self.store = store
         self.mcp = mcp
+        #: The folders the user trusted (None: none, as in tests of other parts).
+        self.trust = trust
         self.hub = hub
         self.providers = providers
         self.tools = tools
@@ -145,16 +150,36 @@ class Conductor:
             run = session.state.run
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
             if run is not None and (run.waiting or run.mode == "exec"):
+                # The dispatching terminal is gone: the daemon's own environment stands in.
                 try:
-                    config = load_config(session.state.cwd)
-                    session.model = self.providers.resolve(run.model, config)
-                    session.hooks = config.hooks
-                except (ConfigError, ProviderError) as exc:
+                    setup = await self.load_folder(session.state.cwd, os.environ)
+                except ConfigError as exc:
                     log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
-                agents, _ = load_agents(session.state.cwd)
-                agent = agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
-                session.system = render(await compose(agent, run.mode, session.state.cwd))
+                else:
+                    self._equip(session, setup, os.environ)
+                    try:
+                        session.model = self.providers.resolve(run.model, setup.config, os.environ)
+                    except ProviderError as exc:
+                        log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
+                    agent = setup.agents.agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
+                    session.system = render(await compose(agent, run.mode, session.state.cwd))
             await self._nursery.start(self._run, session, Interrupted(time.time()))
+
+    async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
+        """What ``cwd``'s files say for a run, under the user's trust as it is now.
+
+        Raises:
+            ConfigError: a config file (or the trust store) cannot be used.
+        """
+
+        def load() -> FolderSetup:
+            try:
+                trust = self.trust.snapshot() if self.trust is not None else NO_TRUST
+            except TrustError as exc:
+                raise ConfigError(str(exc)) from None
+            return load_folder(cwd, environ, trust)
+
+        return await trio.to_thread.run_sync(load)
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""
@@ -171,6 +196,8 @@ class Conductor:
         self,
         session: Session,
         *,
+        setup: FolderSetup,
+        environ: Mapping[str, str],
         task: str,
         model: Resolved,
         agent: Agent = BUILTIN_AGENTS[DEFAULT_AGENT],
@@ -195,7 +222,7 @@ class Conductor:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
         layers = await compose(agent, mode, session.state.cwd)
-        tools, session.agent_specs = await self._tools_of(agent, session.state.cwd)
+        tools, session.agent_specs = await self._tools_of(agent, setup)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
@@ -218,7 +245,9 @@ class Conductor:
             compact_at=compact_at,
             keep_turns=keep_turns,
             subagents=tuple(session.agent_specs),
+            untrusted=setup.untrusted_notice(),
         )
+        self._equip(session, setup, environ)
         session.system = render(layers)
         session.model = model
         session.think = think
@@ -239,13 +268,19 @@ class Conductor:
         await self._nursery.start(self._run, session, compact)
         return compact.run
 
-    async def _tools_of(self, agent: Agent, cwd: str) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
+    def _equip(self, session: Session, setup: FolderSetup, environ: Mapping[str, str]) -> None:
+        """Keep what the session's runs and sub-agents take from its folder and its client."""
+        session.setup = setup
+        session.client_env = environ
+        session.environ = setup.tool_environment(environ)
+
+    async def _tools_of(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
         """The tools a run of ``agent`` gets (its allow list, or every built-in), and those
         of them that are other agents, as the model sees them."""
-        names = self.tools.names() + await self._mcp_tools(agent, cwd)
+        names = self.tools.names() + await self._mcp_tools(agent, setup)
         if agent.tools is None:
             return names, {}
-        agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
+        agents = setup.agents.agents
         specs = {
             n: ToolSpec(n, agents[n].description or f"the {n} agent", SUBAGENT_SCHEMA)
             for n in agent.tools
@@ -254,14 +289,14 @@ class Conductor:
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
         return offered + tuple(specs), specs
 
-    async def _mcp_tools(self, agent: Agent, cwd: str) -> tuple[str, ...]:
-        """Names of the MCP tools a run of ``agent`` in ``cwd`` may get, starting the
+    async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[str, ...]:
+        """Names of the MCP tools a run of ``agent`` in the folder may get, starting the
         servers configured there that are not running yet (bounded: a server that fails
         to start is reported by ``mcp.list`` and blocks nothing)."""
         if self.mcp is None:
             return ()
-        servers, problems = await trio.to_thread.run_sync(load_mcp_servers, cwd, dict(os.environ))
-        for problem in problems:
+        servers = setup.mcp
+        for problem in setup.mcp_problems:
             log.warning("MCP config: %s", problem)
         if agent.tools is not None:
             wanted = {t.split("__", 1)[0] for t in agent.tools if "__" in t}
@@ -523,23 +558,23 @@ class Conductor:
     ) -> tuple[Subrun, Submit]:
         if len(path) > SUBAGENT_DEPTH:
             raise _SubagentError(f"sub-agents nest at most {SUBAGENT_DEPTH} deep; do this part yourself")
-        cwd, run = session.state.cwd, parent.state.run
+        cwd, run, setup = session.state.cwd, parent.state.run, session.setup
         assert run is not None
-        agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
-        agent = agents.get(effect.name)
+        if setup is None:
+            raise _SubagentError(f"the {effect.name} agent cannot run: the session's folder was not read")
+        agent = setup.agents.agents.get(effect.name)
         if agent is None:
             raise _SubagentError(f"no agent {effect.name!r} here any more")
         try:
-            config = load_config(cwd)
-            model = self.providers.resolve(agent.model, config) if agent.model else parent.model
-        except (ConfigError, ProviderError) as exc:
+            model = self.providers.resolve(agent.model, setup.config, session.client_env) if agent.model else parent.model
+        except ProviderError as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         if model is None:
             raise _SubagentError(f"the {effect.name} agent has no model")
         # A sub-agent never plans or runs the check: it works, with or without approvals.
         mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
         layers = await compose(agent, mode, cwd)
-        tools, specs = await self._tools_of(agent, cwd)
+        tools, specs = await self._tools_of(agent, setup)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
@@ -565,7 +600,7 @@ class Conductor:
 
     async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
         started = time.monotonic()
-        ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT)
+        ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ)
         result = await self.tools.call("bash", {"command": effect.command}, ctx)
         status = result.meta.get("exit_status")
         tail = result.text[-CHECK_OUTPUT:]
@@ -604,7 +639,7 @@ class Conductor:
         }
         async with session.tool_limiter:
             started = time.monotonic()
-            pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger)
+            pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger, session.environ)
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
             else:
@@ -614,11 +649,11 @@ class Conductor:
                         effect.name, input, on_progress=self._progress(session, track, effect)
                     )
                 else:
-                    ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside)
+                    ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside, env=session.environ)
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger)
+            result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger, session.environ)
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
         failures = pre.failures + post_failures
         if failures:

@@ -2,8 +2,15 @@
 
 Later layers override earlier ones key by key (a project may change one field of a provider).
 API keys are never read from these files: a provider names the environment variable that
-holds its key, and the key is read from the daemon's environment when the provider is built.
-Files are read again on every use, so an edit takes effect without a restart.
+holds its key, and the key is read from the dispatching client's environment (else the
+daemon's) when the provider is built. Files are read again on every use, so an edit takes
+effect without a restart.
+
+A project's file is someone else's word until its user trusts it (see ``_trust``): what it
+says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permissions] allow``,
+``[guardrails] secrets = false``, ``[hooks]``, ``[tools.env] pass`` — is reported as a
+:class:`Widening` and applied only while the file is trusted with this content; the rest
+(deny and ask rules, guardrail rules, prices, windows, compaction) always applies.
 
     default_model = "anthropic/claude-sonnet-4-6"
 
@@ -47,6 +54,9 @@ Files are read again on every use, so an edit takes effect without a restart.
     match = "bash"                         # tool glob (default "*")
     command = "python3 .roost/hooks/check.py"
     timeout = 30
+
+    [tools.env]                            # secrets tools, hooks and MCP servers may see
+    pass = ["GITHUB_TOKEN"]                # (others named *KEY*, *TOKEN*, ... are removed)
 """
 
 from __future__ import annotations
@@ -59,9 +69,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import platformdirs
-
 from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
+
+from ._files import read_bounded
+from ._project import project_config_file, user_config_file
+from ._trust import NO_TRUST, Trust, Widening, digest
 
 
 #: The model used when nothing names one.
@@ -157,6 +169,10 @@ class Config:
     context_windows: Mapping[str, int] = field(default_factory=dict)
     compact_at: float = 0.8
     keep_turns: int = 6
+    #: Secret-looking variables tool processes may still see (``[tools.env] pass``).
+    tool_env_pass: tuple[str, ...] = ()
+    #: What the project's file says that widens, each marked trusted (applied) or not.
+    widening: tuple[Widening, ...] = ()
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None
@@ -191,37 +207,82 @@ BUILTIN_PRICES: Mapping[str, Price] = {
 BUILTIN_WINDOWS: Mapping[str, int] = {"anthropic": 200_000, "openai": 128_000}
 
 
-def user_config_file() -> Path:
-    """``config.toml`` in the user config dir (``~/.config/roost``)."""
-    return Path(platformdirs.user_config_dir("roost", appauthor=False)) / "config.toml"
-
-
-def project_config_file(cwd: str | None) -> Path | None:
-    """The nearest ``.roost/config.toml`` at or above ``cwd``, if any."""
-    if not cwd:
-        return None
-    for folder in (Path(cwd), *Path(cwd).parents):
-        candidate = folder / ".roost" / "config.toml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def load_config(cwd: str | None = None, environ: Mapping[str, str] = os.environ) -> Config:
+def load_config(
+    cwd: str | None = None, environ: Mapping[str, str] = os.environ, trust: Trust = NO_TRUST
+) -> Config:
     """Built-ins, then the user file, then the project file for ``cwd``.
 
+    ``environ`` is the dispatching client's environment (``ROOST_MODEL``,
+    ``ANTHROPIC_BASE_URL``, ...); ``trust`` says whether the project file may widen.
+    Reads files: call it in a worker thread.
+
     Raises:
-        ConfigError: a file is not valid TOML or has a value of the wrong kind.
+        ConfigError: a file cannot be read, is not valid TOML, or has a value of the wrong
+            kind (trusted or not: a broken file is reported, never half-read).
     """
     config = Config(
         providers=_builtin_providers(environ),
         default_model=environ.get("ROOST_MODEL") or BUILTIN_DEFAULT_MODEL,
         prices=dict(BUILTIN_PRICES),
     )
-    for path in (user_config_file(), project_config_file(cwd)):
-        if path is not None and path.is_file():
-            config = _merge(config, _read(path), str(path))
+    user = user_config_file()
+    if user.is_file():
+        parsed = _parse(user, _read(user))
+        config = replace(_merge(config, parsed, str(user)), tool_env_pass=_passed(parsed, str(user)))
+    project = project_config_file(cwd)
+    if project is not None:
+        root = project.parent.parent
+        data = _read(project, within=None if trust.has_folder(root) else root)
+        parsed = _parse(project, data)
+        # Checked whole first: an error anywhere in the file is an error, trusted or not.
+        _merge(config, parsed, str(project))
+        _passed(parsed, str(project))
+        widening = _widening(parsed, str(project), digest(data), trust.covers(project, data))
+        if not widening or widening[0].trusted:
+            config = _merge(config, parsed, str(project))
+            config = replace(config, tool_env_pass=(*config.tool_env_pass, *_passed(parsed, str(project))))
+        else:
+            config = _merge(config, _narrowing(parsed), str(project))
+        config = replace(config, widening=widening)
     return config
+
+
+def _widening(data: Mapping[str, Any], source: str, digest: str, trusted: bool) -> tuple[Widening, ...]:
+    """Everything a (checked) project file says that widens what roost does."""
+    items: list[tuple[str, str, str]] = []
+    for name, entry in data.get("providers", {}).items():
+        shown = {k: v for k, v in entry.items() if k in ("kind", "base_url", "api_key_env")}
+        headers = sorted(entry.get("headers", {}))
+        detail = ", ".join([*(f"{k} = {v}" for k, v in shown.items()), *([f"headers: {', '.join(headers)}"] if headers else [])])
+        items.append(("provider", name, detail))
+    if "default_model" in data:
+        items.append(("default model", data["default_model"], ""))
+    items += [("model alias", alias, target) for alias, target in data.get("models", {}).items()]
+    items += [("allow rule", rule, "") for rule in data.get("permissions", {}).get("allow", [])]
+    if data.get("guardrails", {}).get("secrets") is False:
+        items.append(("guardrail off", "secrets", "the built-in secrets guardrail is switched off"))
+    for kind, entries in data.get("hooks", {}).items():
+        items += [("hook", f"{kind} {entry.get('match', '*')}", entry["command"]) for entry in entries]
+    items += [("secret passed to tools", name, "") for name in _passed(data, source)]
+    return tuple(Widening(kind, name, detail, source, digest, trusted) for kind, name, detail in items)
+
+
+def _narrowing(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A project file without what widens: what an untrusted folder's file still does."""
+    kept = {k: v for k, v in data.items() if k not in ("providers", "default_model", "models", "hooks", "tools")}
+    if "permissions" in kept:
+        kept["permissions"] = {k: v for k, v in kept["permissions"].items() if k != "allow"}
+    if kept.get("guardrails", {}).get("secrets") is False:
+        kept["guardrails"] = {k: v for k, v in kept["guardrails"].items() if k != "secrets"}
+    return kept
+
+
+def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    env = _table(_table(data, "tools", where), "env", f"{where}: [tools]")
+    names = env.get("pass", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}: [tools.env] pass must be a list of variable names")
+    return tuple(names)
 
 
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
@@ -234,14 +295,20 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     return providers
 
 
-def _read(path: Path) -> Mapping[str, Any]:
+def _read(path: Path, *, within: Path | None = None) -> bytes:
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return read_bounded(path, within=within)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _parse(path: Path, data: bytes) -> Mapping[str, Any]:
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror}") from None
 
 
 def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:

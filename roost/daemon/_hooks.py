@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -27,6 +28,7 @@ from typing import Any, Mapping
 import trio
 
 from ._config import Hook
+from ._environ import tool_environment
 from .tools import ProcessLedger, ToolResult, kill_group
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,11 @@ class PreOutcome:
 
 
 async def run_pre_hooks(
-    hooks: tuple[Hook, ...], call: Mapping[str, Any], cwd: str, ledger: ProcessLedger | None
+    hooks: tuple[Hook, ...],
+    call: Mapping[str, Any],
+    cwd: str,
+    ledger: ProcessLedger | None,
+    env: Mapping[str, str] | None = None,
 ) -> PreOutcome:
     """Run the pre hooks that apply to ``call`` in order; the first block ends the chain."""
     input = call["input"]
@@ -55,7 +61,7 @@ async def run_pre_hooks(
     for hook in hooks:
         if hook.kind != "pre_tool" or not hook.applies(call["tool"]):
             continue
-        status, answer, problem = await _run(hook, {**call, "input": input, "hook": hook.kind}, cwd, ledger)
+        status, answer, problem = await _run(hook, {**call, "input": input, "hook": hook.kind}, cwd, ledger, env)
         if problem is not None:
             failures.append(problem)
         elif status == BLOCK_STATUS:
@@ -77,6 +83,7 @@ async def run_post_hooks(
     result: ToolResult,
     cwd: str,
     ledger: ProcessLedger | None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[ToolResult, tuple[str, ...]]:
     """Run the post hooks that apply to ``call``; each sees the result the last one left."""
     failures: list[str] = []
@@ -84,7 +91,7 @@ async def run_post_hooks(
         if hook.kind != "post_tool" or not hook.applies(call["tool"]):
             continue
         payload = {**call, "hook": hook.kind, "result": result.text, "is_error": result.is_error}
-        status, answer, problem = await _run(hook, payload, cwd, ledger)
+        status, answer, problem = await _run(hook, payload, cwd, ledger, env)
         if problem is None and status != 0:
             problem = f"hook {hook.command!r} exited with status {status}"
         if problem is not None:
@@ -97,15 +104,19 @@ async def run_post_hooks(
 
 
 async def _run(
-    hook: Hook, payload: Mapping[str, Any], cwd: str, ledger: ProcessLedger | None
+    hook: Hook, payload: Mapping[str, Any], cwd: str, ledger: ProcessLedger | None, env: Mapping[str, str] | None
 ) -> tuple[int, dict[str, Any], str | None]:
-    """Run one hook: (exit status, its JSON answer or {"reason": stderr}, a failure or None)."""
+    """Run one hook: (exit status, its JSON answer or {"reason": stderr}, a failure or None).
+
+    ``env`` is the session's environment without secrets (None: the daemon's, without them).
+    """
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     try:
         process = await trio.lowlevel.open_process(
             ["bash", "-c", hook.command],
             cwd=cwd,
+            env=dict(env) if env is not None else tool_environment(os.environ),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

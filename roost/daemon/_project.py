@@ -3,14 +3,20 @@ matter that agent and skill files share."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from ._config import user_config_file
+import platformdirs
 
 
 class FrontMatterError(ValueError):
     """A file whose front matter cannot be read; the message names the file and line."""
+
+
+def user_config_file() -> Path:
+    """``config.toml`` in the user config dir (``~/.config/roost``)."""
+    return Path(platformdirs.user_config_dir("roost", appauthor=False)) / "config.toml"
 
 
 def project_root(cwd: str | None) -> Path | None:
@@ -22,6 +28,16 @@ def project_root(cwd: str | None) -> Path | None:
         if any((folder / marker).exists() for marker in (".roost", ".claude", ".git")):
             return folder
     return Path(cwd)
+
+
+def project_config_file(cwd: str | None) -> Path | None:
+    """The project's ``.roost/config.toml`` (at its root), if there is one."""
+    root = project_root(cwd)
+    if root is None:
+        return None
+    path = root / ".roost" / "config.toml"
+    # Not is_file(): a FIFO or a dangling link there is an error to report, not "no file".
+    return path if os.path.lexists(path) else None
 
 
 def agent_dirs(cwd: str | None) -> list[Path]:

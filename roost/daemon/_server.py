@@ -40,6 +40,7 @@ from ._connection import Connection
 from ._hub import Hub
 from ._paths import ensure_private_dir, log_dir, state_dir
 from ._store import EventStore
+from ._trust import TrustStore
 from .mcp import McpManager
 from .providers import ProviderRegistry
 from .tools import ProcessLedger, ToolRegistry
@@ -108,7 +109,8 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
                 mcp = McpManager(nursery, log_dir() / "mcp")
-                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp)
+                trust = TrustStore(state_dir() / "trust.json")
+                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp, trust)
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)

@@ -12,6 +12,7 @@ import trio
 from roost.loop import CreateSession, SessionState, fold, step
 
 from ._config import Hook
+from ._setup import FolderSetup
 from ._store import EventStore
 from .providers import Resolved, ToolSpec
 
@@ -46,6 +47,13 @@ class Session:
     subagent_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(4))
     #: The session's own loop has no path (a sub-agent's is the chain of its call ids).
     path: tuple[str, ...] = ()
+    #: What the folder's files said at the last dispatch (its sub-agents use the same).
+    setup: FolderSetup | None = None
+    #: The last dispatching client's environment, provider keys and all (memory only:
+    #: never stored, never logged), and the same without secrets, for tool processes
+    #: (None: the daemon's own, without secrets).
+    client_env: Mapping[str, str] = field(default_factory=dict)
+    environ: Mapping[str, str] | None = None
 
     @property
     def id(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 SESSION_CREATED = "session.created"
 RUN_STARTED = "run.started"
+PROJECT_UNTRUSTED = "project.untrusted"
 MESSAGE_USER = "message.user"
 STEP_STARTED = "step.started"
 TEXT_DELTA = "text.delta"
@@ -40,6 +41,10 @@ ERROR = "error"
 EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
     RUN_STARTED: "a run started (task, agent, mode, model, max_turns)",
+    PROJECT_UNTRUSTED: (
+        "the run's folder is not trusted: what its files would widen was ignored "
+        "(folder, ignored: [{kind, name, detail, source}], hint: the command that trusts it)"
+    ),
     MESSAGE_USER: "a user message entered the history (text, origin: task or steer)",
     STEP_STARTED: "a model call started (step)",
     TEXT_DELTA: "live: assistant text as it streams (text)",

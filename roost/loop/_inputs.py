@@ -59,6 +59,9 @@ class Submit:
     keep_turns: int = 6
     #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
     subagents: tuple[str, ...] = ()
+    #: What the folder's untrusted files would have widened, reported as the run starts
+    #: (``project.untrusted``'s data; None: nothing was ignored).
+    untrusted: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -305,6 +305,8 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
     )
+    if input.untrusted:
+        b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
     tripwire = tripped(input.guardrails, INPUT, [input.task])
     if tripwire is not None:
         b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task")

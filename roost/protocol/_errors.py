@@ -46,6 +46,8 @@ class ErrorCode(enum.IntEnum):
     CONFIG_INVALID = 21
     #: The model call of ``chat`` failed (after the provider's retries).
     MODEL_FAILED = 22
+    #: ``trust.add``: a file changed since ``trust.show`` showed it; look again.
+    TRUST_CHANGED = 23
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = 30
     #: A bug in the daemon; the details are in its log.
@@ -136,6 +138,7 @@ _DOCS = {
     ErrorCode.MODEL_UNAVAILABLE: "unknown provider or model, or the provider is not usable",
     ErrorCode.CONFIG_INVALID: "a config file cannot be read; the message names it",
     ErrorCode.MODEL_FAILED: "the model call failed after retries",
+    ErrorCode.TRUST_CHANGED: "a file changed since trust.show showed it; nothing was trusted",
     ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
     ErrorCode.INTERNAL: "a bug in the daemon; see its log",
 }

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 2
+API_LEVEL = 3
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -50,6 +50,12 @@ class Method:
 
 
 _SESSION = Param("session", "str", True, "session id")
+_ENV = Param(
+    "env",
+    "map",
+    doc="the client's environment: commands run with it (less secrets), provider keys in it "
+    "serve this call and stay in the daemon's memory (default: the daemon's)",
+)
 
 METHODS: tuple[Method, ...] = (
     Method(
@@ -95,6 +101,7 @@ METHODS: tuple[Method, ...] = (
             Param("ask", "list", doc="more ask rules for this run"),
             Param("deny", "list", doc="more deny rules for this run"),
             Param("approval_timeout", "number", doc="seconds before an unanswered request is denied"),
+            _ENV,
         ),
         ("session", "run"),
     ),
@@ -110,6 +117,7 @@ METHODS: tuple[Method, ...] = (
             Param("max_tokens", "int"),
             Param("think", "int|str", doc="thinking: off, low, medium, high, or a budget in tokens"),
             Param("cwd", "str", doc="where project config is looked up"),
+            _ENV,
         ),
         ("chat", "model", "content", "stop_reason", "usage", "latency", "cost"),
     ),
@@ -143,6 +151,7 @@ METHODS: tuple[Method, ...] = (
             Param("model", "str", doc="the model that summarizes (default: the session's last)"),
             Param("keep_turns", "int", doc="recent replies kept whole (default 6)"),
             Param("attach", "bool", doc="also attach this connection to the session"),
+            _ENV,
         ),
         ("session", "run"),
     ),
@@ -150,13 +159,13 @@ METHODS: tuple[Method, ...] = (
         "mcp.list",
         "The MCP servers configured for a folder: state (stopped, starting, ready, failed), "
         "pid or URL, tool count, last error.",
-        (Param("cwd", "str", doc="where project config (.roost/config.toml, .mcp.json) is looked up"),),
+        (Param("cwd", "str", doc="where project config (.roost/config.toml, .mcp.json) is looked up"), _ENV),
         ("servers", "problems"),
     ),
     Method(
         "mcp.restart",
         "Reconnect an MCP server now (starting it if it is configured but not running).",
-        (Param("name", "str", True, "the server's name"), Param("cwd", "str")),
+        (Param("name", "str", True, "the server's name"), Param("cwd", "str"), _ENV),
         ("ok", "server"),
     ),
     Method(
@@ -185,8 +194,37 @@ METHODS: tuple[Method, ...] = (
     Method(
         "providers.list",
         "Configured providers, and whether each is usable (no network).",
-        (Param("cwd", "str", doc="where project config is looked up"),),
-        ("providers", "default_model", "files"),
+        (Param("cwd", "str", doc="where project config is looked up"), _ENV),
+        ("providers", "default_model", "files", "untrusted"),
+    ),
+    Method(
+        "trust.show",
+        "What a folder's files say that widens what roost does (MCP servers, hooks, allow "
+        "rules, providers, agents, ...), each marked trusted or not, and the files' digests.",
+        (Param("cwd", "str", True, "a folder of the project"),),
+        ("folder", "trusted", "current", "items", "files"),
+    ),
+    Method(
+        "trust.add",
+        "Trust a folder's files as trust.show showed them; a file changed since is refused "
+        "(TRUST_CHANGED). Later changes to a file make it untrusted again.",
+        (
+            Param("cwd", "str", True, "a folder of the project"),
+            Param("files", "map", True, "{path: digest} as trust.show returned them"),
+        ),
+        ("folder", "files"),
+    ),
+    Method(
+        "trust.list",
+        "The trusted folders, each file with its recorded digest and whether it still has it.",
+        (),
+        ("folders",),
+    ),
+    Method(
+        "trust.remove",
+        "Stop trusting a folder: what its files widen is ignored again.",
+        (Param("folder", "str", True, "the folder (a project root, as trust.list shows it)"),),
+        ("ok", "removed"),
     ),
     Method(
         "events",

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from roost.daemon._server import Daemon
+from roost.daemon._trust import Trust, digest
 from roost.protocol.trio_client import TrioClient, open_client
 
 
@@ -48,6 +49,17 @@ def project(tmp_path: Path) -> Path:
     for name in ("a.txt", "b.txt", "c.py"):
         (root / name).write_text(f"{name}\n")
     return root
+
+
+def trusting(*files: Path) -> Trust:
+    """A trust snapshot in which ``files`` are trusted with their content as it is now."""
+    return Trust({"/": {str(f): digest(f.read_bytes()) for f in files}})
+
+
+async def trust(client: TrioClient, folder: Path) -> dict[str, Any]:
+    """Trust ``folder``'s files as they are now, as ``roost trust --yes`` does."""
+    shown = await client.call("trust.show", cwd=str(folder))
+    return await client.call("trust.add", cwd=str(folder), files=shown["files"])
 
 
 def write_script(folder: Path, *responses: list[dict[str, Any]], name: str = "script.json") -> str:

@@ -12,7 +12,7 @@ from roost.daemon._agents import load_agents, parse_agent
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import events_until, finished, text, write_script
+from .conftest import events_until, finished, text, trust, trusting, write_script
 
 CLAUDE_AGENT = """---
 name: code-reviewer
@@ -36,9 +36,10 @@ def write(path: Path, content: str) -> Path:
 
 def test_a_claude_code_agent_file_loads_as_it_is(project: Path) -> None:
     write(project / ".claude" / "agents" / "reviewer.md", CLAUDE_AGENT)
-    agents, problems = load_agents(str(project))
+    found = load_agents(str(project))
+    agents, problems = found.agents, found.problems
     reviewer = agents["code-reviewer"]
-    assert problems == []
+    assert problems == () and found.widening == ()
     assert reviewer.model == "anthropic/claude-sonnet-4-6"
     assert reviewer.tools == ("read", "grep", "glob", "time__get_current_time")
     assert reviewer.instructions == "You are a senior code reviewer. Focus on correctness."
@@ -52,7 +53,8 @@ def test_project_overrides_user_overrides_built_in_and_bad_files_are_reported(pr
     bad = write(project / ".roost" / "agents" / "bad.md", "---\nname: bad\ntools: [read\n---\nx\n")
     write(project / ".roost" / "agents" / "nomatter.md", "no front matter\n")
     wrong = write(project / ".roost" / "agents" / "wrong.md", "---\nname: wrong\nmode: yolo\n---\nx\n")
-    agents, problems = load_agents(str(project))
+    found = load_agents(str(project))
+    agents, problems = found.agents, found.problems
     assert agents["default"].instructions == "User default."
     assert agents["helper"].instructions == "Project helper." and agents["helper"].mode is None
     assert agents["helper"].think == 24576
@@ -85,6 +87,13 @@ async def test_agents_list_and_dispatch_use_the_agent(client: TrioClient, projec
         "max_turns: 3\nmode: full\npermissions: {deny: ['read(secret/**)']}\n---\nYou review.\n",
     )
     write(project / ".roost" / "agents" / "bad.md", "---\n: :\n---\n")
+    listed = await client.call("agents.list", cwd=str(project))
+    assert [a["name"] for a in listed["agents"]] == ["default"], listed
+    assert [(a["name"], a["detail"]) for a in listed["untrusted"]] == [("reviewer", "mode: full (no approvals)")]
+    with pytest.raises(RpcError) as refused:
+        await client.call("dispatch", task="review", agent="reviewer", cwd=str(project))
+    assert refused.value.code == ErrorCode.INVALID_PARAMS and f"roost trust {project}" in refused.value.message
+    await trust(client, project)
     listed = await client.call("agents.list", cwd=str(project))
     assert [a["name"] for a in listed["agents"]] == ["default", "reviewer"], listed
     assert listed["problems"] and "bad.md" in listed["problems"][0]
@@ -213,8 +222,13 @@ def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
     contrib = Path(__file__).resolve().parents[2] / "contrib"
     shutil.copytree(contrib / "agents", project / ".roost" / "agents")
     shutil.copytree(contrib / "skills", project / ".roost" / "skills")
-    agents, problems = load_agents(str(project))
-    assert problems == []
+    untrusted = load_agents(str(project))
+    # The fixer runs without approvals; the reviewer allows git commands.
+    assert [(w.name, w.trusted) for w in untrusted.widening] == [("fixer", False), ("reviewer", False)]
+    assert set(untrusted.agents) == {"default"}
+    found = load_agents(str(project), trusting(*(project / ".roost" / "agents").glob("*.md")))
+    agents, problems = found.agents, found.problems
+    assert problems == ()
     assert agents["reviewer"].rules and agents["reviewer"].think == 8192
     assert agents["fixer"].mode == "exec" and "reviewer" in (agents["fixer"].tools or ())
     from roost.daemon._project import find_skills

@@ -15,7 +15,7 @@ from roost.daemon._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 
-from .conftest import bash, events_until, finished, stored, text, write_script
+from .conftest import bash, events_until, finished, stored, text, trust, write_script
 
 
 def asked(event: dict[str, Any]) -> bool:
@@ -290,6 +290,7 @@ command = "{post}"
     model = write_script(
         project, [bash("cat secret.txt")], [bash("echo hi")], [bash("echo date: today")], [text("done")]
     )
+    await trust(client, project)  # the project's own hooks
     run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
     events = await events_until(client, finished(run["run"]), timeout=30)
     blocked, rewritten, replaced = of_type(events, "tool.finished")

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._config import ConfigError, load_config, user_config_file
+from roost.daemon._config import ConfigError, load_config
+from roost.daemon._project import user_config_file
 from roost.daemon.providers import ProviderRegistry, ProviderUnavailable
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import bash, events_until, finished, text, write_script
+from .conftest import bash, events_until, finished, text, trusting, write_script
 
 
 def _user_config(body: str) -> Path:
@@ -48,7 +49,11 @@ def test_user_then_project_override_key_by_key(tmp_path: Path) -> None:
         "[providers.ollama]\ntimeout = 30\nheaders = { \"x-b\" = \"2\" }\n"
         "[prices.\"ollama/qwen3:8b\"]\ninput = 1\noutput = 2\n"
     )
-    config = load_config(str(project / "sub"))
+    untrusted = load_config(str(project / "sub"))
+    assert untrusted.providers["ollama"].timeout == 600.0 and untrusted.prices["ollama/qwen3:8b"].output == 2.0
+    assert [(w.kind, w.name, w.trusted) for w in untrusted.widening] == [("provider", "ollama", False)]
+    config = load_config(str(project / "sub"), trust=trusting(project / ".roost" / "config.toml"))
+    assert [(w.kind, w.name, w.trusted) for w in config.widening] == [("provider", "ollama", True)]
     ollama = config.providers["ollama"]
     assert (ollama.kind, ollama.base_url, ollama.timeout, ollama.api_key_env) == (
         "openai", "http://127.0.0.1:11434/v1", 30.0, ""
@@ -83,9 +88,9 @@ def test_bad_config_is_a_clear_error(body: str, message: str) -> None:
 
 def test_resolution_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     _user_config('[models]\nmine = "scripted/demo"\n[providers.local]\nkind = "scripted"\nmodels = { d = "demo" }\n')
-    registry = ProviderRegistry(environ={})
+    registry = ProviderRegistry()
     config = load_config(None)
-    assert registry.resolve("mine", config).model_id == "scripted/demo"
+    assert registry.resolve("mine", config, {}).model_id == "scripted/demo"
     local = registry.resolve("local/d", config)
     assert (local.model, local.model_id) == ("demo", "local/demo")
     assert registry.resolve("scripted/demo", config).provider is registry.resolve("mine", config).provider
@@ -96,7 +101,7 @@ def test_resolution_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         ("openai/gpt-4o", "OPENAI_API_KEY is not set"),
     ):
         with pytest.raises(ProviderUnavailable) as error:
-            registry.resolve(model_id, config)
+            registry.resolve(model_id, config, {})
         assert needle in error.value.message
 
 

@@ -10,7 +10,7 @@ import trio
 from roost.daemon._server import Daemon
 from roost.protocol.trio_client import TrioClient, open_client
 
-from .conftest import bash, events_until, finished, text, write_script
+from .conftest import bash, events_until, finished, text, trust, write_script
 
 
 def agent_file(project: Path, name: str, front: str, body: str = "Do the task.") -> None:
@@ -32,6 +32,7 @@ async def test_a_sub_agent_runs_nested_and_its_answer_is_the_result(
     )
     agent_file(project, "helper", f"description: Finds answers.\nmodel: {helper}\ntools: [bash]\nmode: full")
     agent_file(project, "lead", f"model: {lead}\ntools: [read, helper]")
+    await trust(client, project)  # the helper runs in full mode
     async with open_client(daemon.socket_path, client="watcher") as watcher:
         run = await client.call("dispatch", task="what is it?", agent="lead", cwd=str(project), attach=True)
         await watcher.call("attach", session=run["session"])
@@ -84,6 +85,7 @@ async def test_aborting_the_caller_aborts_its_sub_agents(client: TrioClient, pro
     lead = write_script(project, [call("helper", "wait")], name="lead.json")
     agent_file(project, "helper", f"model: {helper}\ntools: [bash]\nmode: full")
     agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    await trust(client, project)
     run = await client.call("dispatch", task="t", agent="lead", cwd=str(project), attach=True)
     await events_until(client, lambda e: e.get("type") == "tool.started" and e.get("path"))
     with trio.fail_after(10):

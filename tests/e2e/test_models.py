@@ -13,6 +13,10 @@ def test_providers_lists_usable_and_unusable_ones_without_the_network(e2e: E2E) 
     config.write_text(
         '[providers.ollama]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key_env = ""\n'
     )
+    untrusted = e2e.json_out("providers", "--json")
+    assert "ollama" not in {p["name"] for p in untrusted["providers"]}
+    assert untrusted["untrusted"]["ignored"][0]["name"] == "ollama"
+    e2e.ok("trust", "--yes")
     listing = e2e.json_out("providers", "--json")
     by_name = {p["name"]: p for p in listing["providers"]}
     assert set(by_name) == {"anthropic", "openai", "scripted", "ollama"}

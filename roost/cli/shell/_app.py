@@ -53,6 +53,7 @@ STYLE = Style.from_dict({
     "tool.error-text": "ansired",
     "ok": "ansigreen",
     "ok.bold": "ansigreen bold",
+    "warn": "ansiyellow",
     "warn.bold": "ansiyellow bold",
     "error": "ansired",
     "reasoning": "#8a8a8a italic",

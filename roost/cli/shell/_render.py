@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from .._render import summary, when
+from .._render import summary, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, RunStats, SessionView, ToolCall
 
@@ -104,6 +104,11 @@ def run_started(e: dict[str, Any]) -> Lines:
     parts = [f"▶ run {e.get('run')}"]
     parts += [str(e[key]) for key in ("agent", "mode", "model") if e.get(key)]
     return [[], [("class:dim", " · ".join(parts))]]
+
+
+def project_untrusted(e: dict[str, Any]) -> Lines:
+    """The folder is not trusted: what its files would widen was ignored."""
+    return [[("class:warn", clean(untrusted(e)))]]
 
 
 def user_message(text: str, origin: str) -> Lines:

@@ -188,7 +188,7 @@ class Shell:
 
     async def _learn_names(self, client: AsyncClient) -> None:
         """What completion offers: models, agents, sessions."""
-        providers = await client.call("providers.list", cwd=self._cwd())
+        providers = await client.call("providers.list", cwd=self._cwd(), env=dict(os.environ))
         models = [providers.get("default_model") or "", "scripted/demo"]
         for provider in providers.get("providers", []):
             models += [f"{provider['name']}/{alias}" for alias in provider.get("models") or {}]
@@ -365,7 +365,7 @@ class Shell:
             except RpcError as exc:
                 if exc.code != ErrorCode.NOT_RUNNING:
                     raise
-        params: dict[str, Any] = {"task": text, "session": session}
+        params: dict[str, Any] = {"task": text, "session": session, "env": dict(os.environ)}
         # Unless this shell chose otherwise, the session goes on as its last run went.
         for key in ("model", "mode", "agent"):
             value = getattr(self.choices, key) or getattr(self.view, key)
@@ -512,7 +512,7 @@ class Shell:
         await self._respond(request.call_id, "deny", "once", arg)
 
     async def _cmd_compact(self, arg: str) -> None:
-        await self._optional("compact", {"session": self.view.session})
+        await self._optional("compact", {"session": self.view.session, "env": dict(os.environ)})
 
     async def _cmd_prompt(self, arg: str) -> None:
         params = {"session": self.view.session}

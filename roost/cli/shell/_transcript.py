@@ -177,6 +177,9 @@ class Transcript:
     def _run_started(self, e: dict[str, Any], depth: int) -> Lines:
         return r.run_started(e)
 
+    def _project_untrusted(self, e: dict[str, Any], depth: int) -> Lines:
+        return r.project_untrusted(e)
+
     def _message_user(self, e: dict[str, Any], depth: int) -> Lines:
         # Steering was shown when it was queued (steer.queued); this is it entering the history.
         if e.get("origin") == "steer":

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from roost.daemon._config import project_config_file, user_config_file
-from roost.daemon._project import project_root
+from roost.daemon._project import project_config_file, project_root, user_config_file
 
 #: Seconds a tool call may take unless the entry says otherwise.
 DEFAULT_TIMEOUT = 60.0

@@ -33,12 +33,12 @@ class Resolved:
 class ProviderRegistry:
     """Resolves model ids and owns the provider instances in use."""
 
-    def __init__(self, environ: Mapping[str, str] = os.environ) -> None:
-        self._environ = environ
+    def __init__(self) -> None:
         self._providers: dict[tuple[Any, ...], Provider] = {}
 
-    def resolve(self, model_id: str, config: Config) -> Resolved:
-        """The provider for ``model_id`` under ``config``.
+    def resolve(self, model_id: str, config: Config, environ: Mapping[str, str] = os.environ) -> Resolved:
+        """The provider for ``model_id`` under ``config``, with its key from ``environ``
+        (the dispatching client's environment; the key stays in this process's memory).
 
         Raises:
             ProviderUnavailable: malformed id, unknown provider, or a provider that cannot
@@ -57,13 +57,10 @@ class ProviderRegistry:
                 f"unknown provider {name!r} (configured: {', '.join(sorted(config.providers))})"
             )
         model = entry.models.get(model, model)
-        key = entry.api_key(self._environ)
+        key = entry.api_key(environ)
         if entry.needs_key() and key is None:
             # Checked before building: no SDK import, no network, a clear reason.
-            raise ProviderUnavailable(
-                f"{name}: {entry.api_key_env} is not set in the daemon's environment "
-                "(set it, then restart the daemon: roost stop)"
-            )
+            raise ProviderUnavailable(f"{name}: {entry.api_key_env} is not set (export it in the terminal you dispatch from)")
         identity = (
             name, entry.kind, entry.base_url, key, tuple(sorted(entry.headers.items())),
             entry.timeout, entry.max_retries,
@@ -74,9 +71,10 @@ class ProviderRegistry:
         canonical = f"{name}/{model}"
         return Resolved(provider, model, canonical, entry, config.prices.get(canonical))
 
-    def usable(self, entry: ProviderConfig) -> tuple[bool, str]:
-        """Whether ``entry`` could serve a call now, and why not (no network)."""
-        if entry.needs_key() and entry.api_key(self._environ) is None:
+    def usable(self, entry: ProviderConfig, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:
+        """Whether ``entry`` could serve a call now with ``environ``'s key, and why not (no
+        network)."""
+        if entry.needs_key() and entry.api_key(environ) is None:
             return False, f"{entry.api_key_env} is not set"
         if entry.kind == "openai" and not entry.base_url:
             return False, "no base_url"

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
+from .._environ import tool_environment
+
 if TYPE_CHECKING:
     from ._ledger import ProcessLedger
 
@@ -27,6 +29,13 @@ class ToolContext:
     #: The call may reach outside the working directory (the permission policy or a
     #: person allowed exactly that); otherwise a path that resolves outside is refused.
     outside_ok: bool = False
+    #: The environment of the processes a tool starts (None: the daemon's, without
+    #: secrets); see roost.daemon._environ.
+    env: Mapping[str, str] | None = None
+
+    def process_env(self) -> dict[str, str]:
+        """The environment a tool's process gets."""
+        return dict(self.env) if self.env is not None else tool_environment(os.environ)
 
 
 @dataclass(frozen=True, slots=True)

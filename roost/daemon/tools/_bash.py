@@ -35,6 +35,7 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     process = await trio.lowlevel.open_process(
         ["bash", "-c", input["command"]],
         cwd=ctx.cwd,
+        env=ctx.process_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._config import user_config_file
+from roost.daemon._project import user_config_file
 from roost.daemon.mcp import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers
 
 

@@ -1,0 +1,128 @@
+"""``roost trust`` and ``roost untrust``: which project folders may widen what roost does."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+from roost.protocol import RpcError
+
+from ._connect import connect, refused, socket_path
+from ._render import when
+
+
+@click.command()
+@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@click.option("--yes", "-y", is_flag=True, help="Trust what is shown without asking (for scripts).")
+@click.option("--list", "as_list", is_flag=True, help="List the trusted folders instead.")
+@click.option("--json", "as_json", is_flag=True, help="Print what is shown (and done) as JSON.")
+@click.pass_obj
+def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_json: bool) -> None:
+    """Trust a project folder (default: here): let its files widen what roost does.
+
+    A repository's files can always narrow what roost does (deny and ask rules, fewer
+    tools). What widens — MCP servers (.mcp.json, [mcp.servers]), hooks, allow rules, a
+    guardrail switched off, providers and their URLs, the default model and aliases, agents
+    that run without approvals or replace the default one — is ignored until you trust the
+    folder. This command shows each such item and asks before it records the files' content:
+    a file that changes afterwards (a git pull) is ignored again until you trust it again.
+
+    \b
+    Examples:
+      roost trust                 # show what this project's files would widen, then ask
+      roost trust ~/src/app --yes
+      roost trust --list
+      roost untrust ~/src/app
+    """
+    with connect(socket_path(obj["socket"])) as client:
+        try:
+            if as_list:
+                _show_list(client.call("trust.list")["folders"], as_json)
+                return
+            cwd = os.path.abspath(folder or os.getcwd())
+            shown = client.call("trust.show", cwd=cwd, env=dict(os.environ))
+            if as_json and not yes:
+                click.echo(json.dumps(shown))
+                return
+            if not as_json:
+                _show(shown)
+            if shown["trusted"] and shown["current"]:
+                if as_json:
+                    click.echo(json.dumps(shown))
+                return
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise click.ClickException("not a terminal to ask at: add --yes to trust what is shown")
+                question = "Trust these files as they are now?" if shown["items"] else f"Trust {shown['folder']}?"
+                if not click.confirm(question, default=False):
+                    click.echo("nothing was trusted")
+                    return
+            done = client.call("trust.add", cwd=cwd, files=shown["files"], env=dict(os.environ))
+        except RpcError as exc:
+            raise refused(exc) from None
+    if as_json:
+        click.echo(json.dumps({**shown, "trusted": True, "current": True, "files": done["files"]}))
+    else:
+        click.echo(f"trusted {done['folder']}")
+
+
+@click.command()
+@click.argument("folder", required=False, type=click.Path(file_okay=False))
+@click.pass_obj
+def untrust(obj: dict[str, Any], folder: str | None) -> None:
+    """Stop trusting a project folder (default: here): what its files widen is ignored again."""
+    target = os.path.abspath(folder or os.getcwd())
+    with connect(socket_path(obj["socket"])) as client:
+        try:
+            if folder is None:
+                # Here means this project's root, as roost trust recorded it.
+                target = client.call("trust.show", cwd=target)["folder"]
+            done = client.call("trust.remove", folder=target)
+        except RpcError as exc:
+            raise refused(exc) from None
+    if done["removed"]:
+        click.echo(f"no longer trusted: {done['folder']}")
+    else:
+        click.echo(f"{done['folder']} was not trusted")
+
+
+def _show(shown: dict[str, Any]) -> None:
+    folder, items = shown["folder"], shown["items"]
+    if not items:
+        click.echo(f"{folder}: nothing in its files widens what roost does")
+        return
+    if shown["trusted"] and shown["current"]:
+        click.echo(f"{folder} is trusted, and its files are as you trusted them:")
+    elif shown["trusted"]:
+        click.echo(f"{folder} is trusted, but files changed since; what they widen is ignored until you trust them again:")
+    else:
+        click.echo(f"{folder} is not trusted; its files would widen what roost does:")
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        by_file.setdefault(item["source"], []).append(item)
+    for source, found in by_file.items():
+        label = os.path.relpath(source, folder) if source.startswith(folder + os.sep) else source
+        state = "trusted" if all(i["trusted"] for i in found) else "not trusted"
+        click.echo(f"\n  {label}  ({state})")
+        for item in found:
+            detail = f": {item['detail']}" if item["detail"] else ""
+            click.echo(f"    {item['kind']} {item['name']}{detail}")
+    click.echo("")
+
+
+def _show_list(folders: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps({"folders": folders}))
+        return
+    if not folders:
+        click.echo("no folder is trusted (roost trust DIR trusts one)")
+        return
+    for entry in folders:
+        click.echo(f"{entry['folder']}  (trusted {when(entry['trusted_at'])})")
+        for f in entry["files"]:
+            state = "missing" if f["missing"] else ("as trusted" if f["current"] else "changed: ignored until trusted again")
+            click.echo(f"  {f['path']}  {state}")

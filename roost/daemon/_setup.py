@@ -1,0 +1,74 @@
+"""What a folder's files say for a run, read once, under one trust snapshot.
+
+A dispatch, a sub-agent, a compaction and restart recovery all need the same things from a
+session's folder: the merged config, the agents, the MCP servers, and what the project's
+files would widen but may not (see ``_trust``). :func:`load_folder` reads them together in
+one worker thread, so that every part of a run sees the same files and the same trust, and
+the event loop never waits on a disk.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._agents import AgentSet, load_agents
+from ._config import Config, load_config
+from ._environ import tool_environment
+from ._project import project_root
+from ._trust import Trust, Widening
+from .mcp import McpServerConfig, load_mcp_servers
+
+
+@dataclass(frozen=True, slots=True)
+class FolderSetup:
+    """A folder's config, agents and MCP servers, as one trust snapshot allows them."""
+
+    cwd: str
+    #: The project's root (where ``roost trust`` records the folder).
+    root: str
+    config: Config
+    agents: AgentSet
+    mcp: Mapping[str, McpServerConfig]
+    mcp_problems: tuple[str, ...]
+
+    @property
+    def widening(self) -> tuple[Widening, ...]:
+        """Everything the project's files say that widens, trusted or not."""
+        return self.config.widening + self.agents.widening
+
+    @property
+    def ignored(self) -> tuple[Widening, ...]:
+        """What the project's files would widen but may not: they are not trusted."""
+        return tuple(item for item in self.widening if not item.trusted)
+
+    def untrusted_notice(self) -> dict[str, Any] | None:
+        """The ``project.untrusted`` event's data, when something was ignored (else None)."""
+        ignored = self.ignored
+        if not ignored:
+            return None
+        return {
+            "folder": self.root,
+            "ignored": [item.to_map() for item in ignored],
+            "hint": f"roost trust {self.root}",
+        }
+
+    def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """``environ`` as tool processes, hooks and MCP servers get it (no secrets)."""
+        keys = [p.api_key_env for p in self.config.providers.values() if p.api_key_env]
+        return tool_environment(environ, keys=keys, passed=self.config.tool_env_pass)
+
+
+def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSetup:
+    """Read ``cwd``'s config, agents and MCP servers (in a worker thread).
+
+    Raises:
+        ConfigError: a config file cannot be used.
+    """
+    root = project_root(cwd) or Path(cwd)
+    config = load_config(cwd, environ, trust)
+    agents = load_agents(cwd, trust)
+    servers, problems = load_mcp_servers(cwd, environ)
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, tuple(problems))

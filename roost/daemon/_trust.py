@@ -1,0 +1,162 @@
+"""Workspace trust: which folders' files may widen what roost does.
+
+The rule (DESIGN.md, "Security model"): a repository can narrow what roost does; only its
+user can widen it. Whatever a project's files say that widens what runs without a person,
+or where commands and credentials go, is a :class:`Widening`: MCP servers, hooks, allow
+rules, a guardrail switched off, providers, the default model and model aliases, agents
+that run without approvals or replace ``default``, secrets passed to tools. The loaders
+(config, agents, MCP) report every one they find and apply it only when the file it comes
+from is trusted; the rest of a file (deny and ask rules, instructions, skills) always
+applies.
+
+Trust is bound to content, as direnv's ``allow`` is: ``roost trust DIR`` records, for the
+folder, the SHA-256 of each file that widens. A file counts as trusted only while its
+content still has the recorded digest, so a ``git pull`` that adds a server or a hook to a
+trusted folder does nothing until the user looks again.
+
+The store is ``trust.json`` in the user's state dir (0600, written atomically by the daemon
+alone). Resource handling: :class:`TrustStore` reads the file again only when it changed;
+callers in the daemon run its methods in a worker thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+#: Format of trust.json; a file of another version is refused, never overwritten.
+TRUST_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Widening:
+    """One thing a project's file says that widens what roost does."""
+
+    #: What it is: "mcp server", "hook", "allow rule", "guardrail off", "provider",
+    #: "default model", "model alias", "agent", "secret passed to tools".
+    kind: str
+    name: str
+    #: What it would do (a command, a URL, a mode), as ``roost trust`` shows it.
+    detail: str
+    #: The file it comes from, and that file's digest when it was read.
+    source: str
+    digest: str
+    #: Whether the file is trusted with this content (then the item applies).
+    trusted: bool
+
+    def to_map(self) -> dict[str, Any]:
+        """The item as methods and events carry it."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "detail": self.detail,
+            "source": self.source,
+            "trusted": self.trusted,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Trust:
+    """A snapshot of the trust store: each trusted folder's files and their digests."""
+
+    folders: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def covers(self, path: str | os.PathLike[str], data: bytes) -> bool:
+        """Whether the file at ``path`` with content ``data`` was trusted as it is."""
+        key, wanted = os.fspath(path), digest(data)
+        return any(files.get(key) == wanted for files in self.folders.values())
+
+    def has_folder(self, folder: str | os.PathLike[str]) -> bool:
+        """Whether the user trusted ``folder`` (whatever its files say now)."""
+        return os.fspath(folder) in self.folders
+
+
+#: Nothing trusted: what a loader assumes unless told otherwise.
+NO_TRUST = Trust()
+
+
+def digest(data: bytes) -> str:
+    """The digest trust is bound to."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class TrustError(Exception):
+    """The trust store cannot be read or written; the message names the file."""
+
+
+class TrustStore:
+    """``trust.json``: the folders the user trusted, with the digests of their files."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._cached: tuple[tuple[int, int], dict[str, Any]] | None = None
+
+    def snapshot(self) -> Trust:
+        """The trusted folders as they are now.
+
+        Raises:
+            TrustError: the file is not a trust store of this version.
+        """
+        return Trust({folder: dict(entry["files"]) for folder, entry in self._read().items()})
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every trusted folder: ``{folder, trusted_at, files: {path: digest}}``."""
+        return [
+            {"folder": folder, "trusted_at": entry["trusted_at"], "files": dict(entry["files"])}
+            for folder, entry in sorted(self._read().items())
+        ]
+
+    def add(self, folder: str, files: Mapping[str, str]) -> None:
+        """Trust ``folder`` with these files at these digests (replacing what it had)."""
+        folders = dict(self._read())
+        folders[folder] = {"trusted_at": time.time(), "files": dict(files)}
+        self._write(folders)
+
+    def remove(self, folder: str) -> bool:
+        """Forget ``folder``; whether it was trusted."""
+        folders = dict(self._read())
+        if folders.pop(folder, None) is None:
+            return False
+        self._write(folders)
+        return True
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            info = self.path.stat()
+        except FileNotFoundError:
+            return {}
+        key = (info.st_mtime_ns, info.st_size)
+        if self._cached is not None and self._cached[0] == key:
+            return self._cached[1]
+        try:
+            data = json.loads(self.path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise TrustError(f"{self.path}: cannot read the trust store: {exc}") from None
+        if not isinstance(data, dict) or data.get("version") != TRUST_VERSION or not isinstance(data.get("folders"), dict):
+            raise TrustError(f"{self.path}: not a roost trust store of version {TRUST_VERSION}")
+        folders = data["folders"]
+        self._cached = (key, folders)
+        return folders
+
+    def _write(self, folders: Mapping[str, Any]) -> None:
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        data = json.dumps({"version": TRUST_VERSION, "folders": folders}, indent=1, sort_keys=True).encode()
+        # A fresh file, never one planted at the temp name, and private from the start.
+        temp.unlink(missing_ok=True)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(temp, self.path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        self._cached = None
