@@ -486,11 +486,12 @@ class Api:
             mode = mode or (last.mode if last else session.state.last_mode)
         else:
             cwd = _cwd(params.get("cwd"))
-        agent = _agent(agent_name, await self._folder(cwd, _environ(params)))
+        setup = await self._folder(cwd, _environ(params))
+        agent = _agent(agent_name, setup)
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd, summary)
+        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted)
         return {
             "agent": agent.name,
             "mode": mode,

@@ -162,7 +162,7 @@ class Conductor:
                     except ProviderError as exc:
                         log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
                     agent = setup.agents.agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
-                    session.system = render(await compose(agent, run.mode, session.state.cwd))
+                    session.system = render(await compose(agent, run.mode, session.state.cwd, trusted=setup.trusted))
             await self._nursery.start(self._run, session, Interrupted(time.time()))
 
     async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
@@ -221,7 +221,7 @@ class Conductor:
         Raises:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
-        layers = await compose(agent, mode, session.state.cwd)
+        layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
         tools, session.agent_specs = await self._tools_of(agent, setup)
         submit = Submit(
             run="r" + secrets.token_hex(6),
@@ -573,7 +573,7 @@ class Conductor:
             raise _SubagentError(f"the {effect.name} agent has no model")
         # A sub-agent never plans or runs the check: it works, with or without approvals.
         mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
-        layers = await compose(agent, mode, cwd)
+        layers = await compose(agent, mode, cwd, trusted=setup.trusted)
         tools, specs = await self._tools_of(agent, setup)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
@@ -649,7 +649,13 @@ class Conductor:
                         effect.name, input, on_progress=self._progress(session, track, effect)
                     )
                 else:
-                    ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside, env=session.environ)
+                    ctx = ToolContext(
+                        cwd=cwd,
+                        ledger=self.ledger,
+                        outside_ok=effect.outside,
+                        env=session.environ,
+                        trusted_folder=session.setup is not None and session.setup.trusted,
+                    )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})

@@ -9,6 +9,11 @@ from typing import Any
 
 import platformdirs
 
+from ._files import read_head
+
+#: Bytes of a SKILL.md read for its front matter and body.
+SKILL_LIMIT = 256 * 1024
+
 
 class FrontMatterError(ValueError):
     """A file whose front matter cannot be read; the message names the file and line."""
@@ -55,21 +60,35 @@ def skill_dirs(cwd: str) -> list[Path]:
     return [user_config_file().parent / "skills", root / ".claude" / "skills", root / ".roost" / "skills"]
 
 
-def find_skills(cwd: str) -> dict[str, tuple[str, Path]]:
+def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
     """Skills by name: (description, path of SKILL.md); later folders override earlier.
-    A SKILL.md whose front matter cannot be read is named after its folder."""
+
+    A SKILL.md whose front matter cannot be read is named after its folder; one that is not
+    a regular file, or (unless the folder is ``trusted``) leads out of the project, is left
+    out. Reads files: call it in a worker thread.
+    """
     found: dict[str, tuple[str, Path]] = {}
-    for folder in skill_dirs(cwd):
+    user_dir, *project_dirs = skill_dirs(cwd)
+    for folder in (user_dir, *project_dirs):
         if not folder.is_dir():
             continue
         for skill in sorted(folder.glob("*/SKILL.md")):
             try:
-                meta, _ = split_front_matter(skill.read_text(encoding="utf-8", errors="replace"), str(skill))
-            except (OSError, FrontMatterError):
+                text = read_skill(skill, None if trusted or folder == user_dir else project_root(cwd))
+            except OSError:
+                continue
+            try:
+                meta, _ = split_front_matter(text, str(skill))
+            except FrontMatterError:
                 meta = {}
             name = str(meta.get("name") or skill.parent.name)
             found[name] = (str(meta.get("description", "")).strip(), skill)
     return found
+
+
+def read_skill(path: Path, within: Path | None) -> str:
+    """A SKILL.md's text (bounded; ``within``: the folder it must not lead out of)."""
+    return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace")
 
 
 def memory_files(cwd: str) -> dict[str, Path]:

@@ -11,7 +11,9 @@ longest prefix.
 7. repo map: the project's files and, for Python, their top-level definitions (bounded)
 8. summary: the session's summary after a compaction
 
-Each layer is read fresh for every run; its size goes into ``run.started``.
+Each layer is read fresh for every run; its size goes into ``run.started``. Every file is
+read bounded and only if it is a regular file (``_files``); in a folder the user has not
+trusted, a project file that links out of the project is skipped.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 import trio
 
 from ._agents import Agent
+from ._files import read_head
 from ._project import find_skills, memory_files, project_root
 from .tools import list_files
 
@@ -35,6 +38,8 @@ REPO_MAP_LIMIT = 8000
 REPO_MAP_FILES = 2000
 #: Characters one instruction or memory file may add.
 FILE_LIMIT = 20000
+#: Bytes of a Python file read for the repo map's outline.
+OUTLINE_LIMIT = 512 * 1024
 
 MODE_INSTRUCTIONS = {
     "plan": (
@@ -65,24 +70,28 @@ class Layer:
     source: str = ""
 
 
-async def compose(agent: Agent, mode: str, cwd: str, summary: str = "") -> list[Layer]:
+async def compose(agent: Agent, mode: str, cwd: str, summary: str = "", *, trusted: bool = False) -> list[Layer]:
     """The layers for a run of ``agent`` in ``mode`` in ``cwd``; empty ones are left out.
 
-    Files are read in a worker thread, so a large project never blocks the daemon.
+    ``trusted``: the user trusts the folder (its files may link outside it). Files are read
+    in a worker thread, so a large project never blocks the daemon.
     """
     root = project_root(cwd) or Path(cwd)
     files = await list_files(root)
-    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary)
+    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted)
 
 
-def _layers(agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str) -> list[Layer]:
+def _layers(
+    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool
+) -> list[Layer]:
+    within = None if trusted else root
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
-        _instructions(root, Path(cwd)),
-        _skills(root),
-        _memory(root),
+        _instructions(root, Path(cwd), within),
+        _skills(root, trusted),
+        _memory(root, within),
         _repo_map(root, files),
         Layer("summary", summary_text(summary), "compaction"),
     ]
@@ -124,13 +133,13 @@ def _bootstrap(cwd: str, root: Path) -> str:
 def _git_branch(root: Path) -> str | None:
     # Read, not run: no git process for every run.
     try:
-        head = (root / ".git" / "HEAD").read_text().strip()
+        head = read_head(root / ".git" / "HEAD", 4096, within=root).decode("utf-8", "replace").strip()
     except OSError:
         return None
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else head[:12]
 
 
-def _instructions(root: Path, cwd: Path) -> Layer:
+def _instructions(root: Path, cwd: Path, within: Path | None) -> Layer:
     folders = [root]
     if cwd != root and cwd.is_relative_to(root):
         for part in cwd.relative_to(root).parts:
@@ -139,15 +148,15 @@ def _instructions(root: Path, cwd: Path) -> Layer:
     for folder in folders:
         for name in INSTRUCTION_FILES:
             path = folder / name
-            text = _read(path)
+            text = _read(path, within)
             if text:
                 parts.append(f"Instructions from {path}:\n{text}")
                 sources.append(str(path))
     return Layer("instructions", "\n\n".join(parts), ", ".join(sources))
 
 
-def _skills(root: Path) -> Layer:
-    skills = find_skills(str(root))
+def _skills(root: Path, trusted: bool) -> Layer:
+    skills = find_skills(str(root), trusted)
     if not skills:
         return Layer("skills", "")
     lines = [f"- {name}: {description}" for name, (description, _) in sorted(skills.items())]
@@ -155,10 +164,10 @@ def _skills(root: Path) -> Layer:
     return Layer("skills", text, ", ".join(str(path.parent) for _, path in skills.values()))
 
 
-def _memory(root: Path) -> Layer:
+def _memory(root: Path, within: Path | None) -> Layer:
     parts, sources = [], []
     for scope, path in memory_files(str(root)).items():
-        text = _read(path)
+        text = _read(path, None if scope == "user" else within)
         if text:
             parts.append(f"Remembered ({scope}, {path}):\n{text}")
             sources.append(str(path))
@@ -174,7 +183,7 @@ def _repo_map(root: Path, files: list[str]) -> Layer:
     for path in files:
         entry = [path]
         if path.endswith(".py"):
-            entry += [f"  {d}" for d in _outline(root / path)]
+            entry += [f"  {d}" for d in _outline(root / path, root)]
         chunk = "\n".join(entry)
         if size + len(chunk) > REPO_MAP_LIMIT:
             lines.append(f"... ({len(files) - len(lines)} more files not shown)")
@@ -186,9 +195,9 @@ def _repo_map(root: Path, files: list[str]) -> Layer:
     return Layer("repo map", "Files of the project (Python with its top-level definitions):\n" + "\n".join(lines), str(root))
 
 
-def _outline(path: Path) -> list[str]:
+def _outline(path: Path, root: Path) -> list[str]:
     try:
-        tree = ast.parse(path.read_bytes())
+        tree = ast.parse(read_head(path, OUTLINE_LIMIT, within=root))
     except (OSError, SyntaxError, ValueError):
         return []
     out = []
@@ -210,9 +219,10 @@ def _args(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return ", ".join(names)
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, within: Path | None) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        # At most 4 bytes a character: enough bytes for FILE_LIMIT characters.
+        text = read_head(path, FILE_LIMIT * 4, within=within).decode("utf-8", errors="replace")
     except OSError:
         return ""
     return text[:FILE_LIMIT].strip()

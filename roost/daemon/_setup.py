@@ -33,6 +33,8 @@ class FolderSetup:
     agents: AgentSet
     mcp: Mapping[str, McpServerConfig]
     mcp_problems: tuple[str, ...]
+    #: The user trusted the folder (its files may then link outside it).
+    trusted: bool = False
 
     @property
     def widening(self) -> tuple[Widening, ...]:
@@ -71,4 +73,4 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
     config = load_config(cwd, environ, trust)
     agents = load_agents(cwd, trust)
     servers, problems = load_mcp_servers(cwd, environ)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, tuple(problems))
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, tuple(problems), trust.has_folder(root))

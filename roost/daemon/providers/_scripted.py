@@ -7,6 +7,9 @@ or relative to the session's cwd)::
                                 {"type": "tool_use", "name": "bash", "input": {"command": "ls"}}],
                     "usage": {...}, "stop_reason": "..."}, ...]}
 
+A script file is read only if it is a regular file of at most 16 MiB, in a worker thread (a
+FIFO or ``/dev/zero`` named as a script is an error, never a frozen or bloated daemon).
+
 The n-th model call of a session gets the n-th response; n is the number of assistant
 messages already in the history, so a restarted daemon carries on where the last one stopped.
 The stop reason is ``tool_use`` when the response has tool_use blocks, else ``end_turn``,
@@ -22,10 +25,13 @@ from typing import Any, Mapping
 
 import trio
 
+from .._files import read_bounded
 from ._base import DeltaCallback, ModelReply, ModelRequest, ProviderError, ProviderUnavailable
 
 #: Deltas published between two yields to the scheduler (like one network read's worth).
 _DELTAS_PER_READ = 32
+#: Bytes a script file may have.
+SCRIPT_LIMIT = 16 << 20
 
 DEMO_SCRIPT: Mapping[str, Any] = {
     "responses": [
@@ -64,7 +70,7 @@ class ScriptedProvider:
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
         """Return the response whose index is the number of assistant turns so far (for a
         compaction's summary: the entry of ``summaries`` for the compactions so far)."""
-        script = self._load(request.model, request.cwd)
+        script = await self._load(request.model, request.cwd)
         key = "summaries" if request.purpose == "summary" else "responses"
         responses = script.get(key)
         if not isinstance(responses, list):
@@ -108,7 +114,7 @@ class ScriptedProvider:
     async def aclose(self) -> None:
         """Nothing to release."""
 
-    def _load(self, name: str, cwd: str) -> Mapping[str, Any]:
+    async def _load(self, name: str, cwd: str) -> Mapping[str, Any]:
         if name == "demo":
             return DEMO_SCRIPT
         path = Path(name)
@@ -120,10 +126,12 @@ class ScriptedProvider:
             cached = self._cache.get(path)
             if cached is not None and cached[0] == key:
                 return cached[1]
-            script = json.loads(path.read_text())
+            script = json.loads(await trio.to_thread.run_sync(read_bounded, path, SCRIPT_LIMIT))
         except FileNotFoundError:
             raise ProviderUnavailable(f"scripted: no script file at {path}") from None
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
+            raise ProviderUnavailable(f"scripted: cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError as exc:
             raise ProviderUnavailable(f"scripted: cannot read {path}: {exc}") from None
         if not isinstance(script, dict):
             raise ProviderUnavailable(f"scripted: {path} does not hold a JSON object")

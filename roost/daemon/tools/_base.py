@@ -32,6 +32,8 @@ class ToolContext:
     #: The environment of the processes a tool starts (None: the daemon's, without
     #: secrets); see roost.daemon._environ.
     env: Mapping[str, str] | None = None
+    #: The user trusted the session's folder: project files that link out of it are read.
+    trusted_folder: bool = False
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import trio
 
-from .._project import find_skills
+from .._project import find_skills, project_root, read_skill, user_config_file
 from ._base import Tool, ToolContext, ToolResult, truncate
 
 _SCHEMA = {
@@ -23,13 +23,18 @@ _SCHEMA = {
 
 
 async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    skills = await trio.to_thread.run_sync(find_skills, ctx.cwd)
+    skills = await trio.to_thread.run_sync(find_skills, ctx.cwd, ctx.trusted_folder)
     found = skills.get(input["name"])
     if found is None:
         known = ", ".join(sorted(skills)) or "none"
         return ToolResult(f"no skill {input['name']!r}; skills here: {known}", is_error=True)
     path = found[1]
-    text = await trio.Path(path).read_text(encoding="utf-8", errors="replace")
+    ours = path.is_relative_to(user_config_file().parent)
+    within = None if ours or ctx.trusted_folder else project_root(ctx.cwd)
+    try:
+        text = await trio.to_thread.run_sync(read_skill, path, within)
+    except OSError as exc:
+        return ToolResult(f"cannot read the skill {input['name']!r}: {exc.strerror or exc}", is_error=True)
     others = sorted(p.name for p in path.parent.iterdir() if p.name != "SKILL.md")
     extra = f"\n\nOther files of this skill (in {path.parent}): {', '.join(others)}" if others else ""
     return ToolResult(truncate(text + extra, ctx.output_limit), meta={"path": str(path)})
