@@ -314,3 +314,25 @@ def test_an_approval_answered_in_one_terminal_vanishes_from_the_other(e2e: E2E, 
         assert re.search(r"✓ Which one\? → blue  \(answered by shell#\d+\)", screen), screen
         assert "Blue it is." in screen
         assert "╭ question" not in screen
+
+
+def test_the_shell_asks_once_before_it_trusts_a_folder(e2e: E2E, tmux: Tmux) -> None:
+    config = e2e.project / ".roost" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('[permissions]\nallow = ["bash(touch *)"]\n')
+    model = e2e.script([bash("touch made")], [text("Made it.")], [text("Again.")])
+    pane = tmux.open("shell", "--model", model)
+    pane.wait(IDLE)
+    pane.submit("make a file")
+    screen = pane.wait("trust this folder? y / N ›")
+    assert f"{e2e.project} is not trusted" in screen and "allow rule bash(touch *)" in screen
+    pane.submit("y")
+    # Trusted: the project's allow rule lets the command run without an approval.
+    screen = pane.wait(runs_done(1))
+    assert f"(trusted {e2e.project})" in screen and "Made it." in screen
+    assert (e2e.project / "made").exists()
+    assert str(e2e.project) in e2e.ok("trust", "--list").stdout
+    pane.wait(IDLE)
+    pane.submit("once more")
+    screen = pane.wait(runs_done(2))
+    assert screen.count("is not trusted; its files would widen") == 1

@@ -111,6 +111,18 @@ def project_untrusted(e: dict[str, Any]) -> Lines:
     return [[("class:warn", clean(untrusted(e)))]]
 
 
+def trust_question(shown: dict[str, Any]) -> Lines:
+    """``trust.show``'s answer for a folder that is not trusted: what its files would widen."""
+    out: Lines = [[("class:warn.bold", f"{shown.get('folder')} is not trusted; its files would widen what roost does:")]]
+    for item in shown.get("items", []):
+        if item.get("trusted"):
+            continue
+        detail = f": {item['detail']}" if item.get("detail") else ""
+        out.append([("class:warn", f"  {item.get('kind')} {item.get('name')}"), ("class:dim", clean(f"{detail} ({item.get('source')})"))])
+    out.append([("class:dim", "y: trust these files as they are now · anything else: go on, ignoring them")])
+    return out
+
+
 def user_message(text: str, origin: str) -> Lines:
     """A task, a steer, or a note fed back by the check (folded)."""
     lines = clean(text).strip("\n").split("\n")
@@ -337,6 +349,8 @@ def prompt(mode: str, busy: bool) -> Fragments:
         return [("class:prompt.request", "deny, reason (Enter: none) › ")]
     if mode == "answer":
         return [("class:prompt.request", "answer › ")]
+    if mode == "trust":
+        return [("class:prompt.request", "trust this folder? y / N › ")]
     return [("class:prompt", "steer › " if busy else "› ")]
 
 

@@ -72,6 +72,10 @@ class Shell:
         self._connected = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._denying: str | None = None
+        #: Folders this shell asked about trusting (once each), and the question open now:
+        #: trust.show's answer, and the task that waits for the answer.
+        self._trust_asked: set[str] = set()
+        self._trust_question: tuple[dict[str, Any], str] | None = None
         self._next_clients = 0.0
         #: The line to print once the shell is gone, and the exit status.
         self.farewell = ""
@@ -272,6 +276,8 @@ class Shell:
         return self.view.first_request()
 
     def _input_mode(self) -> str:
+        if self._trust_question is not None:
+            return "trust"
         if self._denying is not None:
             return "deny"
         request = self.view.first_request()
@@ -307,6 +313,11 @@ class Shell:
     def submit(self, text: str) -> None:
         """Enter: answer, run a command, dispatch or steer."""
         mode = self._input_mode()
+        if mode == "trust":
+            assert self._trust_question is not None
+            (shown, task), self._trust_question = self._trust_question, None
+            self._spawn(self._trust_then_send(shown, task, text.strip().lower() in ("y", "yes")))
+            return
         if mode == "deny":
             call_id, self._denying = self._denying, None
             assert call_id is not None
@@ -365,6 +376,8 @@ class Shell:
             except RpcError as exc:
                 if exc.code != ErrorCode.NOT_RUNNING:
                     raise
+        if await self._ask_trust(client, text):
+            return
         params: dict[str, Any] = {"task": text, "session": session, "env": dict(os.environ)}
         # Unless this shell chose otherwise, the session goes on as its last run went.
         for key in ("model", "mode", "agent"):
@@ -502,6 +515,30 @@ class Shell:
             self.screen.print(r.note("(nothing waits for approval)"))
             return
         await self._respond(request.call_id, "approve", scope)
+
+    async def _ask_trust(self, client: AsyncClient, task: str) -> bool:
+        """Before the first run in a folder whose files would widen what roost does, show
+        them and ask (once per folder); True when the task now waits for the answer."""
+        cwd = self._cwd()
+        if cwd in self._trust_asked or not client.has("trust.show"):
+            return False
+        self._trust_asked.add(cwd)
+        shown = await client.call("trust.show", cwd=cwd, env=dict(os.environ))
+        if shown.get("current", True):
+            return False
+        self._trust_question = (shown, task)
+        self.screen.print(r.trust_question(shown))
+        self.screen.invalidate()
+        return True
+
+    async def _trust_then_send(self, shown: dict[str, Any], task: str, trust: bool) -> None:
+        if trust:
+            client = await self._ready()
+            done = await client.call("trust.add", cwd=self._cwd(), files=shown["files"], env=dict(os.environ))
+            self.screen.print(r.note(f"(trusted {done['folder']})"))
+        else:
+            self.screen.print(r.note(f"(not trusted: what they widen is ignored; roost trust {shown['folder']} later)"))
+        await self._send(task)
 
     async def _cmd_deny(self, arg: str) -> None:
         request = self.view.first_request("permission")
