@@ -19,7 +19,7 @@ import secrets
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Iterable, Mapping
 
 import trio
 
@@ -67,7 +67,7 @@ from ._hub import Hub
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._store import EventStore
-from .mcp import McpManager, load_mcp_servers
+from .mcp import McpManager, McpServerConfig, load_mcp_servers
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
@@ -135,7 +135,8 @@ class Conductor:
         Tool process groups a dead daemon left running are killed first, so that an
         interrupted tool never goes on beside the session's next run. A run that waits for
         a person goes on waiting, and an exec run goes on where it was (their model is
-        resolved again from the config); the others end ``error``.
+        resolved again from the config, its MCP servers from the folder's config); the others
+        end ``error``.
         """
         if self.ledger is not None:
             self.ledger.end_leftovers()
@@ -154,6 +155,7 @@ class Conductor:
                 agents, _ = load_agents(session.state.cwd)
                 agent = agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
                 session.system = render(await compose(agent, run.mode, session.state.cwd))
+                session.mcp_servers = await self._resume_mcp(session.state.cwd, run.tools)
             await self._nursery.start(self._run, session, Interrupted(time.time()))
 
     def runs_in_flight(self) -> int:
@@ -195,7 +197,7 @@ class Conductor:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
         layers = await compose(agent, mode, session.state.cwd)
-        tools, session.agent_specs = await self._tools_of(agent, session.state.cwd)
+        tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, session.state.cwd)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
@@ -239,12 +241,16 @@ class Conductor:
         await self._nursery.start(self._run, session, compact)
         return compact.run
 
-    async def _tools_of(self, agent: Agent, cwd: str) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
-        """The tools a run of ``agent`` gets (its allow list, or every built-in), and those
-        of them that are other agents, as the model sees them."""
-        names = self.tools.names() + await self._mcp_tools(agent, cwd)
+    async def _tools_of(
+        self, agent: Agent, cwd: str
+    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in), those of
+        them that are other agents, as the model sees them, and the MCP servers the others
+        are on."""
+        mcp_names, servers = await self._mcp_tools(agent, cwd)
+        names = self.tools.names() + mcp_names
         if agent.tools is None:
-            return names, {}
+            return names, {}, servers
         agents, _ = await trio.to_thread.run_sync(load_agents, cwd)
         specs = {
             n: ToolSpec(n, agents[n].description or f"the {n} agent", SUBAGENT_SCHEMA)
@@ -252,24 +258,39 @@ class Conductor:
             if n in agents and n not in names
         }
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
-        return offered + tuple(specs), specs
+        return offered + tuple(specs), specs, servers
 
-    async def _mcp_tools(self, agent: Agent, cwd: str) -> tuple[str, ...]:
-        """Names of the MCP tools a run of ``agent`` in ``cwd`` may get, starting the
-        servers configured there that are not running yet (bounded: a server that fails
-        to start is reported by ``mcp.list`` and blocks nothing)."""
+    async def _mcp_tools(self, agent: Agent, cwd: str) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
+        """Names of the MCP tools a run of ``agent`` in ``cwd`` may get, and the servers
+        (of the config there) they are on, starting those that are not running yet
+        (bounded: a server that fails to start is reported by ``mcp.list`` and blocks
+        nothing)."""
         if self.mcp is None:
-            return ()
+            return (), {}
+        servers = await self._mcp_config(cwd)
+        if agent.tools is not None:
+            servers = _servers_of(servers, agent.tools)
+        if not servers:
+            return (), {}
+        await self.mcp.ensure(servers)
+        return tuple(t.name for t in self.mcp.tools(servers)), servers
+
+    async def _resume_mcp(self, cwd: str, tools: Iterable[str]) -> dict[str, McpServerConfig]:
+        """The servers of ``cwd``'s config that a resumed run's MCP tools are on, started in
+        the background (the daemon does not wait for them to listen)."""
+        if self.mcp is None:
+            return {}
+        servers = _servers_of(await self._mcp_config(cwd), tools)
+        if servers:
+            self._nursery.start_soon(self.mcp.ensure, servers)
+        return servers
+
+    async def _mcp_config(self, cwd: str) -> dict[str, McpServerConfig]:
+        """The MCP servers configured for ``cwd``, by name (problems go to the log)."""
         servers, problems = await trio.to_thread.run_sync(load_mcp_servers, cwd, dict(os.environ))
         for problem in problems:
             log.warning("MCP config: %s", problem)
-        if agent.tools is not None:
-            wanted = {t.split("__", 1)[0] for t in agent.tools if "__" in t}
-            servers = {k: v for k, v in servers.items() if k in wanted}
-        if not servers:
-            return ()
-        await self.mcp.ensure(servers)
-        return tuple(t.name for t in self.mcp.tools() if t.server in servers)
+        return servers
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -441,7 +462,7 @@ class Conductor:
             # The summary changes within a run: it is the last layer, after the cached prefix.
             system="\n\n".join(p for p in (track.system, summary_text(effect.summary)) if p),
             messages=effect.messages,
-            tools=tuple(self._tool_specs(effect.tools, track.agent_specs)),
+            tools=tuple(self._tool_specs(effect.tools, track)),
             think=track.think,
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )
@@ -539,12 +560,12 @@ class Conductor:
         # A sub-agent never plans or runs the check: it works, with or without approvals.
         mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
         layers = await compose(agent, mode, cwd)
-        tools, specs = await self._tools_of(agent, cwd)
+        tools, specs, servers = await self._tools_of(agent, cwd)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
             state = replace(state, messages=parent.state.messages[:-1])
-        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs)
+        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs, servers)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=effect.message,
@@ -611,7 +632,10 @@ class Conductor:
                 input = pre.input if pre.input is not None else effect.input
                 if self.tools.get(effect.name) is None and self.mcp is not None and "__" in effect.name:
                     result = await self.mcp.call(
-                        effect.name, input, on_progress=self._progress(session, track, effect)
+                        effect.name,
+                        input,
+                        servers=track.mcp_servers,
+                        on_progress=self._progress(session, track, effect),
                     )
                 else:
                     ctx = ToolContext(cwd=cwd, ledger=self.ledger, outside_ok=effect.outside)
@@ -660,19 +684,26 @@ class Conductor:
 
         return on_progress
 
-    def _tool_specs(self, names: tuple[str, ...], agents: Mapping[str, ToolSpec]) -> list[ToolSpec]:
-        # MCP tools are looked up at each call: a server's tool list may change.
-        mcp = {t.name: t for t in self.mcp.tools(names)} if self.mcp is not None else {}
+    def _tool_specs(self, names: tuple[str, ...], track: Session | Subrun) -> list[ToolSpec]:
+        # MCP tools are looked up at each call (a server's tool list may change), on the
+        # track's own servers.
+        mcp = {t.name: t for t in self.mcp.tools(track.mcp_servers, names)} if self.mcp is not None else {}
         specs = []
         for name in names:
             tool = self.tools.get(name)
             if tool is not None:
                 specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
-            elif name in agents:
-                specs.append(agents[name])
+            elif name in track.agent_specs:
+                specs.append(track.agent_specs[name])
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
+    """The servers that ``tools`` (``server__tool`` names or ``server__*`` globs) are on."""
+    wanted = {t.split("__", 1)[0] for t in tools if "__" in t}
+    return {name: config for name, config in servers.items() if name in wanted}
 
 
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
