@@ -17,7 +17,7 @@ import logging
 import os
 import secrets
 import time
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
 from typing import Any, AsyncIterator, Iterable, Mapping
 
@@ -292,6 +292,10 @@ class Conductor:
             log.warning("MCP config: %s", problem)
         return servers
 
+    def _holding(self, servers: Mapping[str, McpServerConfig]) -> AbstractContextManager[None]:
+        """Keeps a run's MCP servers running while it lasts (see ``McpManager.hold``)."""
+        return nullcontext() if self.mcp is None else self.mcp.hold(servers)
+
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
         return self._request_ids.get(request_id)
@@ -433,13 +437,14 @@ class Conductor:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         try:
-            async with trio.open_nursery() as nursery:
-                session.run_nursery = nursery
-                await self.feed(session, first)
-                task_status.started()
-                # The run lasts until FinishRun cancels this scope, even while nothing
-                # runs in it (a call waiting for a person).
-                await trio.sleep_forever()
+            with self._holding(session.mcp_servers):
+                async with trio.open_nursery() as nursery:
+                    session.run_nursery = nursery
+                    await self.feed(session, first)
+                    task_status.started()
+                    # The run lasts until FinishRun cancels this scope, even while nothing
+                    # runs in it (a call waiting for a person).
+                    await trio.sleep_forever()
         finally:
             session.run_nursery = None
             done.set()
@@ -523,11 +528,12 @@ class Conductor:
         try:
             # Only the outermost sub-agents take a slot: nested ones run inside theirs.
             async with session.subagent_limiter if len(path) == 1 else _no_limit():
-                async with trio.open_nursery() as nursery:
-                    child.run_nursery = nursery
-                    await self.feed(session, submit, child)
-                    # Until its run.finished cancels this scope (FinishRun).
-                    await trio.sleep_forever()
+                with self._holding(child.mcp_servers):
+                    async with trio.open_nursery() as nursery:
+                        child.run_nursery = nursery
+                        await self.feed(session, submit, child)
+                        # Until its run.finished cancels this scope (FinishRun).
+                        await trio.sleep_forever()
         finally:
             child.run_nursery = None
             session.subruns.pop(path, None)

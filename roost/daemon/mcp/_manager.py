@@ -13,6 +13,11 @@ its connection is lost; meanwhile its tools are not offered and a call to one wa
 within the call's timeout. The ``mcp`` SDK is imported when the first server starts, so the
 daemon starts without it.
 
+Lifetime: a server runs while the latest config ``ensure`` saw for some entry (a file and a
+name) is that server. One that no entry's latest config is any more (the file was edited, or
+the entry disabled), that no run holds (:meth:`McpManager.hold`) and that nothing has used
+for IDLE_STOP seconds is stopped the next time ``ensure`` runs.
+
 Error handling: nothing here raises for a server's failure. A server that cannot start is
 ``failed`` with the reason (and retried in the background); a call that fails, times out or
 reaches a server that is not there is an error result the model can act on. Only
@@ -21,8 +26,10 @@ reaches a server that is not there is an error result the model can act on. Only
 
 from __future__ import annotations
 
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import trio
 
@@ -41,6 +48,9 @@ ENSURE_TIMEOUT = 40.0
 #: then cancelled ones to finish their shielded teardown.
 CLOSE_TIMEOUT = 10.0
 CANCEL_GRACE = 5.0
+#: Seconds a server that no config is any more, and that no run holds, is kept running (in
+#: case its config comes back) before it is stopped.
+IDLE_STOP = 600.0
 
 
 class UnknownServer(LookupError):
@@ -60,7 +70,12 @@ class McpManager:
         self._log_dir = log_dir
         #: The connection of each started server, by identity.
         self._servers: dict[Identity, ServerConnection] = {}
-        #: Connections whose task may still run.
+        #: The server each config entry (its file and name) was the last time ``ensure`` saw it.
+        self._latest: dict[tuple[str, str], Identity] = {}
+        #: How many runs hold each server, and when each was last ensured or let go.
+        self._held: Counter[Identity] = Counter()
+        self._used: dict[Identity, float] = {}
+        #: Connections whose task may still run (stopped ones until they are done).
         self._live: list[ServerConnection] = []
         self._closed = False
 
@@ -68,16 +83,39 @@ class McpManager:
         """Start every enabled server of ``servers`` that is not running; wait until each
         is ready or failed (at most ``timeout`` seconds in all).
 
-        Servers are never replaced: one whose config changed is another server (the old
-        one may still serve another session). After :meth:`aclose` it starts nothing.
+        ``servers`` become their entries' latest configs, and servers left unused by that
+        are stopped (see the module's docstring). After :meth:`aclose` it starts nothing.
         """
         if self._closed:
             return
+        now = trio.current_time()
+        for config in servers.values():
+            entry = (config.source, config.name)
+            if config.enabled:
+                self._latest[entry] = config.identity
+                self._used[config.identity] = now
+            else:
+                self._latest.pop(entry, None)
+        self._stop_unused(now)
         waiting = [self._running(c) or self._start(c) for c in servers.values() if c.enabled]
         with trio.move_on_after(timeout):
             for connection in waiting:
                 while connection.state == "starting":
                     await connection.wait_changed()
+
+    @contextmanager
+    def hold(self, servers: Mapping[str, McpServerConfig]) -> Iterator[None]:
+        """Keep the servers of ``servers`` from being stopped as unused while the block runs
+        (a run holds its servers for its whole life)."""
+        held = Counter(config.identity for config in servers.values())
+        self._held += held
+        try:
+            yield
+        finally:
+            self._held -= held
+            now = trio.current_time()
+            for identity in held:
+                self._used[identity] = now
 
     def tools(self, servers: Mapping[str, McpServerConfig], names: Iterable[str] | None = None) -> list[McpTool]:
         """The tools of the ready servers of ``servers``, as ``name__tool`` with the names
@@ -184,6 +222,25 @@ class McpManager:
         self._live.append(connection)
         self._nursery.start_soon(connection.run, name=f"mcp server {config.name}")
         return connection
+
+    def _stop_unused(self, now: float) -> None:
+        """Stop the servers no entry's latest config is, no run holds, and nothing used for
+        IDLE_STOP seconds."""
+        latest = set(self._latest.values())
+        for identity, connection in list(self._servers.items()):
+            recent = now - self._used.get(identity, now) < IDLE_STOP
+            if identity in latest or self._held[identity] or recent:
+                continue
+            del self._servers[identity]
+            self._used.pop(identity, None)
+            connection.stop()
+            self._nursery.start_soon(self._retire, connection)
+
+    async def _retire(self, old: ServerConnection) -> None:
+        """Give a stopped server CLOSE_TIMEOUT to close, then cancel it."""
+        with trio.move_on_after(CLOSE_TIMEOUT):
+            await old.done.wait()
+        old.cancel()
 
 
 def _no_server(server: str, config: McpServerConfig | None, servers: Mapping[str, McpServerConfig]) -> str:

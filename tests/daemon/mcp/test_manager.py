@@ -1,5 +1,5 @@
 """McpManager against real servers over stdio: tools, calls, failures, restarts, shutdown,
-and servers keyed by what they are."""
+servers keyed by what they are, and unused ones stopped."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Mapping
 import pytest
 import trio
 
-from roost.daemon.mcp import McpManager, McpServerConfig, UnknownServer
+from roost.daemon.mcp import McpManager, McpServerConfig, UnknownServer, _manager
 from tests._procs import alive
 
 from .conftest import everything, time_server
@@ -272,7 +272,7 @@ async def test_restart_and_config_changes(manager: McpManager) -> None:
     await manager.ensure({"everything": everything()})
     assert _by_name(manager, servers)["everything"]["pid"] == second["pid"]
     # a changed one is another server: started beside the first, which another session
-    # may still use
+    # may still use (it is stopped once unused: see the next tests)
     changed = {"everything": everything(env={"CHANGED": "1"})}
     await manager.ensure(changed)
     third = _by_name(manager, changed)["everything"]
@@ -316,6 +316,44 @@ async def test_servers_are_what_they_run_never_their_name(manager: McpManager, t
     assert (await _env(manager, "other", alias))["ROOST_PROJECT"] == "mine"
     said = await manager.call("other__echo", {"message": "hi"}, servers=alias)
     assert (said.text, said.meta["server"]) == ("Echo: hi", "other")
+
+
+async def test_a_server_no_config_has_is_stopped_once_unused(
+    manager: McpManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_manager, "IDLE_STOP", 0)
+    first = {"s": everything("s", env={"V": "1"}, source="p/.mcp.json")}
+    edited = {"s": everything("s", env={"V": "2"}, source="p/.mcp.json")}
+    elsewhere = {"s": everything("s", env={"V": "3"}, source="q/.mcp.json")}
+    await manager.ensure(first)
+    await manager.ensure(elsewhere)
+    old = _by_name(manager, first)["s"]["pid"]
+    # The entry's file is edited while a run still holds the old server: it stays.
+    with manager.hold(first):
+        await manager.ensure(edited)
+        await manager.ensure(edited)
+        assert alive(old) and _by_name(manager, first)["s"]["state"] == "ready"
+        assert (await _env(manager, "s", first))["V"] == "1"
+    # Let go, and no entry's latest config: stopped when ensure next runs.
+    await manager.ensure(edited)
+    await _wait_for(lambda: not alive(old), timeout=10)
+    assert _by_name(manager, first)["s"]["state"] == "stopped"
+    # Another entry's server, and the edited one, are still their entries' latest.
+    assert {_by_name(manager, s)["s"]["state"] for s in (edited, elsewhere)} == {"ready"}
+    # A disabled entry is no server's latest config either.
+    current = _by_name(manager, edited)["s"]["pid"]
+    await manager.ensure({"s": everything("s", env={"V": "2"}, source="p/.mcp.json", enabled=False)})
+    await _wait_for(lambda: not alive(current), timeout=10)
+    assert _by_name(manager, elsewhere)["s"]["state"] == "ready"
+
+
+async def test_a_recent_server_is_kept_even_when_no_config_has_it(manager: McpManager) -> None:
+    first = {"s": everything("s", env={"V": "1"})}
+    await manager.ensure(first)
+    await manager.ensure({"s": everything("s", env={"V": "2"})})
+    await manager.ensure({"s": everything("s", env={"V": "2"})})
+    # used less than IDLE_STOP ago: kept, in case a session still wants it
+    assert _by_name(manager, first)["s"]["state"] == "ready"
 
 
 async def test_aclose_leaves_no_process(nursery: trio.Nursery, tmp_path: Path) -> None:

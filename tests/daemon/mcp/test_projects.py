@@ -1,6 +1,6 @@
 """MCP servers of several projects through a real daemon: a session reaches only the servers
 of its own folder's configuration, whatever their names; one server configured in two
-folders is one connection.
+folders is one connection; a run keeps its servers while it lasts.
 
 The probe is a real MCP server (the SDK's ``MCPServer`` over stdio) that answers with its
 pid, its folder and the ``note.txt`` it finds there: what a session of the wrong project
@@ -21,7 +21,9 @@ import pytest
 import trio
 
 from roost.daemon._server import Daemon
+from roost.daemon.mcp import _manager
 from roost.protocol.trio_client import TrioClient, open_client
+from tests._procs import alive
 
 from ..conftest import events_until, finished, text, write_script
 from .conftest import EVERYTHING_JS, everything
@@ -163,3 +165,39 @@ async def test_a_run_resumed_after_a_restart_reaches_its_own_server(
         events = await events_until(c, finished(run["run"]), timeout=RUN_TIMEOUT)
     [result] = [e for e in events if e["type"] == "tool.finished"]
     assert result["result"].endswith(f" in {alpha}: the note of alpha") and events[-1]["reason"] == "done"
+
+
+async def test_a_run_keeps_its_server_while_it_lasts_and_an_unused_one_goes(
+    client: TrioClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_manager, "IDLE_STOP", 0)
+    everything()
+    root = tmp_path / "gamma"
+    (root / ".git").mkdir(parents=True)
+
+    def configure(value: str) -> None:
+        (root / ".mcp.json").write_text(json.dumps({"mcpServers": {
+            "ev": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"], "env": {"ROOST_V": value}},
+        }}))
+
+    configure("1")
+    model = write_script(root, [use("ev__get-env")], [text("done")])
+    waiting = await client.call("dispatch", task="t", model=model, cwd=str(root), attach=True)
+    asked = (await events_until(client, lambda e: e.get("type") == "permission.requested", timeout=RUN_TIMEOUT))[-1]
+    old = (await listed(client, root))["ev"]["pid"]
+    # The config is edited while that run waits: a new run gets the new server, and the
+    # old one stays for the run that holds it.
+    configure("2")
+    assert (await run_calls(client, root, use("ev__echo", message="new")))["ev__echo"] == "Echo: new"
+    new = (await listed(client, root))["ev"]["pid"]
+    assert new != old and alive(old)
+    await client.call("permission.respond", session=waiting["session"], call_id=asked["call_id"], decision="approve")
+    events = await events_until(client, finished(waiting["run"]), timeout=RUN_TIMEOUT)
+    [result] = [e for e in events if e["type"] == "tool.finished"]
+    assert json.loads(result["result"])["ROOST_V"] == "1"
+    # Let go, in no config, unused (for IDLE_STOP, here 0 s): stopped when the next run starts.
+    await run_calls(client, root, use("ev__echo", message="again"))
+    with trio.fail_after(10):
+        while alive(old):
+            await trio.sleep(0.02)
+    assert (await listed(client, root))["ev"]["pid"] == new
