@@ -21,7 +21,9 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
 
     Servers come from [mcp.servers.NAME] in the user's config.toml and the project's
     .roost/config.toml, and from the project's .mcp.json. The daemon starts a server when a
-    session first needs its tools and restarts it when it dies.
+    session first needs its tools and restarts it when it dies. A server is what it runs
+    (command, args, env, cwd; or URL, headers), not its name: folders whose configs name
+    the same server share it, and another folder's server of the same name is another.
 
     \b
     Examples:
@@ -54,7 +56,9 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
 @click.argument("name")
 @click.pass_obj
 def restart(obj: dict[str, Any], name: str) -> None:
-    """Restart MCP server NAME now (no backoff) and wait until it is ready or failed."""
+    """Restart the MCP server NAME is in this folder's config now (no backoff), and wait
+    until it is ready or failed. Sessions of other folders that share that server see the
+    restart too; another folder's server of the same name is not touched."""
     with connect(socket_path(obj["socket"])) as client:
         try:
             client.call("mcp.restart", name=name, cwd=os.getcwd(), env=dict(os.environ))

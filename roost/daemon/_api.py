@@ -262,7 +262,6 @@ class Api:
                 policy=policy,
                 guardrails=config.all_guardrails(),
                 approval_timeout=float(timeout) if timeout is not None else None,
-                hooks=config.hooks,
                 context_window=config.context_window(model.model_id),
                 compact_at=config.compact_at,
                 keep_turns=config.keep_turns,
@@ -457,11 +456,13 @@ class Api:
         name = params["name"]
         if mcp is None or name not in servers:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"no MCP server {name!r} is configured here ({', '.join(sorted(servers)) or 'none'})")
+        # The server that name is here: another folder's server of that name is not touched.
+        mine = {name: servers[name]}
         try:
-            await mcp.restart(name)
+            await mcp.restart(servers[name])
         except UnknownServer:
-            await mcp.ensure({name: servers[name]})
-        [status] = mcp.status({name: servers[name]})
+            await mcp.ensure(mine)
+        [status] = mcp.status(mine)
         return {"ok": status["state"] == "ready", "server": status}
 
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:

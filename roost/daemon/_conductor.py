@@ -17,9 +17,9 @@ import logging
 import os
 import secrets
 import time
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Iterable, Mapping
 
 import trio
 
@@ -61,7 +61,7 @@ from roost.loop import (
 )
 
 from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent
-from ._config import ConfigError, Hook, price_map
+from ._config import ConfigError, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._hub import Hub
 from ._prompt import compose, render, sizes, summary_text
@@ -69,7 +69,7 @@ from ._sessions import Session, SessionTable, Subrun
 from ._setup import FolderSetup, load_folder
 from ._store import EventStore
 from ._trust import NO_TRUST, TrustError, TrustStore
-from .mcp import McpManager
+from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 
@@ -140,7 +140,8 @@ class Conductor:
         Tool process groups a dead daemon left running are killed first, so that an
         interrupted tool never goes on beside the session's next run. A run that waits for
         a person goes on waiting, and an exec run goes on where it was (their model is
-        resolved again from the config); the others end ``error``.
+        resolved again from the config, its MCP servers from the folder's config); the others
+        end ``error``.
         """
         if self.ledger is not None:
             self.ledger.end_leftovers()
@@ -163,6 +164,7 @@ class Conductor:
                         log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
                     agent = setup.agents.agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
                     session.system = render(await compose(agent, run.mode, session.state.cwd, trusted=setup.trusted))
+                    session.mcp_servers = self._resume_mcp(setup, run.tools)
             await self._nursery.start(self._run, session, Interrupted(time.time()))
 
     async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
@@ -210,7 +212,6 @@ class Conductor:
         policy: Policy = Policy(),
         guardrails: tuple[Guardrail, ...] = (),
         approval_timeout: float | None = None,
-        hooks: tuple[Hook, ...] = (),
         context_window: int | None = None,
         compact_at: float = 0.8,
         keep_turns: int = 6,
@@ -222,7 +223,7 @@ class Conductor:
             InvalidInput: a run is already in flight (or max_turns < 1).
         """
         layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
-        tools, session.agent_specs = await self._tools_of(agent, setup)
+        tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=task,
@@ -251,7 +252,6 @@ class Conductor:
         session.system = render(layers)
         session.model = model
         session.think = think
-        session.hooks = hooks
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
@@ -271,15 +271,20 @@ class Conductor:
     def _equip(self, session: Session, setup: FolderSetup, environ: Mapping[str, str]) -> None:
         """Keep what the session's runs and sub-agents take from its folder and its client."""
         session.setup = setup
+        session.hooks = setup.config.hooks
         session.client_env = environ
         session.environ = setup.tool_environment(environ)
 
-    async def _tools_of(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, ToolSpec]]:
-        """The tools a run of ``agent`` gets (its allow list, or every built-in), and those
-        of them that are other agents, as the model sees them."""
-        names = self.tools.names() + await self._mcp_tools(agent, setup)
+    async def _tools_of(
+        self, agent: Agent, setup: FolderSetup
+    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in), those of
+        them that are other agents, as the model sees them, and the MCP servers the others
+        are on."""
+        mcp_names, servers = await self._mcp_tools(agent, setup)
+        names = self.tools.names() + mcp_names
         if agent.tools is None:
-            return names, {}
+            return names, {}, servers
         agents = setup.agents.agents
         specs = {
             n: ToolSpec(n, agents[n].description or f"the {n} agent", SUBAGENT_SCHEMA)
@@ -287,24 +292,38 @@ class Conductor:
             if n in agents and n not in names
         }
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
-        return offered + tuple(specs), specs
+        return offered + tuple(specs), specs, servers
 
-    async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[str, ...]:
-        """Names of the MCP tools a run of ``agent`` in the folder may get, starting the
-        servers configured there that are not running yet (bounded: a server that fails
-        to start is reported by ``mcp.list`` and blocks nothing)."""
+    async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
+        """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers
+        (of the folder's config) they are on, starting those that are not running yet
+        (bounded: a server that fails to start is reported by ``mcp.list`` and blocks
+        nothing)."""
         if self.mcp is None:
-            return ()
-        servers = setup.mcp
+            return (), {}
+        servers = dict(setup.mcp)
         for problem in setup.mcp_problems:
             log.warning("MCP config: %s", problem)
         if agent.tools is not None:
-            wanted = {t.split("__", 1)[0] for t in agent.tools if "__" in t}
-            servers = {k: v for k, v in servers.items() if k in wanted}
+            servers = _servers_of(servers, agent.tools)
         if not servers:
-            return ()
+            return (), {}
         await self.mcp.ensure(servers)
-        return tuple(t.name for t in self.mcp.tools() if t.server in servers)
+        return tuple(t.name for t in self.mcp.tools(servers)), servers
+
+    def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
+        """The servers of the folder's config that a resumed run's MCP tools are on, started
+        in the background (the daemon does not wait for them to listen)."""
+        if self.mcp is None:
+            return {}
+        servers = _servers_of(setup.mcp, tools)
+        if servers:
+            self._nursery.start_soon(self.mcp.ensure, servers)
+        return servers
+
+    def _holding(self, servers: Mapping[str, McpServerConfig]) -> AbstractContextManager[None]:
+        """Keeps a run's MCP servers running while it lasts (see ``McpManager.hold``)."""
+        return nullcontext() if self.mcp is None else self.mcp.hold(servers)
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -447,13 +466,14 @@ class Conductor:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         try:
-            async with trio.open_nursery() as nursery:
-                session.run_nursery = nursery
-                await self.feed(session, first)
-                task_status.started()
-                # The run lasts until FinishRun cancels this scope, even while nothing
-                # runs in it (a call waiting for a person).
-                await trio.sleep_forever()
+            with self._holding(session.mcp_servers):
+                async with trio.open_nursery() as nursery:
+                    session.run_nursery = nursery
+                    await self.feed(session, first)
+                    task_status.started()
+                    # The run lasts until FinishRun cancels this scope, even while nothing
+                    # runs in it (a call waiting for a person).
+                    await trio.sleep_forever()
         finally:
             session.run_nursery = None
             done.set()
@@ -476,7 +496,7 @@ class Conductor:
             # The summary changes within a run: it is the last layer, after the cached prefix.
             system="\n\n".join(p for p in (track.system, summary_text(effect.summary)) if p),
             messages=effect.messages,
-            tools=tuple(self._tool_specs(effect.tools, track.agent_specs)),
+            tools=tuple(self._tool_specs(effect.tools, track)),
             think=track.think,
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )
@@ -537,11 +557,12 @@ class Conductor:
         try:
             # Only the outermost sub-agents take a slot: nested ones run inside theirs.
             async with session.subagent_limiter if len(path) == 1 else _no_limit():
-                async with trio.open_nursery() as nursery:
-                    child.run_nursery = nursery
-                    await self.feed(session, submit, child)
-                    # Until its run.finished cancels this scope (FinishRun).
-                    await trio.sleep_forever()
+                with self._holding(child.mcp_servers):
+                    async with trio.open_nursery() as nursery:
+                        child.run_nursery = nursery
+                        await self.feed(session, submit, child)
+                        # Until its run.finished cancels this scope (FinishRun).
+                        await trio.sleep_forever()
         finally:
             child.run_nursery = None
             session.subruns.pop(path, None)
@@ -574,12 +595,12 @@ class Conductor:
         # A sub-agent never plans or runs the check: it works, with or without approvals.
         mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
         layers = await compose(agent, mode, cwd, trusted=setup.trusted)
-        tools, specs = await self._tools_of(agent, setup)
+        tools, specs, servers = await self._tools_of(agent, setup)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
             state = replace(state, messages=parent.state.messages[:-1])
-        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs)
+        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs, servers)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=effect.message,
@@ -646,7 +667,10 @@ class Conductor:
                 input = pre.input if pre.input is not None else effect.input
                 if self.tools.get(effect.name) is None and self.mcp is not None and "__" in effect.name:
                     result = await self.mcp.call(
-                        effect.name, input, on_progress=self._progress(session, track, effect)
+                        effect.name,
+                        input,
+                        servers=track.mcp_servers,
+                        on_progress=self._progress(session, track, effect),
                     )
                 else:
                     ctx = ToolContext(
@@ -701,19 +725,26 @@ class Conductor:
 
         return on_progress
 
-    def _tool_specs(self, names: tuple[str, ...], agents: Mapping[str, ToolSpec]) -> list[ToolSpec]:
-        # MCP tools are looked up at each call: a server's tool list may change.
-        mcp = {t.name: t for t in self.mcp.tools(names)} if self.mcp is not None else {}
+    def _tool_specs(self, names: tuple[str, ...], track: Session | Subrun) -> list[ToolSpec]:
+        # MCP tools are looked up at each call (a server's tool list may change), on the
+        # track's own servers.
+        mcp = {t.name: t for t in self.mcp.tools(track.mcp_servers, names)} if self.mcp is not None else {}
         specs = []
         for name in names:
             tool = self.tools.get(name)
             if tool is not None:
                 specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
-            elif name in agents:
-                specs.append(agents[name])
+            elif name in track.agent_specs:
+                specs.append(track.agent_specs[name])
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
+    """The servers that ``tools`` (``server__tool`` names or ``server__*`` globs) are on."""
+    wanted = {t.split("__", 1)[0] for t in tools if "__" in t}
+    return {name: config for name, config in servers.items() if name in wanted}
 
 
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:

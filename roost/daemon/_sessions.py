@@ -14,6 +14,7 @@ from roost.loop import CreateSession, SessionState, fold, step
 from ._config import Hook
 from ._setup import FolderSetup
 from ._store import EventStore
+from .mcp import McpServerConfig
 from .providers import Resolved, ToolSpec
 
 
@@ -42,6 +43,9 @@ class Session:
     tool_limiter: trio.CapacityLimiter | None = None
     #: The run's tools that are agents, as the model sees them.
     agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
+    #: The MCP servers the run's tools came from, by the names its folder's config gives
+    #: them: its MCP tools reach these servers and no others.
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     #: Sub-agents running in this session, by path; and the bound on how many at once.
     subruns: dict[tuple[str, ...], Subrun] = field(default_factory=dict)
     subagent_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(4))
@@ -76,6 +80,7 @@ class Subrun:
     system: str = ""
     think: int | None = None
     agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     streamed: list[str] = field(default_factory=list)
     run_nursery: trio.Nursery | None = None
     #: The data of its run.finished, once its run has ended.

@@ -157,15 +157,17 @@ METHODS: tuple[Method, ...] = (
     ),
     Method(
         "mcp.list",
-        "The MCP servers configured for a folder: state (stopped, starting, ready, failed), "
-        "pid or URL, tool count, last error.",
+        "The MCP servers configured for a folder, each with the state of the server its config "
+        "is (stopped, starting, ready, failed, or untrusted: the folder's files are not "
+        "trusted), pid or URL, tool count, last error.",
         (Param("cwd", "str", doc="where project config (.roost/config.toml, .mcp.json) is looked up"), _ENV),
         ("servers", "problems"),
     ),
     Method(
         "mcp.restart",
-        "Reconnect an MCP server now (starting it if it is configured but not running).",
-        (Param("name", "str", True, "the server's name"), Param("cwd", "str"), _ENV),
+        "Reconnect the MCP server a name means for a folder now (starting it if it is configured "
+        "but not running); sessions of other folders sharing that server see the restart too.",
+        (Param("name", "str", True, "the server's name in that folder's config"), Param("cwd", "str"), _ENV),
         ("ok", "server"),
     ),
     Method(

@@ -1,8 +1,9 @@
 """MCP servers owned by the daemon: their configuration, connections and tools.
 
-``load_mcp_servers(cwd, environ)`` reads the configured servers; an ``McpManager`` in the
-daemon's nursery starts them when first needed, shares one connection per server across
-sessions, restarts a crashed one, and offers their tools as ``server__tool``.
+``load_mcp_servers(cwd, environ)`` reads the servers configured for a folder; an
+``McpManager`` in the daemon's nursery starts them when first needed, keeps one connection
+per server (keyed by what the server is, never by its name) shared by every session whose
+configuration has it, restarts a crashed one, and offers their tools as ``server__tool``.
 """
 
 from ._config import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers

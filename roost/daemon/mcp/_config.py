@@ -26,13 +26,20 @@ Sources, each overriding the earlier ones server by server:
 ``${VAR}`` and ``${VAR:-default}`` are expanded from the daemon's environment in command, args,
 env values, url and headers; an unset variable without a default makes the entry malformed.
 A malformed entry is left out and reported (file and server named); the others still load.
+
+A server is what it runs, not what it is called: a stdio command is resolved once loaded (on
+the ``PATH`` the server will get, a relative path against its ``cwd``) and started as
+resolved, and :attr:`McpServerConfig.identity` is what the daemon keys servers by. Two
+projects' servers of one name are two servers; one server configured in two places is one.
 This module reads files only: it never imports the ``mcp`` SDK.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,6 +51,8 @@ from roost.daemon._project import project_config_file, project_root, user_config
 DEFAULT_TIMEOUT = 60.0
 
 Transport = Literal["stdio", "http"]
+#: What a server is (see :attr:`McpServerConfig.identity`); hashable.
+Identity = tuple[object, ...]
 
 # `server__tool` must split at the first "__", and providers accept [A-Za-z0-9_-] in tool
 # names: letters, digits, '-' and single '_' between them.
@@ -82,6 +91,18 @@ class McpServerConfig:
     #: same server defined in two files is the same server.
     source: str = field(default="", compare=False)
 
+    @property
+    def identity(self) -> Identity:
+        """What the server is: a stdio server's command (as loaded: resolved), args, env
+        and cwd; an HTTP server's URL and headers.
+
+        Configs with one identity are one server, whatever their name, file, timeout or
+        ``enabled``; configs with different ones are never the same server.
+        """
+        if self.transport == "http":
+            return ("http", self.url, tuple(sorted(self.headers.items())))
+        return ("stdio", self.command, self.args, tuple(sorted(self.env.items())), self.cwd)
+
 
 @dataclass(frozen=True, slots=True)
 class _Place:
@@ -109,6 +130,9 @@ def load_mcp_servers(
 ) -> tuple[dict[str, McpServerConfig], list[str]]:
     """The MCP servers configured for ``cwd``, by name, and the problems found.
 
+    ``environ`` expands ``${VAR}``, and its ``PATH`` (unless an entry's env has its own) is
+    where a stdio command is looked up.
+
     Error handling:
         Never raises for a bad file or entry: a file that cannot be read or parsed, or an
         entry that is malformed, becomes one message naming the file (and the server); the
@@ -135,7 +159,8 @@ def load_mcp_servers(
         data = _read_json(place.path, errors)
         for name, entry in _section(data, ("mcpServers",), f"{place.path}: mcpServers", errors).items():
             _add(servers, errors, name, entry, f"{place.path}: mcpServers.{name}", place, environ)
-    return servers, errors
+    # Only now: a later source may still change an entry's env (its PATH) or cwd.
+    return {name: _resolved(config, environ) for name, config in servers.items()}, errors
 
 
 def expand(value: str, environ: Mapping[str, str]) -> str:
@@ -157,6 +182,28 @@ def expand(value: str, environ: Mapping[str, str]) -> str:
         return found
 
     return _VAR.sub(one, value)
+
+
+def _resolved(config: McpServerConfig, environ: Mapping[str, str]) -> McpServerConfig:
+    """A stdio config with its command resolved on the PATH its server gets (its own env's,
+    else the environment's, as the SDK starts it)."""
+    if config.command is None:
+        return config
+    path = config.env.get("PATH", environ.get("PATH", os.defpath))
+    return replace(config, command=_program(config.command, config.cwd, path))
+
+
+def _program(command: str, cwd: str | None, path: str) -> str:
+    """The program ``command`` names, as an absolute path: looked up on ``path`` (a
+    ``PATH`` value), or, when it holds a ``/``, taken relative to ``cwd`` (as the started
+    server would); ``command`` itself when no such program is found."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        found = shutil.which(os.path.join(cwd or os.getcwd(), command))
+    else:
+        # A relative PATH entry means the server's folder, not ours: left to the server.
+        absolute = os.pathsep.join(d for d in path.split(os.pathsep) if os.path.isabs(d))
+        found = shutil.which(command, path=absolute)
+    return os.path.abspath(found) if found else command
 
 
 def _read_toml(path: Path, errors: list[str]) -> Any:

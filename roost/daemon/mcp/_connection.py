@@ -63,15 +63,18 @@ _CLIENT = mcp_types.Implementation(name="roost", version=roost.__version__)
 
 
 class ServerConnection:
-    """One configured server's connection, shared by every session.
+    """One server's connection, shared by every session whose config has its identity.
+
+    ``config`` is the one it was started with; its name is the one our notes use (callers
+    pass their own name for what the model sees).
 
     Resource handling: the manager starts :meth:`run` in the daemon's nursery; it returns
     (``done`` is set) after :meth:`stop`, or when cancelled.
     """
 
-    def __init__(self, config: McpServerConfig, log_dir: Path, *, after: ServerConnection | None = None) -> None:
+    def __init__(self, config: McpServerConfig, log_dir: Path) -> None:
         self.config = config
-        self.log_path = log_file(log_dir, config.name)
+        self.log_path = log_file(log_dir, config)
         self.state: State = "starting"
         #: Why the last attempt failed or the last connection was lost (None once ready).
         self.error: str | None = None
@@ -82,7 +85,6 @@ class ServerConnection:
         self.tools: list[McpTool] = []
         #: Set when ``run`` has returned.
         self.done = trio.Event()
-        self._after = after  # the connection this one replaces: it must be gone first
         self._session: ClientSession | None = None
         self._log: IO[str] | None = None
         self._marker: str | None = None  # a stdio server's ROOST_MCP_SERVER value (see _process)
@@ -102,8 +104,6 @@ class ServerConnection:
         """Connect, serve, reconnect with backoff, until :meth:`stop` (or cancellation)."""
         try:
             with self._scope:
-                if self._after is not None:
-                    await self._after.done.wait()  # the manager bounds this (stop, then cancel)
                 while not self._stopping:
                     if self._restarting:
                         self._restarting = False
@@ -148,26 +148,28 @@ class ServerConnection:
         """Return at the next state change."""
         await self._changed.wait()
 
-    def status(self) -> dict[str, Any]:
-        """The map ``mcp.list`` shows for this server."""
-        return status_map(self.config, self.state, self.log_path, pid=self.pid, tools=len(self.tools),
+    def status(self, config: McpServerConfig) -> dict[str, Any]:
+        """The map ``mcp.list`` shows for this server, configured as ``config``."""
+        return status_map(config, self.state, self.log_path, pid=self.pid, tools=len(self.tools),
                           error=self.error, restarts=self.restarts)
 
     async def call(
         self,
+        server: str,
         tool: str,
         arguments: Mapping[str, Any],
         *,
         timeout: float,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> ToolResult:
-        """Call ``tool`` (the server's own name for it); every failure is an error result.
+        """Call ``tool`` (the server's own name for it) for a caller that names this server
+        ``server``; every failure is an error result.
 
         Waits for a starting server within ``timeout``, which bounds the whole call; a
         cancelled or timed-out call sends the MCP cancellation for it (the SDK does).
         """
-        shown = qualified_name(self.config.name, tool)
-        meta = {"server": self.config.name}
+        shown = qualified_name(server, tool)
+        meta = {"server": server}
         progress = None if on_progress is None else _Progress(on_progress)
         try:
             with trio.move_on_after(timeout):
@@ -175,11 +177,11 @@ class ServerConnection:
                     await self._changed.wait()
                 session = self._session
                 if self.state != "ready" or session is None:
-                    return ToolResult(self._unavailable(), is_error=True, meta=meta)
+                    return ToolResult(self._unavailable(server), is_error=True, meta=meta)
                 try:
                     result = await session.call_tool(tool, dict(arguments), progress_callback=progress)
                 except MCPError as exc:
-                    return ToolResult(self._mcp_error(shown, exc), is_error=True, meta=meta)
+                    return ToolResult(self._mcp_error(server, shown, exc), is_error=True, meta=meta)
                 except Exception as exc:  # a malformed result, an unexpected result kind
                     log.exception("MCP call %s failed", shown)
                     return ToolResult(f"{shown} failed: {type(exc).__name__}: {exc}", is_error=True, meta=meta)
@@ -217,7 +219,7 @@ class ServerConnection:
         if self.error and not (self._stopping or self._restarting):
             # A server that keeps failing the same way is retried for ever: say it once.
             log.log(logging.DEBUG if self.error == before else logging.WARNING,
-                    "MCP server %s: %s", self.config.name, self.error)
+                    "MCP server %s (%s): %s", self.config.name, self.log_path.name, self.error)
             self._note(self.error)
         return trio.current_time() - ready_at[0] if ready_at else None
 
@@ -374,16 +376,16 @@ class ServerConnection:
             return f"MCP error {first.code}: {first.message}"
         return f"{type(first).__name__}: {first}"
 
-    def _unavailable(self) -> str:
+    def _unavailable(self, server: str) -> str:
         why = f": {self.error}" if self.error else ""
         if self.state == "failed":
-            return (f"MCP server {self.config.name} is not available (it failed to start{why}); "
+            return (f"MCP server {server} is not available (it failed to start{why}); "
                     "it is retried in the background")
-        return f"MCP server {self.config.name} is {self.state}{why}"
+        return f"MCP server {server} is {self.state}{why}"
 
-    def _mcp_error(self, shown: str, exc: MCPError) -> str:
+    def _mcp_error(self, server: str, shown: str, exc: MCPError) -> str:
         if exc.code == mcp_types.CONNECTION_CLOSED:
-            return (f"{shown}: the connection to MCP server {self.config.name} was lost during the call; "
+            return (f"{shown}: the connection to MCP server {server} was lost during the call; "
                     "it is being restarted, try again shortly")
         return f"{shown}: MCP error {exc.code}: {exc.message}"
 

@@ -1,30 +1,43 @@
-"""The daemon's MCP servers: one connection per server, shared by every session.
+"""The daemon's MCP servers: one connection per server, shared by every session that has it.
 
-Servers are started lazily (``ensure``, when a session first needs tools) and keyed by name:
-``ensure`` with a different config for a running name replaces that server. Each server runs
-in its own task in the daemon's nursery (see ``_connection``), which restarts it with backoff
-when its connection is lost; meanwhile its tools are not offered and a call to one waits for
-it within the call's timeout. The ``mcp`` SDK is imported when the first server starts, so the
+Servers are keyed by what they are (:attr:`McpServerConfig.identity`: the resolved command,
+args, env and cwd, or the URL and headers), never by name: two projects' servers of one name
+are two servers, and configs that resolve to one server share its connection. Every method
+takes the caller's own ``name -> config`` map (the configuration of a session's folder), so a
+session reaches only the servers of its own configuration, under its own names
+(``server__tool``).
+
+Servers are started lazily (``ensure``, when a session first needs tools). Each runs in its
+own task in the daemon's nursery (see ``_connection``), which restarts it with backoff when
+its connection is lost; meanwhile its tools are not offered and a call to one waits for it
+within the call's timeout. The ``mcp`` SDK is imported when the first server starts, so the
 daemon starts without it.
+
+Lifetime: a server runs while the latest config ``ensure`` saw for some entry (a file and a
+name) is that server. One that no entry's latest config is any more (the file was edited, or
+the entry disabled), that no run holds (:meth:`McpManager.hold`) and that nothing has used
+for IDLE_STOP seconds is stopped the next time ``ensure`` runs.
 
 Error handling: nothing here raises for a server's failure. A server that cannot start is
 ``failed`` with the reason (and retried in the background); a call that fails, times out or
 reaches a server that is not there is an error result the model can act on. Only
-:meth:`McpManager.restart` raises, for a name it does not know (:class:`UnknownServer`).
+:meth:`McpManager.restart` raises, for a server that is not running (:class:`UnknownServer`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import trio
 
 from roost.daemon.tools import ToolResult
 
-from ._config import McpServerConfig
+from ._config import Identity, McpServerConfig
 from ._status import log_file, status_map
-from ._tools import McpTool, selected, split_name
+from ._tools import McpTool, as_server, qualified_name, selected, split_name
 
 if TYPE_CHECKING:
     from ._connection import ServerConnection
@@ -35,10 +48,13 @@ ENSURE_TIMEOUT = 40.0
 #: then cancelled ones to finish their shielded teardown.
 CLOSE_TIMEOUT = 10.0
 CANCEL_GRACE = 5.0
+#: Seconds a server that no config is any more, and that no run holds, is kept running (in
+#: case its config comes back) before it is stopped.
+IDLE_STOP = 600.0
 
 
 class UnknownServer(LookupError):
-    """No running server has that name (never configured, or disabled)."""
+    """The server a config is does not run (never started, stopped, or disabled there)."""
 
 
 class McpManager:
@@ -52,103 +68,120 @@ class McpManager:
     def __init__(self, nursery: trio.Nursery, log_dir: Path) -> None:
         self._nursery = nursery
         self._log_dir = log_dir
-        #: The current connection of each started server.
-        self._servers: dict[str, ServerConnection] = {}
-        #: Every server ``ensure`` was given, enabled or not.
-        self._configs: dict[str, McpServerConfig] = {}
-        #: Connections whose task may still run (replaced ones until they are done).
+        #: The connection of each started server, by identity.
+        self._servers: dict[Identity, ServerConnection] = {}
+        #: The server each config entry (its file and name) was the last time ``ensure`` saw it.
+        self._latest: dict[tuple[str, str], Identity] = {}
+        #: How many runs hold each server, and when each was last ensured or let go.
+        self._held: Counter[Identity] = Counter()
+        self._used: dict[Identity, float] = {}
+        #: Connections whose task may still run (stopped ones until they are done).
         self._live: list[ServerConnection] = []
         self._closed = False
 
     async def ensure(self, servers: Mapping[str, McpServerConfig], *, timeout: float = ENSURE_TIMEOUT) -> None:
-        """Start every enabled server of ``servers`` not yet started; wait until each is
-        ready or failed (at most ``timeout`` seconds in all).
+        """Start every enabled server of ``servers`` that is not running; wait until each
+        is ready or failed (at most ``timeout`` seconds in all).
 
-        A running server whose config differs is replaced (stopped, then started anew); a
-        server now disabled is stopped. Servers not in ``servers`` are left as they are.
-        After :meth:`aclose` it starts nothing.
+        ``servers`` become their entries' latest configs, and servers left unused by that
+        are stopped (see the module's docstring). After :meth:`aclose` it starts nothing.
         """
         if self._closed:
             return
-        waiting: list[ServerConnection] = []
-        for name, config in servers.items():
-            self._configs[name] = config
-            current = self._servers.get(name)
-            if current is not None and current.config == config and not current.stopping:
-                waiting.append(current)
-                continue
-            if current is not None:
-                current.stop()
-                del self._servers[name]
+        now = trio.current_time()
+        for config in servers.values():
+            entry = (config.source, config.name)
             if config.enabled:
-                waiting.append(self._start(config, after=current))
+                self._latest[entry] = config.identity
+                self._used[config.identity] = now
+            else:
+                self._latest.pop(entry, None)
+        self._stop_unused(now)
+        waiting = [self._running(c) or self._start(c) for c in servers.values() if c.enabled]
         with trio.move_on_after(timeout):
             for connection in waiting:
                 while connection.state == "starting":
                     await connection.wait_changed()
 
-    def tools(self, names: Iterable[str] | None = None) -> list[McpTool]:
-        """The tools of ready servers, as ``server__tool``; ``names`` keeps only those named
-        exactly or matching a glob (``server__*``)."""
+    @contextmanager
+    def hold(self, servers: Mapping[str, McpServerConfig]) -> Iterator[None]:
+        """Keep the servers of ``servers`` from being stopped as unused while the block runs
+        (a run holds its servers for its whole life)."""
+        held = Counter(config.identity for config in servers.values())
+        self._held += held
+        try:
+            yield
+        finally:
+            self._held -= held
+            now = trio.current_time()
+            for identity in held:
+                self._used[identity] = now
+
+    def tools(self, servers: Mapping[str, McpServerConfig], names: Iterable[str] | None = None) -> list[McpTool]:
+        """The tools of the ready servers of ``servers``, as ``name__tool`` with the names
+        ``servers`` gives them; ``names`` keeps only those named exactly or matching a glob
+        (``server__*``)."""
         patterns = None if names is None else tuple(names)
-        return [
-            tool
-            for connection in self._servers.values()
-            if connection.state == "ready"
-            for tool in connection.tools
-            if selected(tool.name, patterns)
-        ]
+        found = []
+        for name, config in servers.items():
+            connection = self._running(config)
+            if connection is not None and connection.state == "ready":
+                offered = (as_server(tool, name) for tool in connection.tools)
+                found += [tool for tool in offered if selected(tool.name, patterns)]
+        return found
 
     async def call(
         self,
         name: str,
         arguments: Mapping[str, Any],
         *,
+        servers: Mapping[str, McpServerConfig],
         timeout: float | None = None,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
     ) -> ToolResult:
-        """Call the tool ``server__tool``; never raises (failures are error results).
+        """Call the tool ``server__tool`` on the server that ``servers`` names ``server``;
+        never raises (failures are error results).
 
-        ``timeout`` (default: the server's) bounds the whole call, including waiting for a
+        ``timeout`` (default: that config's) bounds the whole call, including waiting for a
         restarting server. Cancelling the caller cancels the call (the server is told).
         ``on_progress`` gets the server's progress notifications as
         ``{"progress", "total", "message"}`` maps.
         """
         parts = split_name(name)
-        connection = self._servers.get(parts[0]) if parts else None
-        if parts is None or connection is None:
-            return ToolResult(self._no_server(name, parts[0] if parts else None), is_error=True)
-        tool = next((t.tool for t in connection.tools if t.name == name), parts[1])
-        limit = connection.config.timeout if timeout is None else timeout
-        return await connection.call(tool, arguments, timeout=limit, on_progress=on_progress)
+        if parts is None:
+            return ToolResult(f"{name!r} is not an MCP tool name (server__tool)", is_error=True)
+        server = parts[0]
+        config = servers.get(server)
+        connection = None if config is None else self._running(config)
+        if config is None or connection is None:
+            return ToolResult(_no_server(server, config, servers), is_error=True)
+        tool = next((t.tool for t in connection.tools if qualified_name(server, t.tool) == name), parts[1])
+        limit = config.timeout if timeout is None else timeout
+        return await connection.call(server, tool, arguments, timeout=limit, on_progress=on_progress)
 
-    def status(self, servers: Mapping[str, McpServerConfig] | None = None) -> list[dict[str, Any]]:
-        """One map per server: ``{name, state, transport, pid, url, tools, error, restarts,
-        enabled, source, log}``.
-
-        Without ``servers``: every server ``ensure`` was given. With them (a project's
-        config): those servers, each ``stopped`` unless it runs with that same config.
-        """
-        configs = self._configs if servers is None else servers
+    def status(self, servers: Mapping[str, McpServerConfig]) -> list[dict[str, Any]]:
+        """One map per server of ``servers``, by name: ``{name, state, transport, pid, url,
+        tools, error, restarts, enabled, source, log}``; ``stopped`` when the server that
+        config is does not run (or the config is disabled)."""
         listing = []
-        for name, config in sorted(configs.items()):
-            connection = self._servers.get(name)
-            if connection is not None and connection.config == config:
-                listing.append(connection.status())
+        for _, config in sorted(servers.items()):
+            connection = self._running(config)
+            if connection is not None:
+                listing.append(connection.status(config))
             else:
-                listing.append(status_map(config, "stopped", log_file(self._log_dir, name)))
+                listing.append(status_map(config, "stopped", log_file(self._log_dir, config)))
         return listing
 
-    async def restart(self, name: str) -> None:
-        """Close server ``name``'s connection and connect again now (no backoff); wait until
-        it is ready or failed.
+    async def restart(self, config: McpServerConfig) -> None:
+        """Close the connection of the server ``config`` is, and connect again now (no
+        backoff); wait until it is ready or failed. Every session sharing it sees that.
 
         Raises:
-            UnknownServer: no running server has that name.
+            UnknownServer: that server does not run, or ``config`` is disabled.
         """
-        connection = self._servers.get(name)
-        if connection is None or self._closed:
-            raise UnknownServer(self._no_server(f"{name}__", name))
+        connection = None if self._closed else self._running(config)
+        if connection is None:
+            raise UnknownServer(f"MCP server {config.name} is not running")
         before = connection.attempts
         connection.restart()
         with trio.move_on_after(ENSURE_TIMEOUT):
@@ -175,31 +208,45 @@ class McpManager:
                         connection.cancel()
         self._live = []
 
-    def _start(self, config: McpServerConfig, *, after: ServerConnection | None) -> ServerConnection:
+    def _running(self, config: McpServerConfig) -> ServerConnection | None:
+        """The connection of the server ``config`` is, if started (never for a disabled one)."""
+        return self._servers.get(config.identity) if config.enabled else None
+
+    def _start(self, config: McpServerConfig) -> ServerConnection:
         # Imported here: the mcp SDK costs ~0.5 s to import, paid when a server is first needed.
         from ._connection import ServerConnection
 
         self._live = [c for c in self._live if not c.done.is_set()]
-        connection = ServerConnection(config, self._log_dir, after=after)
-        self._servers[config.name] = connection
+        connection = ServerConnection(config, self._log_dir)
+        self._servers[config.identity] = connection
         self._live.append(connection)
-        if after is not None:
-            self._nursery.start_soon(self._retire, after)
         self._nursery.start_soon(connection.run, name=f"mcp server {config.name}")
         return connection
 
+    def _stop_unused(self, now: float) -> None:
+        """Stop the servers no entry's latest config is, no run holds, and nothing used for
+        IDLE_STOP seconds."""
+        latest = set(self._latest.values())
+        for identity, connection in list(self._servers.items()):
+            recent = now - self._used.get(identity, now) < IDLE_STOP
+            if identity in latest or self._held[identity] or recent:
+                continue
+            del self._servers[identity]
+            self._used.pop(identity, None)
+            connection.stop()
+            self._nursery.start_soon(self._retire, connection)
+
     async def _retire(self, old: ServerConnection) -> None:
-        """Give a replaced server CLOSE_TIMEOUT to close, then cancel it."""
+        """Give a stopped server CLOSE_TIMEOUT to close, then cancel it."""
         with trio.move_on_after(CLOSE_TIMEOUT):
             await old.done.wait()
         old.cancel()
 
-    def _no_server(self, name: str, server: str | None) -> str:
-        running = sorted(self._servers)
-        known = f"; running: {', '.join(running)}" if running else "; none is running"
-        if server is None:
-            return f"{name!r} is not an MCP tool name (server__tool){known}"
-        config = self._configs.get(server)
-        if config is not None and not config.enabled:
-            return f"MCP server {server} is disabled in {config.source}"
-        return f"no MCP server named {server}{known}"
+
+def _no_server(server: str, config: McpServerConfig | None, servers: Mapping[str, McpServerConfig]) -> str:
+    """Why a call to ``server`` reaches nothing, for the model."""
+    if config is None:
+        return f"no MCP server named {server} here (configured: {', '.join(sorted(servers)) or 'none'})"
+    if not config.enabled:
+        return f"MCP server {server} is disabled in {config.source}"
+    return f"MCP server {server} is not running"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,9 +11,11 @@ from ._config import McpServerConfig
 State = Literal["stopped", "starting", "ready", "failed"]
 
 
-def log_file(log_dir: Path, name: str) -> Path:
-    """Where server ``name``'s stderr and our notes about it go."""
-    return log_dir / f"mcp-{name}.log"
+def log_file(log_dir: Path, config: McpServerConfig) -> Path:
+    """Where a server's stderr and our notes about it go: ``mcp-NAME-HASH.log``, the hash
+    (of its identity) telling apart two projects' servers of one name."""
+    digest = hashlib.sha256(repr(config.identity).encode()).hexdigest()[:8]
+    return log_dir / f"mcp-{config.name}-{digest}.log"
 
 
 def status_map(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping
 
@@ -59,6 +59,13 @@ def mcp_tool(server: str, tool: Any) -> McpTool:
         description=tool.description or tool.title or "",
         input_schema=schema,
     )
+
+
+def as_server(tool: McpTool, server: str) -> McpTool:
+    """``tool`` as offered under the name ``server`` (one server may have a name per project)."""
+    if tool.server == server:
+        return tool
+    return replace(tool, name=qualified_name(server, tool.tool), server=server)
 
 
 def tool_result(result: Any) -> ToolResult:

@@ -1,8 +1,10 @@
-"""MCP server configuration: three sources, override order, ${VAR}, malformed entries."""
+"""MCP server configuration: three sources, override order, ${VAR}, malformed entries, and
+what makes two configs the same server."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -135,3 +137,49 @@ def test_broken_files_and_bad_names(project: Path) -> None:
     assert errors[2].startswith(f"{mcp_json}: not JSON")
     _write(project / ".mcp.json", json.dumps({"mcpServers": ["a", "list"]}))
     assert load_mcp_servers(str(project), {})[1][-1] == f"{mcp_json}: mcpServers must be a table of servers"
+
+
+def _program(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_commands_are_resolved_as_the_server_would_be_started(project: Path, tmp_path: Path) -> None:
+    program = _program(tmp_path / "bin" / "srv")
+    local = _program(project / "tools" / "local-srv")
+    _write(project / ".roost" / "config.toml", '[mcp.servers.toml]\ncommand = "srv"\nargs = ["-v"]\n')
+    _write(project / ".mcp.json", json.dumps({"mcpServers": {
+        "bare": {"command": "srv", "args": ["-v"]},
+        "full": {"command": str(program), "args": ["-v"]},
+        "own-path": {"command": "srv", "env": {"PATH": str(tmp_path / "elsewhere")}},
+        "missing": {"command": "roost-no-such-program"},
+        "relative": {"command": "./local-srv", "cwd": "tools"},
+    }}))
+    servers, errors = load_mcp_servers(str(project), {"PATH": f"{tmp_path / 'nowhere'}:{program.parent}"})
+    assert errors == []
+    assert servers["bare"].command == str(program)
+    # the program found on PATH and its absolute path, in two files: one server
+    assert servers["bare"].identity == servers["full"].identity == servers["toml"].identity
+    # the server's own PATH is the one it is looked up on; not found: kept as configured
+    assert servers["own-path"].command == "srv"
+    assert servers["missing"].command == "roost-no-such-program"
+    # a path with a '/' is relative to the server's folder
+    assert servers["relative"].command == str(local)
+
+
+def test_identity_is_what_runs_not_name_file_timeout_or_enabled() -> None:
+    base = McpServerConfig("a", "stdio", command="/bin/srv", args=("x",), env={"K": "1", "J": "2"}, cwd="/p")
+    same = McpServerConfig(
+        "b", "stdio", command="/bin/srv", args=("x",), env={"J": "2", "K": "1"}, cwd="/p",
+        timeout=5, enabled=False, source="other.toml",
+    )
+    assert base.identity == same.identity and hash(base.identity) == hash(same.identity)
+    for change in ({"command": "/bin/other"}, {"args": ("y",)}, {"env": {"K": "1"}}, {"cwd": "/q"}):
+        assert replace(base, **change).identity != base.identity, change
+    web = McpServerConfig("w", "http", url="https://x.example/mcp", headers={"A": "1"})
+    assert replace(web, name="v", timeout=1.0, source="s").identity == web.identity
+    assert replace(web, headers={"A": "2"}).identity != web.identity
+    assert replace(web, url="https://y.example/mcp").identity != web.identity
+    assert web.identity != replace(base, name="w").identity

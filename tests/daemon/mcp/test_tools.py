@@ -6,7 +6,7 @@ import base64
 
 import mcp_types as types
 
-from roost.daemon.mcp._tools import mcp_tool, qualified_name, selected, split_name, tool_result
+from roost.daemon.mcp._tools import as_server, mcp_tool, qualified_name, selected, split_name, tool_result
 
 
 def test_names() -> None:
@@ -19,6 +19,10 @@ def test_names() -> None:
     tool = types.Tool(name="read.file", title="Read", input_schema={"type": "object"})
     assert mcp_tool("fs", tool).description == "Read"
     assert (mcp_tool("fs", tool).name, mcp_tool("fs", tool).tool) == ("fs__read_file", "read.file")
+    # one server, named otherwise in another project's config
+    renamed = as_server(mcp_tool("fs", tool), "files")
+    assert (renamed.name, renamed.server, renamed.tool) == ("files__read_file", "files", "read.file")
+    assert as_server(mcp_tool("fs", tool), "fs") == mcp_tool("fs", tool)
 
 
 def test_text_images_and_other_blocks() -> None:
