@@ -11,6 +11,7 @@ import click
 from roost.protocol import RpcError
 
 from ._connect import connect, refused, socket_path
+from ._render import untrusted
 
 
 @click.group(invoke_without_command=True)
@@ -20,8 +21,9 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
     """List the MCP servers configured for this folder: state, pid or URL, tools, last error.
 
     Servers come from [mcp.servers.NAME] in the user's config.toml and the project's
-    .roost/config.toml, and from the project's .mcp.json. The daemon starts a server when a
-    session first needs its tools and restarts it when it dies. A server is what it runs
+    .roost/config.toml, and from the project's .mcp.json. A project's servers start only in
+    a folder you trusted (roost trust); until then they are listed as untrusted. The daemon
+    starts a server when a session first needs its tools and restarts it when it dies. A server is what it runs
     (command, args, env, cwd; or URL, headers), not its name: folders whose configs name
     the same server share it, and another folder's server of the same name is another.
 
@@ -50,6 +52,8 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"{'NAME':<16} {'STATE':<9} {'TOOLS':>5}  {'PID / URL':<30} ERROR")
     for server in servers:
         click.echo(_row(server))
+    if listing.get("untrusted"):
+        click.echo(untrusted(listing["untrusted"]), err=True)
 
 
 @mcp.command()

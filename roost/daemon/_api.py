@@ -446,15 +446,23 @@ class Api:
 
     async def mcp_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
-        listing = self.conductor.mcp.status(setup.mcp) if self.conductor.mcp is not None else []
-        return {"servers": listing, "problems": list(setup.mcp_problems)}
+        found = setup.mcp_config
+        listing = self.conductor.mcp.status(found.servers, found.untrusted) if self.conductor.mcp is not None else []
+        return {"servers": listing, "problems": list(found.problems), "untrusted": setup.untrusted_notice()}
 
     async def mcp_restart(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
         mcp = self.conductor.mcp
-        servers = (await self._folder(_cwd(params.get("cwd")), _environ(params))).mcp
+        setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
+        servers = setup.mcp
         name = params["name"]
         if mcp is None or name not in servers:
+            untrusted = setup.mcp_config.untrusted.get(name)
+            if untrusted is not None:
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"the MCP server {name!r} ({untrusted.source}) is not trusted: review it with roost trust {setup.root}",
+                )
             raise RpcError(ErrorCode.INVALID_PARAMS, f"no MCP server {name!r} is configured here ({', '.join(sorted(servers)) or 'none'})")
         # The server that name is here: another folder's server of that name is not touched.
         mine = {name: servers[name]}

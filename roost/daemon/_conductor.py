@@ -302,7 +302,7 @@ class Conductor:
         if self.mcp is None:
             return (), {}
         servers = dict(setup.mcp)
-        for problem in setup.mcp_problems:
+        for problem in setup.mcp_config.problems:
             log.warning("MCP config: %s", problem)
         if agent.tools is not None:
             servers = _servers_of(servers, agent.tools)

@@ -19,7 +19,8 @@ from ._config import Config, load_config
 from ._environ import tool_environment
 from ._project import project_root
 from ._trust import Trust, Widening
-from .mcp import McpServerConfig, load_mcp_servers
+from .mcp import McpServerConfig
+from .mcp import McpServers, load_mcp_servers
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +32,14 @@ class FolderSetup:
     root: str
     config: Config
     agents: AgentSet
-    mcp: Mapping[str, McpServerConfig]
-    mcp_problems: tuple[str, ...]
+    mcp_config: McpServers
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
 
     @property
     def widening(self) -> tuple[Widening, ...]:
         """Everything the project's files say that widens, trusted or not."""
-        return self.config.widening + self.agents.widening
+        return self.config.widening + self.agents.widening + self.mcp_config.widening
 
     @property
     def ignored(self) -> tuple[Widening, ...]:
@@ -57,6 +57,11 @@ class FolderSetup:
             "hint": f"roost trust {self.root}",
         }
 
+    @property
+    def mcp(self) -> Mapping[str, McpServerConfig]:
+        """The MCP servers runs in this folder may use, by name."""
+        return self.mcp_config.servers
+
     def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
         """``environ`` as tool processes, hooks and MCP servers get it (no secrets)."""
         keys = [p.api_key_env for p in self.config.providers.values() if p.api_key_env]
@@ -72,5 +77,5 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
     root = project_root(cwd) or Path(cwd)
     config = load_config(cwd, environ, trust)
     agents = load_agents(cwd, trust)
-    servers, problems = load_mcp_servers(cwd, environ)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, tuple(problems), trust.has_folder(root))
+    servers = load_mcp_servers(cwd, environ, trust)
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root))

@@ -11,7 +11,8 @@ import pytest
 import trio
 
 from roost.daemon._server import Daemon
-from roost.daemon._trust import Trust, digest
+from roost.daemon._paths import state_dir
+from roost.daemon._trust import Trust, TrustStore, digest
 from roost.protocol.trio_client import TrioClient, open_client
 
 
@@ -54,6 +55,12 @@ def project(tmp_path: Path) -> Path:
 def trusting(*files: Path) -> Trust:
     """A trust snapshot in which ``files`` are trusted with their content as it is now."""
     return Trust({"/": {str(f): digest(f.read_bytes()) for f in files}})
+
+
+def trust_files(root: Path, *files: Path) -> None:
+    """Record ``files`` of the project ``root`` as trusted as they are now, in the store the
+    daemon reads (what ``roost trust --yes`` records for them)."""
+    TrustStore(state_dir() / "trust.json").add(str(root), {str(f): digest(f.read_bytes()) for f in files})
 
 
 async def trust(client: TrioClient, folder: Path) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def test_two_sessions_share_mcp_servers_that_survive_a_kill(e2e: E2E) -> None:
         "everything": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
         "broken": {"command": "roost-no-such-server"},
     }}))
+    e2e.ok("trust", "--yes")
     model = e2e.script(
         [use("time__get_current_time", timezone="UTC"), use("everything__echo", message="hello mcp")],
         [text("Done.")],
@@ -68,6 +69,7 @@ def test_mcp_tools_ask_in_agent_mode(e2e: E2E) -> None:
     (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
         "time": {"command": str(TIME_EXE), "args": ["--local-timezone", "UTC"]},
     }}))
+    e2e.ok("trust", "--yes")
     model = e2e.script([use("time__get_current_time", timezone="UTC")], [text("Done.")])
     session = json.loads(e2e.ok("dispatch", "time?", "--model", model, "--detach", "--json").stdout)["session"]
     [row] = wait_until(lambda: e2e.json_out("pending", "--json"), 20, what="the permission request")
@@ -75,3 +77,30 @@ def test_mcp_tools_ask_in_agent_mode(e2e: E2E) -> None:
     e2e.ok("approve", session, row["call_id"])
     events = e2e.wait_event(session, lambda e: e["type"] == "run.finished", timeout=20)
     assert events[-1]["reason"] == "done"
+
+
+def test_an_untrusted_mcp_json_starts_nothing_until_trusted(e2e: E2E) -> None:
+    _need(EVERYTHING_JS)
+    marker = e2e.project / "server-started"
+    mcp_json = e2e.project / ".mcp.json"
+    mcp_json.write_text(json.dumps({"mcpServers": {
+        "ev": {"command": "sh", "args": ["-c", f'touch "{marker}"; exec node "{EVERYTHING_JS}" stdio']},
+    }}))
+    model = e2e.script([use("ev__echo", message="hi")], [text("Done.")])
+    for mode in ("plan", "full"):
+        done = e2e.ok("dispatch", "go", "--model", model, "--mode", mode, "--json")
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        notice = next(e for e in events if e["type"] == "project.untrusted")
+        assert [(i["kind"], i["name"]) for i in notice["ignored"]] == [("mcp server", "ev")]
+        assert "ev__echo" not in next(e for e in events if e["type"] == "run.started")["tools"]
+    assert not marker.exists()
+    listed = servers(e2e)
+    assert listed["ev"]["state"] == "untrusted" and listed["ev"]["pid"] is None
+    assert "not trusted, so ignored: mcp server ev" in e2e.ok("mcp").stderr
+
+    e2e.ok("trust", "--yes")
+    done = e2e.ok("dispatch", "go", "--model", e2e.script([use("ev__echo", message="hi")], [text("Done.")]), "--yes")
+    assert "Echo: hi" in done.stdout and marker.exists()
+    # A pull adds an argument: the server is someone else's word again.
+    mcp_json.write_text(mcp_json.read_text().replace("stdio", "stdio --more"))
+    assert servers(e2e)["ev"]["state"] == "untrusted"

@@ -6,7 +6,7 @@ per server (keyed by what the server is, never by its name) shared by every sess
 configuration has it, restarts a crashed one, and offers their tools as ``server__tool``.
 """
 
-from ._config import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers
+from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers
 from ._manager import McpManager, UnknownServer
 from ._tools import McpTool
 
@@ -14,6 +14,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "McpManager",
     "McpServerConfig",
+    "McpServers",
     "McpTool",
     "UnknownServer",
     "load_mcp_servers",

@@ -23,9 +23,16 @@ Sources, each overriding the earlier ones server by server:
     [mcp.servers.github]                   # no command and no url: changes the entry of
     enabled = false                        # that name from an earlier source
 
-``${VAR}`` and ``${VAR:-default}`` are expanded from the daemon's environment in command, args,
-env values, url and headers; an unset variable without a default makes the entry malformed.
-A malformed entry is left out and reported (file and server named); the others still load.
+``${VAR}`` and ``${VAR:-default}`` are expanded from the dispatching client's environment in
+command, args, env values, url and headers; an unset variable without a default makes the
+entry malformed. A malformed entry is left out and reported (file and server named); the
+others still load.
+
+A project's servers start programs and send requests where its files say: they are
+widening (see ``roost.daemon._trust``). An entry of a project file that is not trusted with
+its current content is reported as a :class:`~roost.daemon._trust.Widening` and kept in
+:attr:`McpServers.untrusted` (listed, never started); only an entry that does nothing but
+switch an earlier server off (``enabled = false``) applies untrusted, since it narrows.
 
 A server is what it runs, not what it is called: a stdio command is resolved once loaded (on
 the ``PATH`` the server will get, a relative path against its ``cwd``) and started as
@@ -39,13 +46,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from roost.daemon._files import read_bounded
 from roost.daemon._project import project_config_file, project_root, user_config_file
+from roost.daemon._trust import NO_TRUST, Trust, Widening, digest
 
 #: Seconds a tool call may take unless the entry says otherwise.
 DEFAULT_TIMEOUT = 60.0
@@ -105,6 +115,20 @@ class McpServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class McpServers:
+    """The MCP servers configured for a folder, and what its project files would add."""
+
+    #: The servers runs may use, by name.
+    servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    #: A message for each file or entry that could not be used.
+    problems: tuple[str, ...] = ()
+    #: The project's entries that start or reach a server, each marked trusted or not.
+    widening: tuple[Widening, ...] = ()
+    #: Servers of project files that are not trusted, by name: listed, never started.
+    untrusted: Mapping[str, McpServerConfig] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class _Place:
     """A config file and what its entries are relative to."""
 
@@ -115,6 +139,9 @@ class _Place:
     default_cwd: str | None
     #: Unknown keys are errors in our own files; .mcp.json may carry other tools' keys.
     strict: bool
+    #: A project's file (its servers need trust), and the folder it must not lead out of.
+    project: bool = False
+    within: Path | None = None
 
     @property
     def source(self) -> str:
@@ -125,13 +152,12 @@ class _Malformed(Exception):
     """One entry cannot be used; the message says why (without file or server)."""
 
 
-def load_mcp_servers(
-    cwd: str | None, environ: Mapping[str, str]
-) -> tuple[dict[str, McpServerConfig], list[str]]:
-    """The MCP servers configured for ``cwd``, by name, and the problems found.
+def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> McpServers:
+    """The MCP servers configured for ``cwd``: those runs may use, and those of project
+    files ``trust`` does not cover.
 
     ``environ`` expands ``${VAR}``, and its ``PATH`` (unless an entry's env has its own) is
-    where a stdio command is looked up.
+    where a stdio command is looked up. Reads files: call it in a worker thread.
 
     Error handling:
         Never raises for a bad file or entry: a file that cannot be read or parsed, or an
@@ -139,28 +165,65 @@ def load_mcp_servers(
         other files and entries still load.
     """
     servers: dict[str, McpServerConfig] = {}
+    untrusted: dict[str, McpServerConfig] = {}
+    widening: list[Widening] = []
     errors: list[str] = []
     root = project_root(cwd)
+    within = None if root is None or trust.has_folder(root) else root
     user = user_config_file()
     # The user's servers run in the daemon's folder; a project's run in the project.
-    places = [_Place(user, user.parent, None, strict=True)]
+    places = [(_Place(user, user.parent, None, strict=True), ("mcp", "servers"))]
     project = project_config_file(cwd)
     if project is not None:
         holder = project.parent.parent  # the folder holding .roost/
-        places.append(_Place(project, holder, str(holder), strict=True))
-    for place in places:
-        if place.path.is_file():
-            data = _read_toml(place.path, errors)
-            where = f"{place.path}: [mcp.servers]"
-            for name, entry in _section(data, ("mcp", "servers"), where, errors).items():
-                _add(servers, errors, name, entry, f"{place.path}: [mcp.servers.{name}]", place, environ)
-    if root is not None and (root / ".mcp.json").is_file():
-        place = _Place(root / ".mcp.json", root, str(root), strict=False)
-        data = _read_json(place.path, errors)
-        for name, entry in _section(data, ("mcpServers",), f"{place.path}: mcpServers", errors).items():
-            _add(servers, errors, name, entry, f"{place.path}: mcpServers.{name}", place, environ)
+        places.append((_Place(project, holder, str(holder), True, True, within), ("mcp", "servers")))
+    if root is not None and os.path.lexists(root / ".mcp.json"):
+        places.append((_Place(root / ".mcp.json", root, str(root), False, True, within), ("mcpServers",)))
+    for place, keys in places:
+        if not place.project and not place.path.is_file():
+            continue
+        raw = _read(place, errors)
+        if raw is None:
+            continue
+        trusted = not place.project or trust.covers(place.path, raw)
+        data = _decode(place, raw, errors)
+        table = ".".join(keys)
+        for name, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
+            where = f"{place.path}: {table}.{name}" if keys == ("mcpServers",) else f"{place.path}: [mcp.servers.{name}]"
+            try:
+                config = _parse(name, entry, servers.get(name), place, environ)
+            except _Malformed as exc:
+                errors.append(f"{where}: {exc}")
+                continue
+            if not place.project or _only_disables(entry):
+                servers[name] = config
+                continue
+            widening.append(Widening("mcp server", name, _describe(config), place.source, digest(raw), trusted))
+            if trusted:
+                servers[name] = config
+            else:
+                untrusted[name] = config
     # Only now: a later source may still change an entry's env (its PATH) or cwd.
-    return {name: _resolved(config, environ) for name, config in servers.items()}, errors
+    return McpServers(
+        {name: _resolved(config, environ) for name, config in servers.items()},
+        tuple(errors),
+        tuple(widening),
+        {name: _resolved(config, environ) for name, config in untrusted.items()},
+    )
+
+
+def _only_disables(entry: Any) -> bool:
+    """An entry that only switches an earlier server off: it narrows, trusted or not."""
+    return isinstance(entry, dict) and entry.get("enabled") is False and set(entry) <= {"enabled", "type", "transport"}
+
+
+def _describe(config: McpServerConfig) -> str:
+    """What a server entry would start or reach, as ``roost trust`` shows it."""
+    if config.transport == "http":
+        headers = f" (headers: {', '.join(sorted(config.headers))})" if config.headers else ""
+        return f"{config.url}{headers}"
+    env = f" (env: {', '.join(sorted(config.env))})" if config.env else ""
+    return shlex.join([config.command or "", *config.args]) + env
 
 
 def expand(value: str, environ: Mapping[str, str]) -> str:
@@ -206,24 +269,24 @@ def _program(command: str, cwd: str | None, path: str) -> str:
     return os.path.abspath(found) if found else command
 
 
-def _read_toml(path: Path, errors: list[str]) -> Any:
+def _read(place: _Place, errors: list[str]) -> bytes | None:
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return read_bounded(place.path, within=place.within)
+    except OSError as exc:
+        errors.append(f"{place.path}: {exc.strerror or exc}")
+    return None
+
+
+def _decode(place: _Place, raw: bytes, errors: list[str]) -> Any:
+    try:
+        text = raw.decode("utf-8-sig")
+        return json.loads(text) if place.path.suffix == ".json" else tomllib.loads(text)
+    except UnicodeDecodeError:
+        errors.append(f"{place.path}: not UTF-8 text")
     except tomllib.TOMLDecodeError as exc:
-        errors.append(f"{path}: {exc}")
-    except OSError as exc:
-        errors.append(f"{path}: {exc.strerror}")
-    return {}
-
-
-def _read_json(path: Path, errors: list[str]) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        errors.append(f"{place.path}: {exc}")
     except ValueError as exc:
-        errors.append(f"{path}: not JSON ({exc})")
-    except OSError as exc:
-        errors.append(f"{path}: {exc.strerror}")
+        errors.append(f"{place.path}: not JSON ({exc})")
     return {}
 
 
@@ -237,21 +300,6 @@ def _section(data: Any, keys: tuple[str, ...], where: str, errors: list[str]) ->
         errors.append(f"{where} must be a table of servers")
         return {}
     return data
-
-
-def _add(
-    servers: dict[str, McpServerConfig],
-    errors: list[str],
-    name: str,
-    entry: Any,
-    where: str,
-    place: _Place,
-    environ: Mapping[str, str],
-) -> None:
-    try:
-        servers[name] = _parse(name, entry, servers.get(name), place, environ)
-    except _Malformed as exc:
-        errors.append(f"{where}: {exc}")
 
 
 def _parse(

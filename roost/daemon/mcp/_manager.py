@@ -159,11 +159,17 @@ class McpManager:
         limit = config.timeout if timeout is None else timeout
         return await connection.call(server, tool, arguments, timeout=limit, on_progress=on_progress)
 
-    def status(self, servers: Mapping[str, McpServerConfig]) -> list[dict[str, Any]]:
+    def status(
+        self, servers: Mapping[str, McpServerConfig], untrusted: Mapping[str, McpServerConfig] | None = None
+    ) -> list[dict[str, Any]]:
         """One map per server of ``servers``, by name: ``{name, state, transport, pid, url,
         tools, error, restarts, enabled, source, log}``; ``stopped`` when the server that
-        config is does not run (or the config is disabled)."""
-        listing = []
+        config is does not run (or the config is disabled). Servers of ``untrusted`` files
+        are listed ``untrusted``: never started for them."""
+        listing = [
+            status_map(config, "untrusted", log_file(self._log_dir, config), error="its file is not trusted (roost trust)")
+            for _, config in sorted((untrusted or {}).items())
+        ]
         for _, config in sorted(servers.items()):
             connection = self._running(config)
             if connection is not None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from ._config import McpServerConfig
 
-State = Literal["stopped", "starting", "ready", "failed"]
+State = Literal["stopped", "starting", "ready", "failed", "untrusted"]
 
 
 def log_file(log_dir: Path, config: McpServerConfig) -> Path:

@@ -25,7 +25,7 @@ from roost.daemon.mcp import _manager
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import alive
 
-from ..conftest import events_until, finished, text, write_script
+from ..conftest import events_until, finished, text, trust_files, write_script
 from .conftest import EVERYTHING_JS, everything
 
 PROBE = '''
@@ -75,6 +75,7 @@ def projects(tmp_path: Path) -> tuple[Path, Path]:
             "probe": {"command": sys.executable, "args": [str(script)]},
             "shared": {"command": command, "args": [str(EVERYTHING_JS), "stdio"], "cwd": str(shared)},
         }}))
+        trust_files(root, root / ".mcp.json")
         roots.append(root)
     return roots[0], roots[1]
 
@@ -179,6 +180,7 @@ async def test_a_run_keeps_its_server_while_it_lasts_and_an_unused_one_goes(
         (root / ".mcp.json").write_text(json.dumps({"mcpServers": {
             "ev": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"], "env": {"ROOST_V": value}},
         }}))
+        trust_files(root, root / ".mcp.json")
 
     configure("1")
     model = write_script(root, [use("ev__get-env")], [text("done")])
