@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -40,6 +41,18 @@ async def client(daemon: Daemon) -> AsyncIterator[TrioClient]:
     """A trio client connected to the daemon."""
     async with open_client(daemon.socket_path) as c:
         yield c
+
+
+@asynccontextmanager
+async def serving(db: Path) -> AsyncIterator[Daemon]:
+    """A daemon on ROOST_SOCKET over ``db``, stopped (gracefully) on exit."""
+    d = Daemon(Path(os.environ["ROOST_SOCKET"]), db)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(d.serve)
+        try:
+            yield d
+        finally:
+            d.stopping.set()
 
 
 @pytest.fixture

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 import trio
@@ -15,7 +13,7 @@ from roost.daemon._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 
-from .conftest import bash, events_until, finished, stored, text, trust, write_script
+from .conftest import bash, events_until, finished, serving, stored, text, trust, write_script
 
 
 def asked(event: dict[str, Any]) -> bool:
@@ -24,18 +22,6 @@ def asked(event: dict[str, Any]) -> bool:
 
 def of_type(events: list[dict[str, Any]], type: str) -> list[dict[str, Any]]:
     return [e for e in events if e.get("type") == type]
-
-
-@asynccontextmanager
-async def serving(db: Path) -> AsyncIterator[Daemon]:
-    """A daemon on ROOST_SOCKET over ``db``, stopped (gracefully) on exit."""
-    d = Daemon(Path(os.environ["ROOST_SOCKET"]), db)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(d.serve)
-        try:
-            yield d
-        finally:
-            d.stopping.set()
 
 
 async def test_two_clients_race_to_approve_and_exactly_one_wins(

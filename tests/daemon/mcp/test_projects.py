@@ -13,19 +13,17 @@ import json
 import os
 import shutil
 import sys
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 import trio
 
-from roost.daemon._server import Daemon
 from roost.daemon.mcp import _manager
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import alive
 
-from ..conftest import events_until, finished, text, trust_files, write_script
+from ..conftest import events_until, finished, serving, text, trust_files, write_script
 from .conftest import EVERYTHING_JS, everything
 
 PROBE = '''
@@ -135,18 +133,6 @@ async def test_a_sub_agent_reaches_its_own_projects_servers(client: TrioClient, 
     assert events[-1]["reason"] == "done"
     [nested] = [e for e in events if e["type"] == "tool.finished" and e.get("path")]
     assert nested["name"] == "probe__where" and nested["result"].endswith(f" in {alpha}: the note of alpha")
-
-
-@asynccontextmanager
-async def serving(db: Path) -> AsyncIterator[Daemon]:
-    """A daemon on ROOST_SOCKET over ``db``, stopped (gracefully) on exit."""
-    d = Daemon(Path(os.environ["ROOST_SOCKET"]), db)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(d.serve)
-        try:
-            yield d
-        finally:
-            d.stopping.set()
 
 
 async def test_a_run_resumed_after_a_restart_reaches_its_own_server(
