@@ -539,11 +539,19 @@ class Api:
         return {"folders": await self._with_trust(_trust_listing)}
 
     async def trust_remove(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        folder = os.path.realpath(os.path.expanduser(params["folder"]))
-        removed = await self._with_trust(lambda store: store.remove(folder))
+        given = os.path.abspath(os.path.expanduser(params["folder"]))
+
+        def remove(store: TrustStore) -> str | None:
+            # Recorded as the folder was reached (through a link, say), or as its real path.
+            for folder in dict.fromkeys((given, os.path.realpath(given))):
+                if store.remove(folder):
+                    return folder
+            return None
+
+        removed = await self._with_trust(remove)
         if removed:
-            log.info("no longer trusted: %s", folder)
-        return {"ok": True, "removed": removed, "folder": folder}
+            log.info("no longer trusted: %s", removed)
+        return {"ok": True, "removed": removed is not None, "folder": removed or given}
 
     async def _with_trust(self, use: Callable[[TrustStore], _T]) -> _T:
         """``use(store)`` in a worker thread; a broken store is CONFIG_INVALID."""

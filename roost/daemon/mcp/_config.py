@@ -190,15 +190,18 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
         table = ".".join(keys)
         for name, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
             where = f"{place.path}: {table}.{name}" if keys == ("mcpServers",) else f"{place.path}: [mcp.servers.{name}]"
+            # An untrusted file's values stay unexpanded: its ${VAR} must not pull the
+            # user's secrets into a listing or an event.
+            values = environ if trusted or _only_disables(entry) else _UNEXPANDED
             try:
-                config = _parse(name, entry, servers.get(name), place, environ)
+                config = _parse(name, entry, servers.get(name), place, values)
             except _Malformed as exc:
                 errors.append(f"{where}: {exc}")
                 continue
             if not place.project or _only_disables(entry):
                 servers[name] = config
                 continue
-            widening.append(Widening("mcp server", name, _describe(config), place.source, digest(raw), trusted))
+            widening.append(Widening("mcp server", name, _describe(entry), place.source, digest(raw), trusted))
             if trusted:
                 servers[name] = config
             else:
@@ -208,7 +211,7 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
         {name: _resolved(config, environ) for name, config in servers.items()},
         tuple(errors),
         tuple(widening),
-        {name: _resolved(config, environ) for name, config in untrusted.items()},
+        untrusted,
     )
 
 
@@ -217,13 +220,26 @@ def _only_disables(entry: Any) -> bool:
     return isinstance(entry, dict) and entry.get("enabled") is False and set(entry) <= {"enabled", "type", "transport"}
 
 
-def _describe(config: McpServerConfig) -> str:
-    """What a server entry would start or reach, as ``roost trust`` shows it."""
-    if config.transport == "http":
-        headers = f" (headers: {', '.join(sorted(config.headers))})" if config.headers else ""
-        return f"{config.url}{headers}"
-    env = f" (env: {', '.join(sorted(config.env))})" if config.env else ""
-    return shlex.join([config.command or "", *config.args]) + env
+def _describe(entry: Mapping[str, Any]) -> str:
+    """What a (checked) server entry would start or reach, as its file writes it: values
+    unexpanded, header and env values left out."""
+    names = {key: f" ({key}: {', '.join(sorted(entry[key]))})" for key in ("env", "headers") if entry.get(key)}
+    if "url" in entry:
+        return entry["url"] + names.get("headers", "")
+    if "command" in entry:
+        return shlex.join([entry["command"], *entry.get("args", [])]) + names.get("env", "")
+    changed = sorted(set(entry) - {"type", "transport"})
+    return f"changes {', '.join(changed)} of a server of that name" + names.get("env", "")
+
+
+class _Unexpanded(dict):  # type: ignore[type-arg]
+    """An environment in which every ``${VAR}`` stands for itself."""
+
+    def get(self, name: str, default: Any = None) -> str:
+        return f"${{{name}}}"
+
+
+_UNEXPANDED = _Unexpanded()
 
 
 def expand(value: str, environ: Mapping[str, str]) -> str:
