@@ -12,6 +12,7 @@ from ._errors import (
     ConnectionClosed,
     ErrorCode,
     FrameTooLarge,
+    NotPrivate,
     ProtocolError,
     RoostError,
     RpcError,
@@ -28,6 +29,7 @@ from ._methods import (
     Method,
     Param,
 )
+from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "METHODS_BY_NAME",
     "Message",
     "Method",
+    "NotPrivate",
     "Notification",
     "PROTOCOL_VERSION",
     "Param",
@@ -52,11 +55,14 @@ __all__ = [
     "RoostError",
     "RpcError",
     "RpcSession",
+    "check_peer",
+    "check_private_dir",
     "default_socket_path",
     "encode",
     "error_table",
     "notification_map",
     "pack",
     "parse",
+    "peer_credentials",
     "result_of",
 ]

@@ -29,6 +29,7 @@ from ._errors import ConnectionClosed
 from ._framing import DEFAULT_MAX_FRAME
 from ._messages import Notification, Response
 from ._methods import PROTOCOL_VERSION
+from ._private import check_peer
 from ._session import RpcSession, result_of
 
 _READ_SIZE = 256 * 1024
@@ -60,14 +61,20 @@ class Client:
     ) -> Client:
         """Connect to the daemon's socket and (by default) say hello.
 
+        The process that serves the socket must run as the same user as this one (checked
+        where the system tells: ``SO_PEERCRED`` on Linux).
+
         Raises:
             OSError: nothing listens on the socket (``FileNotFoundError``,
                 ``ConnectionRefusedError``).
+            NotPrivate: a process of another user serves the socket.
         """
+        where = os.fspath(path if path is not None else default_socket_path())
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
-            sock.connect(os.fspath(path if path is not None else default_socket_path()))
+            sock.connect(where)
+            check_peer(sock, where)
         except BaseException:
             sock.close()
             raise

@@ -10,7 +10,8 @@ Exception tree::
     ├── RpcError               an error response from the peer (has .code, .message, .data)
     ├── ProtocolError          the byte stream is not msgpack-RPC (has .code)
     │   └── FrameTooLarge      one message exceeds the maximum frame size
-    └── ConnectionClosed       the peer went away
+    ├── ConnectionClosed       the peer went away
+    └── NotPrivate             the socket's folder, or the process serving it, is not ours
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ class FrameTooLarge(ProtocolError):
 
 class ConnectionClosed(RoostError):
     """The peer closed the connection (or it broke) before the answer came."""
+
+
+class NotPrivate(RoostError):
+    """A folder or socket that must be ours alone is not: a symbolic link, another user's, or
+    writable by others; or another user's process serves the socket. The message says
+    which, and what to do."""
 
 
 def error_table() -> list[dict[str, Any]]:
