@@ -7,7 +7,7 @@ and the stdlib only.
 """
 
 from ._address import default_socket_path
-from ._client import Client, notification_map
+from ._client import DEFAULT_TIMEOUT, Client, notification_map
 from ._errors import (
     ConnectionClosed,
     ErrorCode,
@@ -16,6 +16,7 @@ from ._errors import (
     ProtocolError,
     RoostError,
     RpcError,
+    Timeout,
     error_table,
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
@@ -38,6 +39,7 @@ __all__ = [
     "Client",
     "ConnectionClosed",
     "DEFAULT_MAX_FRAME",
+    "DEFAULT_TIMEOUT",
     "Decoder",
     "ErrorCode",
     "FrameTooLarge",
@@ -55,6 +57,7 @@ __all__ = [
     "RoostError",
     "RpcError",
     "RpcSession",
+    "Timeout",
     "check_peer",
     "check_private_dir",
     "default_socket_path",

@@ -11,6 +11,7 @@ Exception tree::
     ├── ProtocolError          the byte stream is not msgpack-RPC (has .code)
     │   └── FrameTooLarge      one message exceeds the maximum frame size
     ├── ConnectionClosed       the peer went away
+    ├── Timeout                the daemon showed no sign of life for the client's timeout
     └── NotPrivate             the socket's folder, or the process serving it, is not ours
 """
 
@@ -111,6 +112,13 @@ class FrameTooLarge(ProtocolError):
 
 class ConnectionClosed(RoostError):
     """The peer closed the connection (or it broke) before the answer came."""
+
+
+class Timeout(RoostError):
+    """The daemon stayed silent for the client's whole timeout, even to a ``status`` check.
+
+    The connection is of no further use: close it.
+    """
 
 
 class NotPrivate(RoostError):
