@@ -166,11 +166,12 @@ def _private_file(path: str) -> int:
 
 
 def daemon_log() -> str:
-    """Where the daemon started by default writes its log (as the daemon computes it)."""
-    # Imported here: only the error message that names the log pays for it.
-    import platformdirs
-
-    return os.path.join(platformdirs.user_log_dir("roost", appauthor=False), "roostd.log")
+    """Where the daemon writes its log: platformdirs' user log dir, found with the standard
+    library because the CLI does not import platformdirs."""
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Logs/roost/roostd.log")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "roost", "log", "roostd.log")
 
 
 def resolve_session(client: Client, given: str) -> str:
