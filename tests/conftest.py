@@ -13,7 +13,8 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def roost_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """Point ROOST_SOCKET and the XDG dirs at temp folders; drop provider keys.
+    """Point ROOST_SOCKET and the XDG dirs at temp folders; drop provider keys and the
+    user's ROOST_MODEL and ROOST_TIMEOUT.
 
     The socket lives in a short folder under /tmp because AF_UNIX paths are limited to
     about 107 bytes and pytest's tmp paths are long.
@@ -32,7 +33,7 @@ def roost_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
     for var in list(os.environ):
-        if var.startswith(("ANTHROPIC_", "OPENAI_", "ROOST_MODEL")):
+        if var.startswith(("ANTHROPIC_", "OPENAI_", "ROOST_MODEL", "ROOST_TIMEOUT")):
             monkeypatch.delenv(var)
     try:
         yield short

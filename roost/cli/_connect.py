@@ -1,14 +1,30 @@
-"""Reaching the daemon from the CLI: connect, or start it and wait for its socket."""
+"""Reaching the daemon from the CLI: connect, or start it and wait for its socket.
+
+Other users of the machine are kept out before anything happens: the socket's folder must
+be a real folder of ours that no one else can write to (created 0700 when missing), the
+daemon must run as us, and the one file the CLI writes (``<socket>.stderr``, when it starts
+the daemon) is never written through a symbolic link. A daemon that stops answering is an
+error after ``ROOST_TIMEOUT`` seconds of silence, never a hang.
+"""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
 
 import click
 
-from roost.protocol import Client, ErrorCode, RpcError, default_socket_path
+from roost.protocol import (
+    DEFAULT_TIMEOUT,
+    Client,
+    ErrorCode,
+    NotPrivate,
+    RpcError,
+    check_private_dir,
+    default_socket_path,
+)
 
 #: Seconds a command waits for a daemon it started to listen.
 START_TIMEOUT = 15.0
@@ -31,15 +47,65 @@ def socket_path(explicit: str | None) -> str:
     return explicit or default_socket_path()
 
 
-def connect(path: str, *, start: bool = True) -> Client:
-    """A client connected to the daemon at ``path``, starting the daemon if needed."""
+def call_timeout() -> float | None:
+    """Seconds of silence after which a command gives up on the daemon: ``ROOST_TIMEOUT``,
+    else 30; ``0`` waits for ever (None)."""
+    raw = os.environ.get("ROOST_TIMEOUT", "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
     try:
-        return Client.connect(path, client="roost-cli")
-    except (FileNotFoundError, ConnectionRefusedError):
-        if not start:
-            raise DaemonError(f"no roost daemon is running on {path}") from None
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise click.UsageError(f"ROOST_TIMEOUT must be a number of seconds (0: no limit), not {raw!r}")
+    return seconds or None
+
+
+def connect(path: str, *, start: bool = True) -> Client:
+    """A client connected to the daemon at ``path``, starting the daemon if needed.
+
+    Raises:
+        DaemonError: no daemon runs (and ``start`` is false) or it could not be started; the
+            socket's folder is not safe (see :func:`check_socket_dir`).
+        NotPrivate: a process of another user serves the socket.
+    """
+    client = try_connect(path)
+    if client is not None:
+        return client
+    if not start:
+        raise DaemonError(f"no roost daemon is running on {path}")
     start_daemon(path)
-    return Client.connect(path, client="roost-cli")
+    return Client.connect(path, client="roost-cli", timeout=call_timeout())
+
+
+def try_connect(path: str) -> Client | None:
+    """A client connected to the daemon at ``path``, or None when none listens there.
+
+    Creates nothing; the socket's folder is checked first.
+    """
+    if not check_socket_dir(path, create=False):
+        return None
+    try:
+        return Client.connect(path, client="roost-cli", timeout=call_timeout())
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None
+
+
+def check_socket_dir(path: str, *, create: bool) -> bool:
+    """Check the folder of the socket ``path`` (see :func:`roost.protocol.check_private_dir`);
+    False when it does not exist (and ``create`` is false).
+
+    Raises:
+        DaemonError: the folder is a symbolic link, not a folder, another user's, or
+            writable by others; the message says what to do.
+    """
+    try:
+        return check_private_dir(os.path.dirname(path) or ".", create=create)
+    except NotPrivate as exc:
+        raise DaemonError(
+            f"unsafe socket folder: {exc}; or use a socket elsewhere (set XDG_RUNTIME_DIR or ROOST_SOCKET)"
+        ) from None
 
 
 def start_daemon(path: str) -> int:
@@ -47,9 +113,9 @@ def start_daemon(path: str) -> int:
     # Imported here: only the command that starts the daemon pays for subprocess.
     import subprocess
 
-    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)
+    check_socket_dir(path, create=True)
     errors = path + ".stderr"
-    with open(errors, "wb") as stderr:
+    with os.fdopen(_private_file(errors), "wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "roost.daemon", "--socket", path],
             stdin=subprocess.DEVNULL,
@@ -60,23 +126,52 @@ def start_daemon(path: str) -> int:
         )
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
-        try:
-            Client.connect(path, hello=False).close()
+        if _listening(path):
             return process.pid
-        except (FileNotFoundError, ConnectionRefusedError):
-            pass
         status = process.poll()
         if status is not None:
             # Another command may have started a daemon at the same moment: ours lost the lock.
-            try:
-                Client.connect(path, hello=False).close()
+            if _listening(path):
                 return process.pid
-            except (FileNotFoundError, ConnectionRefusedError):
-                with open(errors, errors="replace") as f:
-                    detail = f.read().strip()
-                raise DaemonError(f"the roost daemon exited with status {status}: {detail}") from None
+            with open(errors, errors="replace") as f:
+                detail = f.read().strip()
+            raise DaemonError(f"the roost daemon exited with status {status}: {detail}")
         time.sleep(0.01)
     raise DaemonError(f"the roost daemon did not listen on {path} within {START_TIMEOUT:g} s")
+
+
+def _listening(path: str) -> bool:
+    try:
+        Client.connect(path, hello=False, timeout=call_timeout()).close()
+    except (FileNotFoundError, ConnectionRefusedError):
+        return False
+    return True
+
+
+def _private_file(path: str) -> int:
+    """A descriptor on ``path``, emptied or created 0600; a symbolic link there is refused
+    (another user may have planted it to make us overwrite a file of ours)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise DaemonError(f"{path} is a symbolic link; roost does not write through one: remove it") from None
+        raise DaemonError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def daemon_log() -> str:
+    """Where the daemon writes its log: platformdirs' user log dir, found with the standard
+    library because the CLI does not import platformdirs."""
+    if sys.platform == "darwin":
+        return os.path.expanduser("~/Library/Logs/roost/roostd.log")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "roost", "log", "roostd.log")
 
 
 def resolve_session(client: Client, given: str) -> str:

@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
-from roost.protocol import Client, ConnectionClosed
+from roost.protocol import ConnectionClosed
 
-from ._connect import DaemonError, connect, socket_path, start_daemon
+from ._connect import DaemonError, connect, socket_path, start_daemon, try_connect
 
 
 @click.command()
@@ -41,9 +41,8 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
 def stop(obj: dict[str, Any]) -> None:
     """Stop the daemon: runs in flight are aborted (and stored), tool processes killed."""
     path = socket_path(obj["socket"])
-    try:
-        client = Client.connect(path, client="roost-cli")
-    except (FileNotFoundError, ConnectionRefusedError):
+    client = try_connect(path)
+    if client is None:
         click.echo("no roost daemon is running")
         return
     with client:
@@ -69,12 +68,11 @@ def daemon(obj: dict[str, Any], foreground: bool) -> None:
     if foreground:
         argv = [sys.executable, "-m", "roost.daemon", "--foreground", "--socket", path]
         os.execv(sys.executable, argv)
-    try:
-        with Client.connect(path, client="roost-cli") as client:
+    client = try_connect(path)
+    if client is not None:
+        with client:
             click.echo(f"a roost daemon is already running (pid {client.info.get('pid')})")
-            return
-    except (FileNotFoundError, ConnectionRefusedError):
-        pass
+        return
     pid = start_daemon(path)
     click.echo(f"started roost daemon (pid {pid}) on {path}")
 

@@ -21,12 +21,14 @@ def follow(
     """Pass every event of ``session`` to ``on_event``, stored ones after ``since`` first.
 
     Returns the ``run.finished`` event of ``until_run`` when it arrives; with no
-    ``until_run``, follows until the connection ends (returns None).
+    ``until_run``, follows until the connection ends (returns None). A run may be quiet
+    for as long as it likes, but after a silence of the client's timeout the daemon is
+    asked for its status: a frozen daemon raises :class:`roost.protocol.Timeout`.
     """
     last = since
     if not attached:
         client.call("attach", session=session, since=since)
-    for event in client.events():
+    for event in client.events(check_after=client.timeout):
         if event.get("type") == "lagged" and event.get("session") == session:
             on_event(event)
             client.call("attach", session=session, since=last)

@@ -7,11 +7,11 @@ import sys
 import click
 
 import roost
-from roost.protocol import ConnectionClosed, RoostError
+from roost.protocol import ConnectionClosed, RoostError, Timeout
 
 from ._agents import agents, compact, prompt
 from ._approvals import answer, approve, deny, pending
-from ._connect import EXIT_REFUSED
+from ._connect import EXIT_REFUSED, daemon_log
 from ._mcp import mcp
 from ._daemon import daemon, status, stop
 from ._models import chat, providers
@@ -32,6 +32,9 @@ def cli(ctx: click.Context, socket: str | None) -> None:
     when it is not running). Runs go on when the terminal closes.
 
     With no command, opens the interactive shell on a new session here (roost shell).
+
+    A daemon that stays silent for ROOST_TIMEOUT seconds (default 30; 0: no limit) is an
+    error (exit status 10), not a hang; a long answer from a working daemon is waited for.
 
     \b
     Try it offline:
@@ -58,6 +61,9 @@ def main() -> None:
         cli()
     except ConnectionClosed:
         click.echo("roost: lost the connection to the daemon (did it stop?)", err=True)
+        sys.exit(EXIT_REFUSED)
+    except Timeout as exc:
+        click.echo(f"roost: {exc}; is it stuck? Its log is {daemon_log()}", err=True)
         sys.exit(EXIT_REFUSED)
     except RoostError as exc:
         click.echo(f"roost: {exc}", err=True)

@@ -8,10 +8,13 @@ import logging.handlers
 import os
 import sys
 from pathlib import Path
+from typing import IO
 
 import trio
 
-from ._paths import log_dir, socket_path
+from roost.protocol import NotPrivate
+
+from ._paths import ensure_private_dir, log_dir, private_opener, socket_path, state_dir
 from ._server import AlreadyRunning, Daemon, default_database
 
 
@@ -31,26 +34,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sync not in ("normal", "full"):
         parser.error(f"--sync (or ROOST_SYNC) must be normal or full, not {args.sync!r}")
-    _setup_logging(args.foreground)
-    path = socket_path(args.socket)
-    database = Path(args.database) if args.database else default_database()
     try:
+        _setup_logging(args.foreground)
+        path = socket_path(args.socket)
+        if args.database:
+            database = Path(args.database)
+        else:
+            ensure_private_dir(state_dir())
+            database = default_database()
         trio.run(Daemon(path, database, sync=args.sync).serve)
-    except AlreadyRunning as exc:
-        print(f"roost daemon: {exc}", file=sys.stderr)
-        return 1
-    except PermissionError as exc:
+    except (AlreadyRunning, NotPrivate, PermissionError) as exc:
         print(f"roost daemon: {exc}", file=sys.stderr)
         return 1
     return 0
 
 
+class _PrivateLog(logging.handlers.RotatingFileHandler):
+    """``roostd.log`` and its rotations, each 0600."""
+
+    def _open(self) -> IO[str]:
+        # The handler opens every new file (at start and after each rotation) here.
+        return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private_opener)
+
+
 def _setup_logging(foreground: bool) -> None:
     folder = log_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    handlers: list[logging.Handler] = [
-        logging.handlers.RotatingFileHandler(folder / "roostd.log", maxBytes=5 * 2**20, backupCount=3)
-    ]
+    ensure_private_dir(folder)
+    handlers: list[logging.Handler] = [_PrivateLog(folder / "roostd.log", maxBytes=5 * 2**20, backupCount=3)]
     if foreground:
         handlers.append(logging.StreamHandler())
     logging.basicConfig(

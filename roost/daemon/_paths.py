@@ -1,14 +1,17 @@
-"""Where the daemon keeps its files: socket and lock, database, log."""
+"""Where the daemon keeps its files (socket and lock, database, log), and keeping them private.
+
+Everything the daemon writes is 0600 in 0700 folders, set when the file or folder is made
+(never through the umask, which tool processes inherit).
+"""
 
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import platformdirs
 
-from roost.protocol import default_socket_path
+from roost.protocol import NotPrivate, check_private_dir, default_socket_path
 
 _APP = "roost"
 
@@ -29,14 +32,42 @@ def socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
 
 
 def ensure_private_dir(path: Path) -> None:
-    """Create ``path`` (mode 0700) if needed and refuse one owned by someone else.
+    """Make ``path`` a folder only we can use: created 0700 (missing parents too), or, when
+    it exists, checked and tightened to 0700 if others may read it.
+
+    For the daemon's own folders only (state, log, ledger): a folder the user named (the
+    socket's, an explicit database's) is checked, never changed.
 
     Raises:
-        PermissionError: the folder belongs to another user or others may write to it.
+        NotPrivate: a symbolic link, not a folder, another user's, or writable by others.
     """
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.stat()
-    if info.st_uid != os.getuid():
-        raise PermissionError(f"{path} belongs to uid {info.st_uid}, not to us")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise PermissionError(f"{path} is writable by other users; fix its mode (chmod 700)")
+    check_private_dir(os.fspath(path))
+    # Through a descriptor, so that what is tightened is what was checked, never a link.
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+
+
+def private_opener(path: str, flags: int) -> int:
+    """An ``opener`` for :func:`open` that keeps the file to us: created 0600, an existing
+    one tightened to 0600, and a symbolic link refused (:class:`NotPrivate`), never followed.
+
+    Independent of the umask, which the daemon leaves alone: the tools it starts must
+    create the user's files with the user's usual modes.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        if os.path.islink(path):
+            raise NotPrivate(f"{path} is a symbolic link; roost does not write through one: remove it") from None
+        raise
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -16,7 +16,6 @@ import logging
 import os
 import signal
 import socket as stdsocket
-import struct
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,14 +30,16 @@ from roost.protocol import (
     Request,
     Response,
     RpcError,
+    check_private_dir,
     encode,
+    peer_credentials,
 )
 
 from ._api import Api
 from ._conductor import Conductor
 from ._connection import Connection
 from ._hub import Hub
-from ._paths import ensure_private_dir, log_dir, state_dir
+from ._paths import log_dir, private_opener, state_dir
 from ._store import EventStore
 from ._trust import TrustStore
 from .mcp import McpManager
@@ -104,10 +105,10 @@ class Daemon:
 
     async def _serve(self, listener: trio.SocketListener, store: EventStore, task_status: Any) -> None:
         providers = ProviderRegistry()
+        ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
         async with trio.open_nursery() as root:
             await root.start(store.run_writer)
             async with trio.open_nursery() as nursery:
-                ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
                 mcp = McpManager(nursery, log_dir() / "mcp")
                 trust = TrustStore(state_dir() / "trust.json")
                 conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp, trust)
@@ -245,18 +246,15 @@ def _error_note(code: int, message: str) -> bytes:
 
 
 def _peer_uid(stream: trio.SocketStream) -> int | None:
-    so_peercred = getattr(stdsocket, "SO_PEERCRED", None)
-    if so_peercred is None:
-        # No SO_PEERCRED (macOS, BSD): the socket's 0700 folder keeps other users out.
-        return None
-    creds = stream.socket.getsockopt(stdsocket.SOL_SOCKET, so_peercred, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid
+    credentials = peer_credentials(stream.socket)
+    # None without SO_PEERCRED (macOS, BSD): the socket's private folder keeps others out.
+    return None if credentials is None else credentials[1]
 
 
 def _acquire_lock(socket_path: Path) -> IO[str]:
-    ensure_private_dir(socket_path.parent)
-    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a+")
+    # The socket's folder may be one the user named (ROOST_SOCKET): checked, not tightened.
+    check_private_dir(os.fspath(socket_path.parent))
+    lock = open(socket_path.with_name(socket_path.name + ".lock"), "a+", opener=private_opener)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

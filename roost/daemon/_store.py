@@ -12,6 +12,7 @@ Migrations are numbered and named; applied names are recorded in ``_migrations``
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ import msgpack
 import trio
 
 from roost.loop import Event
+
+from ._paths import private_opener
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -85,10 +88,16 @@ class EventStore:
         event survives the daemon being killed, and the file is never corrupted; the last
         commits can be lost on power loss) or ``full`` (an fsync per commit: they survive
         power loss too, for about 0.35 ms per commit on this kind of disk).
+
+        The file is 0600, and so are the ``-wal`` and ``-shm`` files SQLite makes beside it.
+
+        Raises:
+            NotPrivate: ``path`` is a symbolic link.
         """
         if sync not in ("normal", "full"):
             raise ValueError(f"sync must be normal or full, not {sync!r}")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private(path)
         writer = _connect(path)
         writer.execute(f"PRAGMA synchronous={sync.upper()}")
         _migrate(writer)
@@ -230,6 +239,15 @@ class EventStore:
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async with self._read_lock:
             return await trio.to_thread.run_sync(lambda: self._reader.execute(sql, args).fetchall())
+
+
+def _make_private(path: Path) -> None:
+    # Made 0600 before SQLite opens it, because SQLite creates the -wal and -shm files with
+    # the database's mode. Ones left by a killed daemon are tightened too.
+    os.close(private_opener(os.fspath(path), os.O_RDWR | os.O_CREAT))
+    for leftover in (f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.close(private_opener(leftover, os.O_RDWR))
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from ._paths import ensure_private_dir
+
 #: Format of trust.json; a file of another version is refused, never overwritten.
 TRUST_VERSION = 1
 
@@ -144,7 +146,7 @@ class TrustStore:
         return folders
 
     def _write(self, folders: Mapping[str, Any]) -> None:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(self.path.parent)
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         data = json.dumps({"version": TRUST_VERSION, "folders": folders}, indent=1, sort_keys=True).encode()
         # A fresh file, never one planted at the temp name, and private from the start.

@@ -7,14 +7,16 @@ and the stdlib only.
 """
 
 from ._address import default_socket_path
-from ._client import Client, notification_map
+from ._client import DEFAULT_TIMEOUT, Client, notification_map
 from ._errors import (
     ConnectionClosed,
     ErrorCode,
     FrameTooLarge,
+    NotPrivate,
     ProtocolError,
     RoostError,
     RpcError,
+    Timeout,
     error_table,
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
@@ -28,6 +30,7 @@ from ._methods import (
     Method,
     Param,
 )
+from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "Client",
     "ConnectionClosed",
     "DEFAULT_MAX_FRAME",
+    "DEFAULT_TIMEOUT",
     "Decoder",
     "ErrorCode",
     "FrameTooLarge",
@@ -43,6 +47,7 @@ __all__ = [
     "METHODS_BY_NAME",
     "Message",
     "Method",
+    "NotPrivate",
     "Notification",
     "PROTOCOL_VERSION",
     "Param",
@@ -52,11 +57,15 @@ __all__ = [
     "RoostError",
     "RpcError",
     "RpcSession",
+    "Timeout",
+    "check_peer",
+    "check_private_dir",
     "default_socket_path",
     "encode",
     "error_table",
     "notification_map",
     "pack",
     "parse",
+    "peer_credentials",
     "result_of",
 ]

@@ -10,7 +10,9 @@ Exception tree::
     ├── RpcError               an error response from the peer (has .code, .message, .data)
     ├── ProtocolError          the byte stream is not msgpack-RPC (has .code)
     │   └── FrameTooLarge      one message exceeds the maximum frame size
-    └── ConnectionClosed       the peer went away
+    ├── ConnectionClosed       the peer went away
+    ├── Timeout                the daemon showed no sign of life for the client's timeout
+    └── NotPrivate             the socket's folder, or the process serving it, is not ours
 """
 
 from __future__ import annotations
@@ -112,6 +114,19 @@ class FrameTooLarge(ProtocolError):
 
 class ConnectionClosed(RoostError):
     """The peer closed the connection (or it broke) before the answer came."""
+
+
+class Timeout(RoostError):
+    """The daemon stayed silent for the client's whole timeout, even to a ``status`` check.
+
+    The connection is of no further use: close it.
+    """
+
+
+class NotPrivate(RoostError):
+    """A folder or socket that must be ours alone is not: a symbolic link, another user's, or
+    writable by others; or another user's process serves the socket. The message says
+    which, and what to do."""
 
 
 def error_table() -> list[dict[str, Any]]:

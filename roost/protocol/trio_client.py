@@ -22,6 +22,7 @@ from ._errors import ConnectionClosed, ProtocolError
 from ._framing import DEFAULT_MAX_FRAME
 from ._messages import Notification, Response
 from ._methods import PROTOCOL_VERSION
+from ._private import check_peer
 from ._session import RpcSession, result_of
 
 __all__ = ["TrioClient", "open_client"]
@@ -115,10 +116,24 @@ async def open_client(
 ) -> AsyncIterator[TrioClient]:
     """Connect to the daemon, say hello, and yield a :class:`TrioClient`.
 
+    The process that serves the socket must run as the same user as this one (checked
+    where the system tells: ``SO_PEERCRED`` on Linux). Timeouts are the caller's, as
+    everywhere in trio: wrap calls in ``trio.move_on_after`` or ``trio.fail_after``.
+
+    Raises:
+        OSError: nothing listens on the socket.
+        NotPrivate: a process of another user serves the socket.
+
     Resource handling:
         The connection and its reader task live inside this context; leaving it closes both.
     """
-    stream = await trio.open_unix_socket(os.fspath(path if path is not None else default_socket_path()))
+    where = os.fspath(path if path is not None else default_socket_path())
+    stream = await trio.open_unix_socket(where)
+    try:
+        check_peer(stream.socket, where)
+    except BaseException:
+        await stream.aclose()
+        raise
     send, receive = trio.open_memory_channel[Notification](buffer)
     async with stream, trio.open_nursery() as nursery:
         rpc = TrioClient(stream, receive, send)

@@ -11,7 +11,7 @@ import trio
 
 from roost.daemon._paths import ensure_private_dir
 from roost.daemon._server import Daemon
-from roost.protocol import ErrorCode
+from roost.protocol import ErrorCode, NotPrivate
 from roost.protocol.trio_client import open_client
 
 _SYSTEM_PYTHON = "/usr/bin/python3"
@@ -67,5 +67,5 @@ def test_private_folder_modes(tmp_path: Path) -> None:
     open_dir = tmp_path / "o"
     open_dir.mkdir()
     os.chmod(open_dir, 0o777)
-    with pytest.raises(PermissionError):
+    with pytest.raises(NotPrivate):
         ensure_private_dir(open_dir)

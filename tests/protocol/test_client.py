@@ -25,6 +25,7 @@ from roost.protocol import (
     Request,
     Response,
     RpcError,
+    Timeout,
     encode,
 )
 
@@ -201,8 +202,8 @@ def test_next_notification_times_out_with_none_then_still_works(sock_path: Path)
         assert client.next_notification(timeout=0) is None
         go.set()
         assert client.next_notification(timeout=WAIT) == note(7)
-        # the connection's own timeout is back in force for calls
-        assert client._sock.gettimeout() == WAIT
+        # the connection's own timeout is back in force for calls (they wait in halves of it)
+        assert client._sock.gettimeout() == WAIT / 2
         assert client.call("x") == "after"
 
 
@@ -283,3 +284,73 @@ def test_close_twice_is_fine(sock_path: Path) -> None:
         client = connect(sock_path)
         client.close()
         client.close()
+
+
+# -- timeouts: silence is what times out, never a slow answer ------------------------------
+
+QUICK = 0.4  # a client timeout short enough for a test; nothing below asserts on timings
+
+
+def test_a_silent_daemon_is_a_timeout_after_a_status_check(sock_path: Path) -> None:
+    seen: list[str] = []
+
+    def script(peer: Peer) -> None:
+        for request in peer.read_requests(2):  # the call, then the check; neither answered
+            seen.append(request.method)
+        assert peer.read_request() is None
+
+    with serving(sock_path, script):
+        client = Client.connect(sock_path, hello=False, timeout=QUICK)
+        with client, pytest.raises(Timeout) as info:
+            client.call("dispatch", task="t")
+    assert seen == ["dispatch", "status"]
+    assert str(info.value) == f"the roost daemon at {sock_path} did not answer within {QUICK:g} s"
+
+
+def test_a_slow_answer_from_a_live_daemon_is_waited_for(sock_path: Path) -> None:
+    def script(peer: Peer) -> None:
+        (call,) = peer.read_requests(1)
+        # Longer than the timeout in all: each silence brings a check, and each is answered.
+        for _ in range(3):
+            (check,) = peer.read_requests(1)
+            assert check.method == "status"
+            peer.send(Response(check.msgid, None, {"pid": 1}))
+        peer.send(note(1), Response(call.msgid, None, "slow but fine"))
+        assert peer.read_request() is None
+
+    with serving(sock_path, script):
+        with Client.connect(sock_path, hello=False, timeout=QUICK) as client:
+            assert client.call("chat", messages=[]) == "slow but fine"
+            assert client.next_notification() == note(1)  # the checks' answers are not kept
+
+
+def test_hello_to_a_silent_daemon_times_out_and_closes(sock_path: Path) -> None:
+    def script(peer: Peer) -> None:
+        peer.read_requests(2)
+        assert peer.read_request() is None  # the client closed its end
+
+    with serving(sock_path, script):
+        with pytest.raises(Timeout):
+            Client.connect(sock_path, timeout=QUICK)
+
+
+def test_events_check_a_silent_daemon_only_when_asked(sock_path: Path) -> None:
+    def script(peer: Peer) -> None:
+        peer.send(note(1))
+        (check,) = peer.read_requests(1)
+        assert check.method == "status"
+        peer.send(Response(check.msgid, None, {}), note(2))
+        peer.read_requests(2)  # the next check and its own check: no answer now
+        assert peer.read_request() is None
+
+    with serving(sock_path, script), connect(sock_path) as client:
+        events = client.events(check_after=QUICK / 2)
+        assert next(events)["seq"] == 1
+        assert next(events)["seq"] == 2
+        with pytest.raises(Timeout):
+            next(events)
+
+
+def test_a_timeout_must_be_positive(sock_path: Path) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Client.connect(sock_path, timeout=0)

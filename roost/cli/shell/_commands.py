@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import click
 
-from .._connect import DaemonError, connect, resolve_session, socket_path
+from .._connect import DaemonError, call_timeout, connect, resolve_session, socket_path
 from ._slash import MODES
 
 
@@ -86,7 +86,8 @@ def _run(path: str, session: str, cwd: str, **choices: str | None) -> None:
     from ._shell import Choices, Shell
 
     async def main() -> Shell:
-        shell = Shell(socket=path, session=session, cwd=cwd, choices=Choices(**choices), history=history_file())
+        shell = Shell(socket=path, session=session, cwd=cwd, choices=Choices(**choices), history=history_file(),
+                      timeout=call_timeout())
         await shell.run()
         return shell
 

@@ -11,7 +11,11 @@ wrap too; this module only moves its bytes.
 Error handling:
     :meth:`AsyncClient.call` raises :class:`RpcError` for an error response and
     :class:`ConnectionClosed` when the connection ends first (every call in flight gets it).
-    Bytes that are not msgpack-RPC end the connection the same way.
+    Bytes that are not msgpack-RPC end the connection the same way. A daemon that stays
+    silent while a call waits is treated as the blocking client treats it: after half the
+    timeout the client asks for ``status``, after the other half the call raises
+    :class:`Timeout` and the connection is closed (the other calls get
+    :class:`ConnectionClosed`).
 
 Resource handling:
     An :class:`AsyncClient` owns its socket and its reader task; :meth:`AsyncClient.aclose`
@@ -25,12 +29,15 @@ import asyncio
 from typing import Any, Callable
 
 from roost.protocol import (
+    DEFAULT_TIMEOUT,
     PROTOCOL_VERSION,
     ConnectionClosed,
     Notification,
     ProtocolError,
     Response,
     RpcSession,
+    Timeout,
+    check_peer,
     notification_map,
     result_of,
 )
@@ -46,7 +53,15 @@ class AsyncClient:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         on_notification: Callable[[dict[str, Any]], None],
+        *,
+        path: str,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
+        self._path = path
+        #: Seconds of silence after which a waiting call fails (None: never).
+        self.timeout = timeout
+        # How many reads brought bytes: the daemon's signs of life.
+        self._reads = 0
         self._reader = reader
         self._writer = writer
         self._on_notification = on_notification
@@ -59,16 +74,31 @@ class AsyncClient:
 
     @classmethod
     async def open(
-        cls, path: str, *, client: str, on_notification: Callable[[dict[str, Any]], None]
+        cls,
+        path: str,
+        *,
+        client: str,
+        on_notification: Callable[[dict[str, Any]], None],
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> AsyncClient:
         """Connect to the socket at ``path`` and say hello as ``client``.
 
         Raises:
             OSError: nothing listens there (``FileNotFoundError``, ``ConnectionRefusedError``).
             ConnectionClosed: the daemon went away during the handshake.
+            Timeout: the daemon did not take the connection, or answer, in time.
+            NotPrivate: a process of another user serves the socket.
         """
-        reader, writer = await asyncio.open_unix_connection(path)
-        self = cls(reader, writer, on_notification)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), timeout)
+        except asyncio.TimeoutError:
+            raise Timeout(f"the roost daemon at {path} did not accept the connection within {timeout:g} s") from None
+        try:
+            check_peer(writer.get_extra_info("socket"), path)
+        except BaseException:
+            writer.close()
+            raise
+        self = cls(reader, writer, on_notification, path=path, timeout=timeout)
         self._task = asyncio.create_task(self._read_loop())
         try:
             self.info = await self.call("hello", client=client, protocol=PROTOCOL_VERSION)
@@ -92,6 +122,7 @@ class AsyncClient:
         Raises:
             RpcError: the daemon answered with an error.
             ConnectionClosed: the connection ended before the answer.
+            Timeout: the daemon stayed silent for :attr:`timeout` (the connection is closed).
         """
         if self.closed:
             raise ConnectionClosed("not connected to the daemon")
@@ -105,7 +136,28 @@ class AsyncClient:
             self._waiting.pop(msgid, None)
             self._close()
             raise ConnectionClosed("the daemon closed the connection") from exc
-        return result_of(await future)
+        return result_of(await self._answer(msgid, future))
+
+    async def _answer(self, msgid: int, future: asyncio.Future[Response]) -> Response:
+        """The response, unless the daemon stays silent for the timeout (see the module)."""
+        if self.timeout is None:
+            return await future
+        checking = False
+        while True:
+            reads = self._reads
+            done, _ = await asyncio.wait({future}, timeout=self.timeout / 2)
+            if done:
+                return future.result()
+            if self._reads != reads:
+                checking = False
+            elif not checking:
+                # Its answer is dropped by the read loop: no one waits for that msgid.
+                self._writer.write(self._session.request("status", {})[1])
+                checking = True
+            else:
+                self._waiting.pop(msgid, None)
+                self._close()
+                raise Timeout(f"the roost daemon at {self._path} did not answer within {self.timeout:g} s")
 
     async def wait_closed(self) -> None:
         """Return when the connection has ended."""
@@ -137,6 +189,7 @@ class AsyncClient:
                 data = await self._reader.read(_READ_SIZE)
                 if not data:
                     return
+                self._reads += 1
                 for message in self._session.receive(data):
                     if isinstance(message, Response):
                         future = self._waiting.pop(message.msgid, None)

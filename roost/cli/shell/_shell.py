@@ -24,7 +24,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from roost.protocol import ConnectionClosed, ErrorCode, RpcError
+from roost.protocol import DEFAULT_TIMEOUT, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
 
 from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, start_daemon
 from . import _render as r
@@ -61,8 +61,9 @@ class Shell:
     """
 
     def __init__(self, *, socket: str, session: str, cwd: str, choices: Choices,
-                 history: str | None) -> None:
+                 history: str | None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.socket = socket
+        self.timeout = timeout
         self.choices = choices
         self.view = SessionView(session, cwd)
         self.transcript = Transcript()
@@ -108,8 +109,9 @@ class Shell:
         attached_before = False
         while True:
             try:
-                client = await AsyncClient.open(self.socket, client=CLIENT_NAME, on_notification=self._on_notification)
-            except (OSError, ConnectionClosed):
+                client = await AsyncClient.open(self.socket, client=CLIENT_NAME, on_notification=self._on_notification,
+                                                timeout=self.timeout)
+            except (OSError, ConnectionClosed, Timeout):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
                 continue
@@ -127,7 +129,7 @@ class Shell:
                 self.screen.invalidate()
                 self._spawn(self._learn_names(client))
                 await client.wait_closed()
-            except ConnectionClosed:
+            except (ConnectionClosed, Timeout):
                 pass
             finally:
                 self._connected.clear()
@@ -143,7 +145,10 @@ class Shell:
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()
-        message = f"{error.message} [{error.name}]" if isinstance(error, RpcError) else repr(error)
+        if isinstance(error, RpcError):
+            message = f"{error.message} [{error.name}]"
+        else:
+            message = str(error) if isinstance(error, RoostError) else repr(error)
         self.farewell = f"roost: the shell cannot go on with session {self.view.session}: {message}"
         self.status = EXIT_REFUSED
         self.screen.exit()
@@ -232,6 +237,9 @@ class Shell:
             except ConnectionClosed:
                 if not quiet:
                     self.screen.print(r.note("(not done: no connection to the daemon)", "class:warn.bold"))
+            except Timeout as exc:
+                if not quiet:
+                    self.screen.print(r.note(f"(not done: {exc}; reconnecting)", "class:warn.bold"))
             except asyncio.TimeoutError:
                 if not quiet:
                     self.screen.print(r.note("(not done: the daemon did not come back in time)", "class:warn.bold"))

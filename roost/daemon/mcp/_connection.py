@@ -41,6 +41,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import roost
+from roost.daemon._paths import ensure_private_dir, private_opener
 from roost.daemon.tools import ToolResult
 
 from ._config import McpServerConfig
@@ -346,14 +347,14 @@ class ServerConnection:
         self._changed = trio.Event()
 
     def _open_log(self) -> IO[str]:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_private_dir(self.log_path.parent)
         try:
             if self.log_path.stat().st_size > LOG_ROTATE_BYTES:
                 self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
         except FileNotFoundError:
             pass
         # A real file: the SDK hands it to the child as its stderr.
-        return open(self.log_path, "a", encoding="utf-8", buffering=1)
+        return open(self.log_path, "a", encoding="utf-8", buffering=1, opener=private_opener)
 
     def _note(self, line: str) -> None:
         text = f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} roost: {line}\n"
@@ -361,7 +362,7 @@ class ServerConnection:
             if self._log is not None:
                 self._log.write(text)
             else:  # between attempts
-                with open(self.log_path, "a", encoding="utf-8") as f:
+                with open(self.log_path, "a", encoding="utf-8", opener=private_opener) as f:
                     f.write(text)
         except OSError as exc:  # a log that cannot be written must not stop the server
             log.warning("MCP server %s: cannot write %s: %s", self.config.name, self.log_path, exc)

@@ -15,6 +15,8 @@ import os
 import signal
 from pathlib import Path
 
+from .._paths import ensure_private_dir, private_opener
+
 log = logging.getLogger(__name__)
 
 
@@ -22,12 +24,18 @@ class ProcessLedger:
     """Tool process groups in flight, one file each."""
 
     def __init__(self, folder: Path) -> None:
+        """Use ``folder`` (made private: see :func:`ensure_private_dir`).
+
+        Raises:
+            NotPrivate: the folder is a symbolic link, another user's, or open to others.
+        """
         self.folder = folder
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(folder)
 
     def add(self, pid: int) -> None:
         """Record the group led by ``pid`` (just spawned with a new session)."""
-        (self.folder / str(pid)).write_text(str(_start_time(pid)))
+        with open(self.folder / str(pid), "w", opener=private_opener) as file:
+            file.write(str(_start_time(pid)))
 
     def remove(self, pid: int) -> None:
         """Forget the group led by ``pid``; it has ended."""
