@@ -51,7 +51,7 @@ from ._files import read_bounded
 from ._setup import FolderSetup
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
-from ._connection import Attachment, Connection
+from ._connection import Connection
 from ._sessions import Session, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
@@ -162,7 +162,7 @@ class Api:
             if session is not None:
                 status = _run_status(session) or session.state.last_status or "new"
                 events = session.state.events
-                clients = self.conductor.hub.count(row.id)
+                clients = self.conductor.fanout.count(row.id)
             out.append(
                 {
                     "id": row.id,
@@ -182,21 +182,11 @@ class Api:
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
-        since = params.get("since", 0)
-        hub = self.conductor.hub
-        connection.attachments[session.id] = attachment = Attachment(last_seq=since)
-        hub.subscribe(session.id, connection)
-        for event in await self.conductor.store.events(session.id, since):
-            if connection.attachments.get(session.id) is not attachment:
-                break
-            await connection.send(encode(Notification("event", [event.to_map()])))
-            attachment.last_seq = event.seq or attachment.last_seq
-        _finish_replay(connection, session.id, attachment)
-        return {"session": session.id, "last_seq": attachment.last_seq}
+        last_seq = await self.conductor.fanout.attach(connection, session.id, params.get("since", 0))
+        return {"session": session.id, "last_seq": last_seq}
 
     async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        connection.attachments.pop(params["session"], None)
-        self.conductor.hub.unsubscribe(params["session"], connection)
+        self.conductor.fanout.detach(connection, params["session"])
         return {"ok": True}
 
     async def dispatch(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -320,7 +310,7 @@ class Api:
                 "ts": time.time(),
                 "text": text,
             }
-            connection.deliver_direct(encode(Notification("event", [event])))
+            connection.queue(encode(Notification("event", [event])))
 
         request = ModelRequest(
             model=model.model,
@@ -577,17 +567,6 @@ class Api:
     def _refuse_when_stopping(self) -> None:
         if self._shutdown.is_set():
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
-
-
-def _finish_replay(connection: Connection, session: str, attachment: Attachment) -> None:
-    # Live events that arrived during the replay go out now; deliver() drops the ones the
-    # replay already sent (same seq), so there is no gap and no duplicate.
-    if connection.attachments.get(session) is not attachment:
-        return
-    attachment.replaying = False
-    buffered, attachment.buffer = attachment.buffer, []
-    for seq, data in buffered:
-        connection.deliver(session, seq, data)
 
 
 def _agent(name: str | None, setup: FolderSetup) -> Agent:

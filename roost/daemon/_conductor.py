@@ -63,7 +63,7 @@ from roost.loop import (
 from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent
 from ._config import ConfigError, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
-from ._hub import Hub
+from ._fanout import Fanout
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._setup import FolderSetup, load_folder
@@ -114,7 +114,7 @@ class Conductor:
     def __init__(
         self,
         store: EventStore,
-        hub: Hub,
+        fanout: Fanout,
         providers: ProviderRegistry,
         tools: ToolRegistry,
         nursery: trio.Nursery,
@@ -126,7 +126,7 @@ class Conductor:
         self.mcp = mcp
         #: The folders the user trusted (None: none, as in tests of other parts).
         self.trust = trust
-        self.hub = hub
+        self.fanout = fanout
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
@@ -191,7 +191,7 @@ class Conductor:
         """A new session; its first events are stored and published."""
         session, stored = await self.sessions.create(cwd)
         for event in stored:
-            self.hub.publish(event.to_map())
+            self.fanout.publish(event.to_map())
         return session
 
     async def dispatch(
@@ -431,7 +431,7 @@ class Conductor:
                     state = replace(state, last_seq=stored[-1].seq)
                 session.state = state
             for event in stored:
-                self.hub.publish(event.to_map())
+                self.fanout.publish(event.to_map())
             self._perform(session, track, transition.effects)
         return transition
 
@@ -486,7 +486,7 @@ class Conductor:
             if kind == "text":
                 track.streamed.append(text)
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
-            self.hub.publish(Event(type, session.id, effect.run, time.time(), {"text": text, **path}).to_map())
+            self.fanout.publish(Event(type, session.id, effect.run, time.time(), {"text": text, **path}).to_map())
 
         reply = await self._stream(
             session,
@@ -721,7 +721,7 @@ class Conductor:
 
         def on_progress(progress: dict[str, Any]) -> None:
             data = {"call_id": effect.call_id, **progress, **path}
-            self.hub.publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), data).to_map())
+            self.fanout.publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), data).to_map())
 
         return on_progress
 

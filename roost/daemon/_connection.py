@@ -1,42 +1,25 @@
 """One client connection: a reader that decodes requests, a writer that coalesces output.
 
-Design (see STACK.md, fan-out): whoever produces output hands bytes to the connection with
-``send_nowait`` onto a bounded queue; one writer task per connection drains the queue and
-writes many messages in one ``send_all``. A full queue means the client is not reading:
-it is detached from the session it lags on and told so (``lagged``, with the last seq it was
-sent), and the run that produced the events never waits for it.
+Design (see STACK.md, fan-out): whoever produces output hands bytes to the connection
+without waiting (:meth:`Connection.queue`); one writer task per connection drains the
+outbox and writes many messages in one ``send_all``. The outbox holds at most ``outbox_size``
+queued messages: past that :meth:`~Connection.queue` refuses, which means the client is not
+reading (``_fanout`` then detaches it from that session). Notes about lagging
+(:meth:`~Connection.queue_note`) are queued past the limit, so that a client is always told;
+there is at most one per session it lagged on, so memory stays bounded.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
-from dataclasses import dataclass, field
-from typing import Any
+import math
 
 import trio
 
-from roost.protocol import Notification, encode
-
-log = logging.getLogger(__name__)
-
 #: Messages queued for one client before it counts as lagging.
 OUTBOX_SIZE = 8192
-#: Live events held for a session while its stored history is being replayed.
-REPLAY_BUFFER = 8192
 
 _ids = itertools.count(1)
-
-
-@dataclass(slots=True)
-class Attachment:
-    """One session a connection is attached to."""
-
-    #: Highest seq handed to the client; stored events at or below it are not sent again.
-    last_seq: int
-    #: While the stored history is replayed, live events wait here.
-    replaying: bool = True
-    buffer: list[tuple[int | None, bytes]] = field(default_factory=list)
 
 
 class Connection:
@@ -46,16 +29,19 @@ class Connection:
         :meth:`run_writer` runs for the connection's lifetime; closing the outbox ends it.
     """
 
-    def __init__(self, stream: trio.SocketStream, outbox_size: int = OUTBOX_SIZE) -> None:
+    def __init__(self, stream: trio.SocketStream, outbox_size: int | None = None) -> None:
         self.id = next(_ids)
         self.stream = stream
         self.client = "unknown"
-        self.attachments: dict[str, Attachment] = {}
-        self._send, self._receive = trio.open_memory_channel[bytes](outbox_size)
-        self._lagged: dict[str, int] = {}
+        self._limit = OUTBOX_SIZE if outbox_size is None else outbox_size
+        # Unbounded as a channel: the bound is ``_limit``, counted in ``_queued``, which
+        # notes may exceed.
+        self._send, self._receive = trio.open_memory_channel[bytes](math.inf)
         # Messages queued or being written by the writer; direct writes wait for zero.
         self._queued = 0
         self._write_lock = trio.Lock()
+        # Responses wait here for room: a client that sends but never reads is slowed down.
+        self._room = trio.lowlevel.ParkingLot()
         self.closed = False
 
     async def run_writer(self) -> None:
@@ -71,18 +57,17 @@ class Connection:
                 async with self._write_lock:
                     await self.stream.send_all(b"".join(batch))
                     self._queued -= len(batch)
-                    # Told after the backlog that made it lag, so it knows where to resume.
-                    lagged, self._lagged = self._lagged, {}
-                    for session, last_seq in lagged.items():
-                        note = Notification("lagged", [{"session": session, "last_seq": last_seq}])
-                        await self.stream.send_all(encode(note))
+                self._room.unpark_all()
 
     async def send(self, data: bytes) -> None:
-        """Send a message in order with everything queued before it; never dropped.
+        """Send a message in order with everything queued before it; never dropped (it
+        waits while the outbox is full).
 
         With nothing queued and no write in progress the bytes go straight to the socket:
         a hop through the writer task would cost a scheduler pass on every round trip.
         """
+        while self._queued >= self._limit and not self.closed:
+            await self._room.park()
         try:
             if self._queued == 0 and not self._write_lock.locked() and not self.closed:
                 self._write_lock.acquire_nowait()
@@ -91,58 +76,31 @@ class Connection:
                 finally:
                     self._write_lock.release()
                 return
-            self._queued += 1
-            await self._send.send(data)
+            self._put(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
+
+    def queue(self, data: bytes) -> bool:
+        """Queue a message without waiting; False (nothing queued) when the client already
+        has ``outbox_size`` messages waiting, or the connection is closing."""
+        if self._queued >= self._limit:
+            return False
+        return self._put(data)
+
+    def queue_note(self, data: bytes) -> None:
+        """Queue a note the client must get (that it lagged), even over the limit."""
+        self._put(data)
 
     def close_outbox(self) -> None:
         """Let the writer finish what is queued and stop."""
         self.closed = True
         self._send.close()
+        self._room.unpark_all()
 
-    def deliver(self, session: str, seq: int | None, data: bytes) -> None:
-        """Hand one event of ``session`` to this client without ever waiting."""
-        attachment = self.attachments.get(session)
-        if attachment is None:
-            return
-        if attachment.replaying:
-            attachment.buffer.append((seq, data))
-            if len(attachment.buffer) > REPLAY_BUFFER:
-                self.lag(session)
-            return
-        if seq is not None and seq <= attachment.last_seq:
-            return
+    def _put(self, data: bytes) -> bool:
         try:
             self._send.send_nowait(data)
-        except trio.WouldBlock:
-            self.lag(session)
-            return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
-            return
+            return False
         self._queued += 1
-        if seq is not None:
-            attachment.last_seq = seq
-
-    def deliver_direct(self, data: bytes) -> None:
-        """Hand this client a message of its own (a chat's deltas) without waiting.
-
-        Dropped when the client is that far behind: deltas are a live view, and the call's
-        response carries the whole reply.
-        """
-        try:
-            self._send.send_nowait(data)
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-            return
-        self._queued += 1
-
-    def lag(self, session: str) -> None:
-        """Detach a client that fell behind on ``session``; it is told ``lagged``."""
-        attachment = self.attachments.pop(session, None)
-        if attachment is not None:
-            log.info("connection %d lagged on session %s at seq %d", self.id, session, attachment.last_seq)
-            self._lagged[session] = attachment.last_seq
-
-    def describe(self) -> dict[str, Any]:
-        """For logs and status."""
-        return {"id": self.id, "client": self.client, "attached": sorted(self.attachments)}
+        return True

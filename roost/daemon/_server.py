@@ -38,7 +38,7 @@ from roost.protocol import (
 from ._api import Api
 from ._conductor import Conductor
 from ._connection import Connection
-from ._hub import Hub
+from ._fanout import Fanout
 from ._paths import log_dir, private_opener, state_dir
 from ._store import EventStore
 from ._trust import TrustStore
@@ -73,9 +73,10 @@ class Daemon:
         self.database = database
         self.sync = sync
         self.max_frame = max_frame
-        self.hub = Hub()
         self.stopping = trio.Event()
         self._connections: set[Connection] = set()
+        #: Who is attached to which session (set once the store is open).
+        self.fanout: Fanout | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly.
@@ -111,7 +112,8 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 mcp = McpManager(nursery, log_dir() / "mcp")
                 trust = TrustStore(state_dir() / "trust.json")
-                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp, trust)
+                self.fanout = Fanout(store.events)
+                conductor = Conductor(store, self.fanout, providers, ToolRegistry(), nursery, ledger, mcp, trust)
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)
@@ -166,8 +168,8 @@ class Daemon:
             log.exception("connection %d failed", connection.id)
         finally:
             self._connections.discard(connection)
-            self.hub.drop(connection)
-            connection.attachments.clear()
+            if self.fanout is not None:
+                self.fanout.drop(connection)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await _linger(stream)
                 await stream.aclose()

@@ -1,0 +1,122 @@
+"""Fan-out's promises, with small limits so that lagging is easy to cause: every seq once, in
+order, and a client that falls behind is told every time, even while it re-attaches."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import msgpack
+import pytest
+import trio
+import trio.testing
+
+from roost.cli._follow import follow
+from roost.daemon import _connection, _fanout
+from roost.daemon._connection import Connection
+from roost.daemon._fanout import Fanout
+from roost.loop import Event
+from roost.protocol import Client
+
+from .conftest import bash, serving, write_script
+
+
+def _event(seq: int) -> Event:
+    return Event("step.started", "s1", "r1", 0.0, {"step": seq}, seq)
+
+
+async def _read_until(stream: trio.abc.ReceiveStream, count_lagged: int) -> list[Any]:
+    unpacker = msgpack.Unpacker(raw=False)
+    out: list[Any] = []
+    with trio.fail_after(5):
+        while sum(1 for m in out if m[1] == "lagged") < count_lagged:
+            unpacker.feed(await stream.receive_some(65536))
+            out.extend(unpacker)
+    return out
+
+
+async def test_a_client_is_told_it_lagged_even_while_it_re_attaches(nursery: trio.Nursery) -> None:
+    log: list[Event] = []
+    fanout: Fanout
+
+    async def stored(session: str, since: int) -> Sequence[Event]:
+        replay = [e for e in log if e.seq is not None and e.seq > since]
+        # The run goes on while the replay reads the store: more live events than the
+        # replay buffer holds.
+        for _ in range(6):
+            publish()
+        await trio.lowlevel.checkpoint()
+        return replay
+
+    def publish() -> None:
+        event = _event(len(log) + 1)
+        log.append(event)
+        fanout.publish(event.to_map())
+
+    fanout = Fanout(stored, replay_buffer=4)
+    ours, theirs = trio.testing.memory_stream_pair()
+    connection = Connection(ours, outbox_size=4)  # type: ignore[arg-type]
+    assert await fanout.attach(connection, "s1", 0) == 0  # lagged at once: told, not fed
+    for _ in range(10):
+        publish()  # not attached any more: nothing queued
+    assert await fanout.attach(connection, "s1", 0) == 0  # and again
+    assert fanout.count("s1") == 0
+    nursery.start_soon(connection.run_writer)
+    messages = await _read_until(theirs, 2)
+    notes = [m for m in messages if m[1] == "lagged"]
+    assert [n[2][0] for n in notes] == [{"session": "s1", "last_seq": 0}] * 2
+
+    # A client that keeps up gets every seq once, in order, history first.
+    calm = Fanout(lambda session, since: _after(log, since))
+    ours2, theirs2 = trio.testing.memory_stream_pair()
+    reader = Connection(ours2)  # type: ignore[arg-type]
+    nursery.start_soon(reader.run_writer)
+    assert await calm.attach(reader, "s1", 3) == len(log)
+    calm.publish(_event(len(log)).to_map())  # already replayed: not sent twice
+    calm.publish(_event(len(log) + 1).to_map())
+    unpacker = msgpack.Unpacker(raw=False)
+    seqs: list[int] = []
+    with trio.fail_after(5):
+        while len(seqs) < len(log) - 2:
+            unpacker.feed(await theirs2.receive_some(65536))
+            seqs += [m[2][0]["seq"] for m in unpacker]
+    assert seqs == list(range(4, len(log) + 2))
+
+
+async def _after(log: list[Event], since: int) -> list[Event]:
+    return [e for e in log if e.seq is not None and e.seq > since]
+
+
+async def test_a_slow_follower_that_lags_again_and_again_never_hangs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, project: Path
+) -> None:
+    # Tiny limits: the follower below lags many times over, re-attaching each time.
+    monkeypatch.setattr(_connection, "OUTBOX_SIZE", 8)
+    monkeypatch.setattr(_fanout, "REPLAY_BUFFER", 8)
+    # Big results, each call a little different (the same call four times running is a
+    # stuck loop).
+    calls = [[bash(f"head -c 30000 /dev/zero | tr '\\0' x; echo {i}")] for i in range(40)]
+    model = write_script(project, *calls, [{"type": "text", "text": "done"}])
+    seen: list[dict[str, Any]] = []
+    lags = threading.Event()
+
+    def slow_follower(socket: Path) -> dict[str, Any] | None:
+        with Client.connect(socket) as client:
+            run = client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True, max_turns=50)
+
+            def on_event(event: dict[str, Any]) -> None:
+                if event.get("type") == "lagged":
+                    lags.set()
+                seen.append(event)
+                threading.Event().wait(0.005)  # a slow terminal
+
+            return follow(client, run["session"], on_event, since=0, until_run=run["run"], attached=True)
+
+    async with serving(tmp_path / "roost.db") as daemon:
+        with trio.fail_after(60):
+            finished = await trio.to_thread.run_sync(slow_follower, daemon.socket_path)
+    assert finished is not None and finished["reason"] == "done"
+    assert lags.is_set()
+    seqs = [e["seq"] for e in seen if e.get("seq") is not None]
+    assert seqs == list(range(1, seqs[-1] + 1))  # every stored event once, in order
