@@ -11,7 +11,8 @@ Everything that decides what a run does next lives in this module. The rules:
   The calls are answered with errors and the run ends when the reply was cut off
   (``max_tokens``), trips an output guardrail (``guardrail``), or makes the same calls as the
   three replies before it (``stuck``). Otherwise each call is decided by the permission
-  policy (:func:`roost.loop.decide`): allowed calls run (RunTool); denied ones are answered
+  policy (:func:`roost.loop.decide`, on the real paths in ``ModelFinished.resolved``):
+  allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
   StartClock when approvals time out). A call to a tool that is an agent starts it as a
   sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
@@ -357,7 +358,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            _start_call(b, call["id"], call["name"], call.get("input", {}))
+            _start_call(b, call["id"], call["name"], call.get("input", {}), input.resolved)
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -380,7 +381,9 @@ def _stop_before_calls(b: _Builder, stop_reason: str, content: list[dict[str, An
     return None
 
 
-def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) -> None:
+def _start_call(
+    b: _Builder, call_id: str, name: str, input: Mapping[str, Any], resolved: Mapping[str, str]
+) -> None:
     """A call of the reply: run it, ask about it, refuse it, or ask its question."""
     run = b.run
     if name == ASK_HUMAN:
@@ -400,7 +403,7 @@ def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) 
         else:
             b.effects.append(StartSubagent(run.id, call_id, name, message))
         return
-    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd)
+    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
     if decision.action == DENY:
         b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
         _after_call(b)
