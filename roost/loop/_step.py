@@ -10,7 +10,9 @@ Everything that decides what a run does next lives in this module. The rules:
   (``message.assistant``) and each tool call in it gets ``tool.started`` (phase TOOLS).
   The calls are answered with errors and the run ends when the reply was cut off
   (``max_tokens``), trips an output guardrail (``guardrail``), or makes the same calls as the
-  three replies before it (``stuck``). Otherwise each call is decided by the permission
+  three replies before it (``stuck``). A call to a tool the run does not have (not in
+  ``run.started``'s ``tools``, the agent's list) is answered with an error at once, in
+  every mode: never run, never asked about. Otherwise each call is decided by the permission
   policy (:func:`roost.loop.decide`, on the real paths in ``ModelFinished.resolved``):
   allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
@@ -386,6 +388,11 @@ def _start_call(
 ) -> None:
     """A call of the reply: run it, ask about it, refuse it, or ask its question."""
     run = b.run
+    if name not in run.tools:
+        # The agent's tool list holds in every mode: such a call is never run nor asked about.
+        b.finish_call(call_id, f"the {run.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
+        _after_call(b)
+        return
     if name == ASK_HUMAN:
         problem = _question_problem(input)
         if problem is not None:

@@ -100,6 +100,22 @@ def test_approval_for_the_session_adds_exactly_the_rules_offered():
     assert [str(r) for r in d.state.allowed] == offered
 
 
+def test_a_tool_the_agent_lacks_is_an_error_in_every_mode():
+    for mode in ("agent", "full", "exec"):
+        d = Driver(cwd="/p")
+        d.submit("task", mode=mode, agent="reader", tools=("read",), policy=AGENT)
+        t = d.reply(bash("c1", "rm -rf /"), tool_use("c2", "read", {"path": "a"}), tool_use("c3", "ask_human"))
+        assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
+        assert not any(e.type == "permission.requested" or e.type == "human.asked" for e in t.events)
+        finished = {e.data["call_id"]: e.data for e in t.events if e.type == "tool.finished"}
+        assert finished["c1"]["result"] == "the reader agent has no tool bash" and finished["c1"]["is_error"]
+        assert finished["c3"]["result"] == "the reader agent has no tool ask_human"
+    d = Driver(cwd="/p")
+    d.submit("task", mode="plan", tools=("read",))
+    t = d.reply(bash("c1", "ls"))
+    assert only(t, "tool.finished").data["result"] == "not run: plan mode runs no tools"
+
+
 def test_an_approval_timeout_starts_a_clock():
     d = Driver(cwd="/p", ts=100.0)
     d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
