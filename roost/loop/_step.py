@@ -21,8 +21,9 @@ Everything that decides what a run does next lives in this module. The rules:
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
-  a later one is invalid); approved, the call runs (approved for the session, the rules that
-  allow such calls join the session's allow list); denied, it is answered with the reason.
+  a later one is invalid); approved, the call runs (approved for the session, exactly the
+  rules the request offered join the session's allow list; a request that offered none is
+  approved once); denied, it is answered with the reason.
   ``HumanAnswered`` needs an open question: ``human.answered``, and the answer is the result.
 - ``ToolFinished`` needs TOOLS and a pending call id that is not waiting for a person. A
   result that trips an input guardrail is stored withheld and the run ends ``guardrail``.
@@ -448,14 +449,16 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
     b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
     assert wait is not None
     b.require(input.scope in ("once", "session"), "scope must be once or session")
-    # The rules that the request offered to add, as every client was shown them.
+    # Exactly the rules that the request offered to add, as every client was shown them;
+    # a request that offered none can only be approved once.
     rules = list(wait.get("session_rules", ())) if input.approve and input.scope == "session" else []
+    scope = "session" if rules else "once"
     b.emit(
         ev.PERMISSION_RESOLVED,
         call_id=input.call_id,
         tool=wait["name"],
         decision="approve" if input.approve else "deny",
-        scope=input.scope,
+        scope=scope,
         client=input.client,
         **({"reason": input.reason} if input.reason else {}),
         **({"rules": rules} if rules else {}),

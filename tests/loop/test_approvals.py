@@ -100,6 +100,16 @@ def test_approval_for_the_session_adds_exactly_the_rules_offered():
     assert [str(r) for r in d.state.allowed] == offered
 
 
+def test_a_request_that_offers_no_rule_is_approved_once_even_for_the_session():
+    d = waiting_driver(bash("c1", "eval make"))
+    asked = [e for e in d.log if e.type == "permission.requested"][-1].data
+    assert asked["session_rules"] == [] and "approve it once" in asked["reason"]
+    t = d.approve("c1", scope="session", client="cli#1")
+    resolved = only(t, "permission.resolved").data
+    assert resolved["scope"] == "once" and "rules" not in resolved
+    assert d.state.allowed == ()
+
+
 def test_a_tool_the_agent_lacks_is_an_error_in_every_mode():
     for mode in ("agent", "full", "exec"):
         d = Driver(cwd="/p")
