@@ -105,6 +105,8 @@ LINES = (
     Line("ls $((1+1))", DENIED, ASKED),
     Line("ls && cd .. && ls > {f}.out", DENIED, ASKED),
     Line('echo "unclosed', DENIED, ASKED),
+    Line("r\\\nm -f {f}", DENIED, ASKED),
+    Line("fish -c 'rm -f {f}'", DENIED, ASKED),
     # Lines that begin with ls (or echo) but write outside the project, or run more.
     Line("ls >> ~/.bashrc", RAN, ASKED),
     Line("ls > ../outside-{f}", RAN, ASKED),

@@ -61,6 +61,8 @@ _DQ_ESCAPES = frozenset('$`"\\\n')
 _HIDDEN = re.compile(r"(?<!\\)(?:`|\$[({A-Za-z_0-9@*#?$!-])")
 #: A substitution in text that the grammar left as text (a here-document's backticks).
 _SUBSTITUTION = re.compile(r"(?<!\\)(?:`|\$\()")
+#: ``r\<newline>m``: bash joins the parts into one word (``rm``); the grammar reads a space.
+_JOINING = re.compile(r"\S\\\n\S")
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\+?=")
 #: Variables that change what a program runs, or which program runs.
 _DANGEROUS = re.compile(
@@ -85,6 +87,8 @@ _OPAQUE = {
     "fc": "fc runs commands from the history",
 }
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", "yash"})
+#: Shells whose language is not bash's: what they are given to run is not judged.
+_OTHER_SHELLS = frozenset({"fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh", "rc", "es"})
 _CHDIR = frozenset({"cd", "pushd", "popd"})
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fls", "-fprintf"})
@@ -140,6 +144,8 @@ def judge(line: str) -> Judgement:
     if WILD in line:
         state.fail("the line holds a NUL character")
     else:
+        if _JOINING.search(line):
+            state.fail("a line continuation joins two words into one, which the grammar reads as two")
         state.line(line, 0)
     if state.changes_dir:
         relative = next((w for w in state.writes if not w.startswith(("/", "~"))), None)
@@ -347,6 +353,8 @@ class _Judge:
                 self.line(" ".join(t for t, _ in words[1:]), depth + 1)
         elif name in _CHDIR:
             self.changes_dir = True
+        elif name in _OTHER_SHELLS:
+            self.fail(f"{name} runs commands in a language roost does not judge")
         if wrapper is not None:
             inner = self.unwrap(name, wrapper, words)
             self.commands.append(Command(texts, program, wrapper.transparent and inner is not None))

@@ -108,6 +108,8 @@ def test_the_files_a_line_writes(line, writes):
         ("cat <<EOF\n`rm x`\nEOF", "here-document"),
         ("echo $\"x\"", "cannot read the word"),
         ("ls\x00", "NUL"),
+        ("r\\\nm -rf x", "line continuation joins"),
+        ("fish -c 'rm x'", "language roost does not judge"),
     ],
 )
 def test_what_cannot_be_judged_whole_says_why(line, reason):
