@@ -1,7 +1,7 @@
 """Figure 10: judging a shell line, per line, over the table of tests/_shell_lines.py.
 
 No daemon: the judge is pure, so this times it in the benchmark's own process. Every line
-of the table (95 lines: rm spelled and wrapped every way, pipelines, substitutions,
+of the table (97 lines: rm spelled and wrapped every way, pipelines, substitutions,
 here-documents, functions, assignments, redirections, ...; ``{f}`` filled in) is decided
 as a ``bash`` call by ``roost.loop.decide`` in agent mode under the table's rules (deny
 ``bash(rm *)``; allow ``bash(ls*)``, ``bash(echo *)``, ``bash(git status*)``): parsing

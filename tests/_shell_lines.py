@@ -107,6 +107,8 @@ LINES = (
     Line('echo "unclosed', DENIED, ASKED),
     Line("r\\\nm -f {f}", DENIED, ASKED),
     Line("fish -c 'rm -f {f}'", DENIED, ASKED),
+    Line("echo `echo \\`rm -f {f}\\``", DENIED, ASKED),
+    Line("echo ${X:-$(rm -f {f})}", DENIED, DENIED),
     # Lines that begin with ls (or echo) but write outside the project, or run more.
     Line("ls >> ~/.bashrc", RAN, ASKED),
     Line("ls > ../outside-{f}", RAN, ASKED),

@@ -535,8 +535,12 @@ class _Judge:
             parts = [c.type for c in node.children]
             if parts not in (["${", "variable_name", "}"], ["${", "special_variable_name", "}"]):
                 self.fail(f"it uses an expansion with an operator ({_text(node)})")
+                self.substitutions(node, depth)
             return _DYNAMIC
         if t in ("command_substitution", "process_substitution"):
+            if node.child_count and node.children[0].type == "`" and "\\" in _text(node):
+                # In backquotes bash unescapes \`, \$ and \\ first: \`...\` nests a command.
+                self.fail("it escapes characters inside backquotes")
             self.statements(node, depth)
             return _DYNAMIC
         if t == "ansi_c_string":
@@ -548,6 +552,16 @@ class _Judge:
         else:
             self.fail(f"roost cannot read the word {_text(node)}")
         return _DYNAMIC
+
+    def substitutions(self, node: Node, depth: int) -> None:
+        """The commands substituted anywhere under ``node`` (for the deny rules)."""
+        stack = list(node.named_children)
+        while stack:
+            child = stack.pop()
+            if child.type in ("command_substitution", "process_substitution"):
+                self.statements(child, depth)
+            else:
+                stack.extend(child.named_children)
 
     # -- assignments, tests, redirections -------------------------------------------------
 

@@ -110,6 +110,7 @@ def test_the_files_a_line_writes(line, writes):
         ("ls\x00", "NUL"),
         ("r\\\nm -rf x", "line continuation joins"),
         ("fish -c 'rm x'", "language roost does not judge"),
+        ("echo `echo \\`rm x\\``", "inside backquotes"),
     ],
 )
 def test_what_cannot_be_judged_whole_says_why(line, reason):
