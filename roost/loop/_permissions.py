@@ -237,8 +237,9 @@ class _Judging:
         outside = not _inside(real, self.root)
 
         def denies(rule: Rule) -> bool:
-            return self.path_matches(rule, named, self.cwd, self.home) or self.path_matches(
-                rule, real, self.root, self.real_home
+            return self.path_matches(rule, real, self.root, self.real_home) or (
+                (named, self.cwd, self.home) != (real, self.root, self.real_home)
+                and self.path_matches(rule, named, self.cwd, self.home)
             )
 
         hit = self.first(DENY, tool, denies)
@@ -261,7 +262,7 @@ class _Judging:
     def path_matches(self, rule: Rule, subject: str, cwd: str, home: str) -> bool:
         if rule.pattern is None:
             return True
-        pattern = _absolute(rule.pattern, cwd, home)
+        pattern = _rule_path(rule.pattern, cwd, home)
         # ``dir/**`` covers the folder itself too (a glob or grep of ``~/.ssh``).
         return glob_matcher(pattern)(subject) or (rule.pattern.endswith("/**") and subject == pattern[:-3])
 
@@ -390,6 +391,12 @@ def _glob_atoms(pattern: str) -> list[str]:
 
 
 _PROC_ROOT = re.compile(r"/proc/(?:self|thread-self)/root(?=/|$)")
+
+
+@functools.lru_cache(maxsize=1024)
+def _rule_path(pattern: str, cwd: str, home: str) -> str:
+    """A rule's path pattern made absolute (decided again for every file a search walks)."""
+    return _absolute(pattern, cwd, home)
 
 
 def _absolute(path: str, cwd: str, home: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
@@ -109,11 +110,21 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[str]:
     """
     base = str(root).rstrip("/") + "/"
     project = os.path.realpath(ctx.cwd).rstrip("/") + "/"
+    # Each folder is resolved once; a file itself only when it is a link (one lstat).
+    folders: dict[str, str] = {"": base}
     kept = []
     for name in files:
-        path = base + name
-        real = os.path.realpath(path)
-        within = real == path or real.startswith(base)
+        folder, _, leaf = name.rpartition("/")
+        real_folder = folders.get(folder)
+        if real_folder is None:
+            real_folder = folders[folder] = os.path.realpath(base + folder).rstrip("/") + "/"
+        path = real_folder + leaf
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            continue  # gone since it was listed
+        real = os.path.realpath(path) if link else path
+        within = real.startswith(base)
         if ctx.read_permission is not None:
             action = ctx.read_permission(real)
             ok = action != "deny" if within else action == "allow"
