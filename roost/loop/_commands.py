@@ -146,7 +146,10 @@ def judge(line: str) -> Judgement:
     else:
         if _JOINING.search(line):
             state.fail("a line continuation joins two words into one, which the grammar reads as two")
-        state.line(line, 0)
+        try:
+            state.line(line, 0)
+        except RecursionError:
+            state.fail("it nests too deep to judge")
     if state.changes_dir:
         relative = next((w for w in state.writes if not w.startswith(("/", "~"))), None)
         if relative is not None:

@@ -301,10 +301,11 @@ class _Judging:
         unmatched = [c for c, rule in allowed.items() if rule is None]
         # A line that runs nothing (``x=1``, ``> f``) needs bash itself allowed.
         idle = not commands and self.first(ALLOW, "bash", lambda r: r.pattern is None) is None
-        if self.auto or not (unmatched or idle or asking):
+        if not (unmatched or idle or asking):
             rules = " and ".join(dict.fromkeys(str(r) for r in allowed.values() if r is not None))
-            why = f"bash: rule allow {rules}" if rules and not unmatched else f"{self.mode} mode allows every tool"
-            return _Verdict(ALLOW, why if self.auto or rules else "bash: no command runs", outside=outside)
+            return _Verdict(ALLOW, f"bash: rule allow {rules}" if rules else "bash: no command runs", outside=outside)
+        if self.auto:
+            return _Verdict(ALLOW, f"{self.mode} mode allows every tool", outside=outside)
         offer: tuple[str, ...] = ()
         if all(c.known for c in judged.commands):
             offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + tuple(o for w in asking for o in w.offer)

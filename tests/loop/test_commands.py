@@ -108,6 +108,7 @@ def test_the_files_a_line_writes(line, writes):
         ("cat <<EOF\n`rm x`\nEOF", "here-document"),
         ("echo $\"x\"", "cannot read the word"),
         ("ls\x00", "NUL"),
+        ("{ " * 1000 + "rm x; " + "}; " * 1000, "nests too deep"),
         ("r\\\nm -rf x", "line continuation joins"),
         ("fish -c 'rm x'", "language roost does not judge"),
         ("echo `echo \\`rm x\\``", "inside backquotes"),
