@@ -1,14 +1,15 @@
 """The layout rules of DESIGN.md, enforced on whatever files exist under roost/.
 
 1. The dependency rule: imports flow ``cli -> protocol``, ``daemon -> loop, protocol``,
-   ``loop -> (nothing of ours)``; the loop does no IO; the protocol imports msgpack and the
+   ``loop -> (nothing of ours)``; the loop does no IO and imports the stdlib and the
+   tree-sitter bash grammar only; the protocol imports msgpack and the
    stdlib, and trio only in ``roost/protocol/trio_client.py``. Imports are read with ``ast``
    (every import statement anywhere in a file, including lazy imports inside functions and
    ``TYPE_CHECKING`` blocks, and ``importlib.import_module("...")`` / ``__import__("...")``
    with a literal name), so a violation is reported as ``file:line`` without importing
    anything.
 2. ``import roost.cli`` (and ``roost --help`` once ``roost.cli.main`` exists) stays light: no
-   trio, anyio, anthropic, httpx, mcp, pydantic or sqlite3 in ``sys.modules``.
+   trio, anyio, anthropic, httpx, mcp, pydantic, sqlite3 or tree-sitter in ``sys.modules``.
 3. Every package ``__init__`` that binds names has a sorted ``__all__`` of names that exist
    and are not private.
 """
@@ -45,11 +46,14 @@ LOOP_FORBIDDEN = frozenset(
     | {"secrets", "select", "selectors", "ssl", "signal", "multiprocessing", "concurrent"}
     | {"shutil", "tempfile", "urllib", "http", "anthropic", "mcp", "platformdirs"}
 )
+# Besides the stdlib, the loop imports only the bash grammar it judges shell lines with:
+# tree-sitter parses in memory, no IO.
+LOOP_THIRD_PARTY = frozenset({"tree_sitter", "tree_sitter_bash"})
 # The protocol imports msgpack and the stdlib; trio only in its own client module.
 PROTOCOL_THIRD_PARTY = frozenset({"msgpack"})
 PROTOCOL_TRIO_MODULE = "roost.protocol.trio_client"
 # What `roost --help` must not pay for.
-CLI_HEAVY = ("trio", "anyio", "anthropic", "httpx", "httpx2", "mcp", "pydantic", "sqlite3")
+CLI_HEAVY = ("trio", "anyio", "anthropic", "httpx", "httpx2", "mcp", "pydantic", "sqlite3", "tree_sitter")
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,11 @@ def violations_of(path: Path, source: str) -> list[str]:
             continue
         if layer == "loop" and top in LOOP_FORBIDDEN:
             out.append(f"{where}:{imp.line}: roost.loop imports {imp.module} (the loop does no IO)")
+        elif layer == "loop" and top not in sys.stdlib_module_names and top not in LOOP_THIRD_PARTY:
+            out.append(
+                f"{where}:{imp.line}: roost.loop imports {imp.module} "
+                "(the loop imports the stdlib and tree-sitter only)"
+            )
         if layer == "protocol":
             if top == "trio" and name == PROTOCOL_TRIO_MODULE:
                 continue
@@ -163,6 +172,8 @@ def test_dependency_rule() -> None:
         ("roost/loop/_x.py", "from roost import protocol\n", ["imports roost.protocol"]),
         ("roost/loop/_x.py", "from . import _events\nfrom ._state import fold\nimport roost\n", []),
         ("roost/loop/__init__.py", "from ._step import step\n", []),
+        ("roost/loop/_x.py", "import tree_sitter_bash\nfrom tree_sitter import Parser\n", []),
+        ("roost/loop/_x.py", "import yaml\n", ["roost.loop imports yaml"]),
         ("roost/cli/_x.py", "from roost.daemon import _server\n", ["roost.cli imports roost.daemon"]),
         ("roost/cli/_x.py", "from ..loop import step\n", ["roost.cli imports roost.loop"]),
         ("roost/cli/_x.py", "import importlib\nimportlib.import_module('roost.daemon')\n", [":2:"]),

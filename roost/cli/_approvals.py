@@ -13,7 +13,7 @@ import click
 from roost.protocol import Client, RpcError
 
 from ._connect import connect, refused, resolve_session, socket_path
-from ._render import brief
+from ._render import brief, session_offer
 
 
 @click.command()
@@ -75,6 +75,8 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
         return
     for row in rows:
         click.echo(describe_request(row))
+        if row.get("kind") != "human":
+            click.echo(click.style(f"  {session_offer(row)}", dim=True))
         click.echo(click.style(f"  {answer_hint(row)}", dim=True))
 
 
@@ -93,7 +95,8 @@ def answer_hint(row: dict[str, Any]) -> str:
     session, call = row["session"], row["call_id"]
     if row.get("kind") == "human":
         return f'roost answer {session} {call} "..."'
-    return f"roost approve {session} {call} [--session-scope] · roost deny {session} {call} [--reason ...]"
+    scope = " [--session-scope]" if row.get("session_rules") else ""
+    return f"roost approve {session} {call}{scope} · roost deny {session} {call} [--reason ...]"
 
 
 def _respond(obj: dict[str, Any], method: str, session: str, call_id: str, **params: Any) -> None:
@@ -120,9 +123,11 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
                 text = choices[int(text) - 1]
             client.call("human.respond", session=session, call_id=call_id, answer=text)
             return
+        rules = event.get("session_rules") or []
+        click.echo(f"  {session_offer(event)}")
         choice = click.prompt(
-            "  approve? [y]es once, [s]ession, [n]o",
-            type=click.Choice(["y", "s", "n"]),
+            "  approve? [y]es once, [s]ession, [n]o" if rules else "  approve? [y]es once, [n]o",
+            type=click.Choice(["y", "s", "n"] if rules else ["y", "n"]),
             show_choices=False,
         )
         if choice == "n":

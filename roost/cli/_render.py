@@ -118,8 +118,10 @@ class Renderer:
     def _permission_requested(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"? {e.get('tool')} {brief(e.get('input'))} waits for approval ({e.get('reason')})", fg="yellow")
+        self._out(f"  {session_offer(e)}", dim=True)
         session, call = e.get("session"), e.get("call_id")
-        self._out(f"  roost approve {session} {call} [--session-scope] · roost deny {session} {call}", dim=True)
+        scope = " [--session-scope]" if e.get("session_rules") else ""
+        self._out(f"  roost approve {session} {call}{scope} · roost deny {session} {call}", dim=True)
 
     def _permission_resolved(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -202,6 +204,14 @@ def untrusted(e: dict[str, Any], limit: int = 6) -> str:
 def when(ts: float) -> str:
     """A timestamp as local time, to the second."""
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def session_offer(request: dict[str, Any]) -> str:
+    """What approving ``request`` for the session adds (the daemon adds exactly that)."""
+    rules = request.get("session_rules") or []
+    if not rules:
+        return "approve once only: nothing can be added for the session"
+    return "for the session adds: " + ", ".join(rules)
 
 
 def brief(value: Any, limit: int = 100) -> str:

@@ -56,7 +56,9 @@ from roost.loop import (
     TimeUp,
     ToolFinished,
     Transition,
+    decide,
     fold,
+    paths_named,
     step,
 )
 
@@ -71,7 +73,7 @@ from ._store import EventStore
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
-from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
+from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, real_path
 
 log = logging.getLogger(__name__)
 
@@ -500,9 +502,13 @@ class Conductor:
             think=track.think,
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )
-        result: Input = reply if isinstance(reply, ModelFailed) else ModelFinished(
-            reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started
-        )
+        if isinstance(reply, ModelFailed):
+            result: Input = reply
+        else:
+            resolved = await trio.to_thread.run_sync(_resolve, track.state.cwd, reply.content)
+            result = ModelFinished(
+                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started, resolved
+            )
         await self._feed_result(session, track, effect.run, result)
 
     async def _summarize(self, session: Session, track: Session | Subrun, effect: Summarize) -> None:
@@ -679,6 +685,7 @@ class Conductor:
                         outside_ok=effect.outside,
                         env=session.environ,
                         trusted_folder=session.setup is not None and session.setup.trusted,
+                        read_permission=_read_permission(track.state),
                     )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
@@ -739,6 +746,43 @@ class Conductor:
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _resolve(cwd: str, content: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Where the paths that a reply's calls name really lead, with the working directory
+    and the home folder (blocking: a few lstat calls each), for ``step`` to decide on."""
+    named = {
+        path
+        for block in content
+        if isinstance(block, Mapping) and block.get("type") == "tool_use" and isinstance(block.get("input"), Mapping)
+        for path in paths_named(str(block.get("name", "")), block["input"])
+    }
+    if not named:
+        return {}
+    resolved = {}
+    for path in (*named, cwd, os.path.expanduser("~")):
+        try:
+            resolved[path] = real_path(cwd, path)
+        except (OSError, ValueError):
+            continue  # an impossible path (a NUL in it): decided as named, refused by the tool
+    return resolved
+
+
+def _read_permission(state: SessionState) -> Any:
+    """What the run's policy says to a read of a real path, for the tools that walk folders
+    (called from worker threads; the state is an immutable snapshot)."""
+    run = state.run
+    if run is None:
+        return None
+    roots: dict[str, str] = {}
+
+    def permission(path: str) -> str:
+        if not roots:
+            home = os.path.expanduser("~")
+            roots.update({state.cwd: os.path.realpath(state.cwd), home: os.path.realpath(home)})
+        return decide(run.policy, run.mode, state.allowed, "read", {"path": path}, state.cwd, roots).action
+
+    return permission
 
 
 def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:

@@ -9,8 +9,8 @@ reads a clock or makes ids: those arrive as fields of the inputs.
 from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
-from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, rule_matches
-from ._shell import command_name, split_commands
+from ._commands import WILD, Command, Judgement, judge
+from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
 from ._context import cut_point, estimate, visible
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, TOOL_PROGRESS, Event
@@ -41,6 +41,7 @@ __all__ = [
     "CallModel",
     "CancelRun",
     "CheckFinished",
+    "Command",
     "Compact",
     "CreateSession",
     "Decision",
@@ -53,6 +54,7 @@ __all__ = [
     "Input",
     "Interrupted",
     "InvalidInput",
+    "Judgement",
     "LIVE_TYPES",
     "MODES",
     "ModelFailed",
@@ -80,19 +82,19 @@ __all__ = [
     "TimeUp",
     "ToolFinished",
     "Transition",
+    "WILD",
     "apply",
-    "command_name",
     "cost",
     "cut_point",
     "decide",
     "estimate",
     "fold",
     "glob_matcher",
+    "judge",
     "parse_plan",
     "parse_rule",
-    "rule_matches",
+    "paths_named",
     "secrets_guardrails",
-    "split_commands",
     "step",
     "visible",
 ]

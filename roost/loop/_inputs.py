@@ -92,6 +92,10 @@ class ModelFinished:
     ts: float
     usage: Mapping[str, int] = field(default_factory=dict)
     latency: float = 0.0
+    #: Where the paths the reply's calls name really lead (symlinks followed), with the
+    #: working directory and the home folder: found by the daemon, which can look, so that
+    #: the permission rules judge real paths (see :func:`roost.loop.decide`).
+    resolved: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

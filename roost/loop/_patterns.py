@@ -6,10 +6,12 @@ character class, and a ``**`` segment spans any number of folders.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable
 
 
+@functools.lru_cache(maxsize=512)
 def glob_matcher(pattern: str) -> Callable[[str], bool]:
     """A test of POSIX paths against the glob ``pattern`` (see the module docstring)."""
     parts = pattern.removeprefix("./").split("/")

@@ -5,29 +5,47 @@ call's main argument: the command for ``bash``, the path for the file tools.
 
 - ``bash(git status*)``: ``*`` matches anything, spaces and slashes included; ``npm test``
   matches exactly; ``npm run test:*`` (the form other agent tools write) is a prefix.
-  A compound line (``a && b | c``, ``$(...)``) is split into its simple commands, and each
-  must pass: the strictest answer of any part is the answer for the line.
+  A line is judged on a real bash parser (:func:`roost.loop.judge`): every simple command
+  it runs, wrappers unwrapped (``sudo rm x`` runs ``rm x`` too; ``bash -c '...'`` strings
+  are judged in turn), each with quotes and backslashes removed. Deny and ask rules look at
+  every command, by its name alone too when it is a path (``/bin/rm`` is ``rm``), and match
+  when the command could be what they name (``$X`` or what ``xargs`` adds could be
+  anything). Allow rules must cover every command the line runs, its path as written
+  (``bash(ls*)`` does not allow ``./ls``), whatever its ``$X`` turn out to be. A line the
+  judge cannot take whole (a function, ``eval``, ``${X:-rm}``, ``PATH=. ls``, ...) is never
+  allowed by a rule: it asks, and where nothing asks (``full``, ``exec``, ``--yes``) it is
+  refused if any deny rule is about bash, as it cannot be checked against them.
+  Redirections (``> f``, ``>> f``, ``&> f``) are judged as writes of their files, by the
+  ``write`` rules and the outside-the-working-directory check.
 - ``write(src/**)``, ``read(~/.ssh/**)``: a glob on the path. Relative patterns are relative
-  to the session's working directory, ``~`` is the user's home; paths are compared after
-  normalising (``a/../b``), before following symlinks (the tools check where a path really
-  leads and refuse a change that a symlink takes outside the working directory).
+  to the session's working directory, ``~`` is the user's home. Paths are normalised
+  (``a/../b``, ``//x``, ``/proc/self/root/x``), and the daemon resolves the paths a call
+  names (symlinks followed) before the call is decided (``resolved``): deny rules match the
+  path as named or as resolved, everything else (allow and ask rules, the outside check)
+  the resolved path.
 
 Deny wins over ask, ask over allow; a call no rule matches gets the mode's preset. In
 ``agent`` mode reads (and ``skill``, ``remember``) are allowed and everything else asks (a path outside the working
 directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
+
+Approving a call "for the session" adds exactly :attr:`Decision.session_rules`, which the
+request shows: for bash, each command the line runs that no rule allowed, as an exact rule
+(``bash(npm test)``), and each write that asked; nothing for a line the judge cannot take
+whole, or one with ``$X`` in it (approve it once).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ._commands import WILD, Command, escape, judge
 from ._patterns import glob_matcher
-from ._shell import command_name, split_commands, strip_assignments
 
 ALLOW, ASK, DENY = "allow", "ask", "deny"
 ACTIONS = (ALLOW, ASK, DENY)
@@ -117,7 +135,8 @@ class Decision:
     action: str
     #: Why, in words a person (and, for a deny, the model) can act on.
     reason: str
-    #: Rules that approving the call "for the session" adds to the session's allow list.
+    #: Rules that approving the call "for the session" adds to the session's allow list
+    #: (none: it can only be approved once).
     session_rules: tuple[str, ...] = ()
     #: The call touches a path outside the working directory.
     outside: bool = False
@@ -130,105 +149,271 @@ def decide(
     name: str,
     input: Mapping[str, Any],
     cwd: str,
+    resolved: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Whether the call ``name(input)`` may run in a ``mode`` run of a session at ``cwd``."""
+    """Whether the call ``name(input)`` may run in a ``mode`` run of a session at ``cwd``.
+
+    ``resolved`` maps paths to where they really lead (symlinks followed), as the daemon
+    found them: the paths the call names (:func:`paths_named`, as written), the working
+    directory and the home folder. A path missing from it is taken as named.
+    """
     if mode == "plan":
         return Decision(DENY, "plan mode runs no tools")
     if name == ASK_HUMAN:
         return Decision(ALLOW, "asking a person is always allowed")
-    rules = policy.rules + session_rules
-    subjects, outside = _subjects(policy, name, input, cwd)
-    worst: tuple[str, str] | None = None
-    for subject in subjects:
-        action, reason = _decide_one(policy, mode, rules, name, subject, outside, cwd)
-        if worst is None or _SEVERITY[action] > _SEVERITY[worst[0]]:
-            worst = (action, reason)
-    assert worst is not None
-    action, reason = worst
-    if action == ASK and (policy.yes or mode in ("full", "exec")):
-        return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=outside)
-    return Decision(action, reason, _session_rules(policy, name, subjects, outside, cwd), outside)
+    judging = _Judging(policy, mode, policy.rules + session_rules, cwd, resolved or {})
+    if name == "bash" and isinstance(input.get("command"), str):
+        verdict = judging.bash(input["command"])
+    elif name in _PATH_TOOLS and isinstance(input.get(_PATH_TOOLS[name], "."), str):
+        verdict = judging.path(name, input.get(_PATH_TOOLS[name], "."))
+    else:
+        verdict = judging.tool(name)
+    if verdict.action == ASK and (policy.yes or mode in ("full", "exec")):
+        return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
+    return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
 
 
-def rule_matches(rule: Rule, name: str, subject: str | None, cwd: str, home: str) -> bool:
-    """Whether ``rule`` covers a call of ``name`` whose main argument is ``subject``.
-
-    A ``read`` rule covers ``glob`` and ``grep`` too: they read the files they search.
-    """
-    if not fnmatch.fnmatchcase(name, rule.tool) and not (rule.tool == "read" and name in _SEARCH_TOOLS):
-        return False
-    if rule.pattern is None:
-        return True
-    if subject is None:
-        return False
-    if name in _PATH_TOOLS:
-        pattern = _absolute(rule.pattern, cwd, home)
-        # ``dir/**`` covers the folder itself too (a glob or grep of ``~/.ssh``).
-        return glob_matcher(pattern)(subject) or (rule.pattern.endswith("/**") and subject == pattern[:-3])
-    return _command_matches(rule.pattern, subject)
-
-
-def _decide_one(
-    policy: Policy, mode: str, rules: tuple[Rule, ...], name: str, subject: str | None, outside: bool, cwd: str
-) -> tuple[str, str]:
-    matched = [r for r in rules if rule_matches(r, name, subject, cwd, policy.home)]
-    for action in (DENY, ASK, ALLOW):
-        hit = next((r for r in matched if r.action == action), None)
-        if hit is not None:
-            what = f"{name} {subject}" if subject else name
-            origin = f" (from {hit.source})" if hit.source else ""
-            return action, f"{what}: rule {action} {hit}{origin}"
-    if mode in ("full", "exec"):
-        return ALLOW, f"{mode} mode allows every tool"
-    if name in _PATH_TOOLS and outside and subject is not None and not _inside(subject, cwd):
-        return ASK, f"{subject} is outside the working directory"
-    if name in _READ_TOOLS:
-        return ALLOW, f"{name} is allowed in {mode} mode"
-    return ASK, f"{name} asks in {mode} mode"
-
-
-def _subjects(policy: Policy, name: str, input: Mapping[str, Any], cwd: str) -> tuple[list[str | None], bool]:
+def paths_named(name: str, input: Mapping[str, Any]) -> tuple[str, ...]:
+    """The paths a call names, as written: what the daemon resolves before it is decided
+    (a file tool's path, the files a bash line's redirections write)."""
     if name == "bash":
         command = input.get("command")
-        if not isinstance(command, str):
-            return [None], False
-        return [*split_commands(command)] or [command.strip()], False
+        return judge(command).writes if isinstance(command, str) else ()
     key = _PATH_TOOLS.get(name)
-    if key is None:
-        return [None], False
-    path = input.get(key, ".")
-    if not isinstance(path, str):
-        return [None], False
-    absolute = _absolute(path, cwd, policy.home)
-    return [absolute], not _inside(absolute, cwd)
+    path = input.get(key, ".") if key is not None else None
+    return (path,) if isinstance(path, str) else ()
 
 
-def _session_rules(
-    policy: Policy, name: str, subjects: list[str | None], outside: bool, cwd: str
-) -> tuple[str, ...]:
-    if name == "bash":
-        names = dict.fromkeys(command_name(strip_assignments(s)) for s in subjects if s)
-        return tuple(r for n in names if n for r in (f"bash({n})", f"bash({n} *)"))
-    if name in _PATH_TOOLS:
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    action: str
+    reason: str
+    #: What approving for the session would add (empty: approve once only).
+    offer: tuple[str, ...] = ()
+    outside: bool = False
+
+
+class _Judging:
+    """One call's decision: the policy, the run's mode and rules, and where paths lead."""
+
+    def __init__(self, policy: Policy, mode: str, rules: tuple[Rule, ...], cwd: str, resolved: Mapping[str, str]) -> None:
+        self.policy = policy
+        self.mode = mode
+        self.rules = rules
+        self.cwd = posixpath.normpath(cwd)
+        self.resolved = resolved
+        self.root = resolved.get(cwd, self.cwd)
+        self.home = policy.home
+        self.real_home = resolved.get(policy.home, policy.home) if policy.home else ""
+        self.auto = mode in ("full", "exec")
+
+    def first(self, action: str, tool: str, test: Any) -> Rule | None:
+        """The first rule of ``action`` about ``tool`` for which ``test(rule)`` holds."""
+        for rule in self.rules:
+            if rule.action == action and _tool_matches(rule, tool) and test(rule):
+                return rule
+        return None
+
+    def tool(self, name: str) -> _Verdict:
+        """A call whose input no rule pattern looks at."""
+        for action in (DENY, ASK, ALLOW):
+            hit = self.first(action, name, lambda r: r.pattern is None)
+            if hit is not None:
+                return _Verdict(action, f"{name}: rule {action} {hit}{_origin(hit)}", (name,) if action == ASK else ())
+        if self.auto:
+            return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
+        if name in _READ_TOOLS:
+            return _Verdict(ALLOW, f"{name} is allowed in {self.mode} mode")
+        return _Verdict(ASK, f"{name} asks in {self.mode} mode", (name,))
+
+    # -- paths ------------------------------------------------------------------------------
+
+    def path(self, tool: str, path: str, *, in_bash: bool = False) -> _Verdict:
+        """A file tool's call on ``path`` (or, ``in_bash``, a redirection writing it: then a
+        path inside the working directory that no rule names is left to the bash rules)."""
+        named = _absolute(path, self.cwd, self.home)
+        real = _normal(self.resolved.get(path, named))
+        shown = named if real == named else f"{named} (which is {real})"
+        outside = not _inside(real, self.root)
+
+        def denies(rule: Rule) -> bool:
+            return self.path_matches(rule, real, self.root, self.real_home) or (
+                (named, self.cwd, self.home) != (real, self.root, self.real_home)
+                and self.path_matches(rule, named, self.cwd, self.home)
+            )
+
+        hit = self.first(DENY, tool, denies)
+        for action in (ASK, ALLOW):
+            if hit is None:
+                hit = self.first(action, tool, lambda r: self.path_matches(r, real, self.root, self.real_home))
+        if hit is not None:
+            # An ask rule would outdo an approval for the session: once only.
+            return _Verdict(hit.action, f"{tool} {shown}: rule {hit.action} {hit}{_origin(hit)}", (), outside)
         # Inside the project, the tool for the session; outside, only the path asked about.
+        offer = (f"{tool}({escape(real)})",) if outside else (f"{tool}({escape(self.root)}/**)",)
+        if self.auto:
+            return _Verdict(ALLOW, f"{self.mode} mode allows every tool", outside=outside)
         if outside:
-            return tuple(f"{name}({s})" for s in subjects if s)
-        return (f"{name}({posixpath.normpath(cwd)}/**)",)
-    return (name,)
+            return _Verdict(ASK, f"{shown} is outside the working directory", offer, outside)
+        if in_bash or tool in _READ_TOOLS:
+            return _Verdict(ALLOW, f"{tool} is allowed in {self.mode} mode")
+        return _Verdict(ASK, f"{tool} asks in {self.mode} mode", offer)
+
+    def path_matches(self, rule: Rule, subject: str, cwd: str, home: str) -> bool:
+        if rule.pattern is None:
+            return True
+        pattern = _rule_path(rule.pattern, cwd, home)
+        # ``dir/**`` covers the folder itself too (a glob or grep of ``~/.ssh``).
+        return glob_matcher(pattern)(subject) or (rule.pattern.endswith("/**") and subject == pattern[:-3])
+
+    # -- bash -------------------------------------------------------------------------------
+
+    def bash(self, line: str) -> _Verdict:
+        judged = judge(line)
+        for command in judged.commands:
+            hit = self.first(DENY, "bash", lambda r: _narrows(r, command))
+            if hit is not None:
+                return _Verdict(DENY, f"bash {_shown(command)}: rule deny {hit}{_origin(hit)}")
+        hit = self.first(DENY, "bash", lambda r: r.pattern is None)
+        if hit is not None:
+            return _Verdict(DENY, f"bash: rule deny {hit}{_origin(hit)}")
+        writes = [self.path("write", w, in_bash=True) for w in judged.writes]
+        denied = next((w for w in writes if w.action == DENY), None)
+        if denied is not None:
+            return _Verdict(DENY, f"bash writes a file: {denied.reason}", outside=denied.outside)
+        outside = any(w.outside for w in writes)
+        if not judged.whole:
+            hit = self.first(DENY, "bash", lambda r: True)
+            if hit is not None and (self.policy.yes or self.auto):
+                # Nobody will be asked, and the deny rules may not see what it runs.
+                why = f"roost cannot judge this line whole ({judged.reason}), so it can't be checked against the deny rules (rule deny {hit}{_origin(hit)})"
+                return _Verdict(DENY, why, outside=outside)
+            why = f"roost cannot judge this line whole ({judged.reason}), so no rule allows it: approve it once if it is fine"
+            return _Verdict(ASK, why, outside=outside)
+        for command in judged.commands:
+            hit = self.first(ASK, "bash", lambda r: r.pattern is None or _narrows(r, command))
+            if hit is not None:
+                # An approval for the session could not outdo the ask rule: once only.
+                return _Verdict(ASK, f"bash {_shown(command)}: rule ask {hit}{_origin(hit)}", outside=outside)
+        asking = [w for w in writes if w.action == ASK]
+        commands = [c for c in judged.commands if not c.wrapper]
+        allowed = {c: self.first(ALLOW, "bash", lambda r: _allows(r, c)) for c in commands}
+        unmatched = [c for c, rule in allowed.items() if rule is None]
+        # A line that runs nothing (``x=1``, ``> f``) needs bash itself allowed.
+        idle = not commands and self.first(ALLOW, "bash", lambda r: r.pattern is None) is None
+        if not (unmatched or idle or asking):
+            rules = " and ".join(dict.fromkeys(str(r) for r in allowed.values() if r is not None))
+            return _Verdict(ALLOW, f"bash: rule allow {rules}" if rules else "bash: no command runs", outside=outside)
+        if self.auto:
+            return _Verdict(ALLOW, f"{self.mode} mode allows every tool", outside=outside)
+        offer: tuple[str, ...] = ()
+        if all(c.known for c in judged.commands):
+            offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + tuple(o for w in asking for o in w.offer)
+        if not unmatched and not idle:
+            return _Verdict(ASK, f"bash writes a file: {asking[0].reason}", offer, outside)
+        detail = ""
+        if unmatched and len(unmatched) < len(commands):
+            detail = f" (no rule allows {', '.join(_shown(c) for c in unmatched)})"
+        return _Verdict(ASK, f"bash asks in {self.mode} mode{detail}", offer, outside)
 
 
-def _command_matches(pattern: str, command: str) -> bool:
-    command = strip_assignments(command)
-    if pattern.endswith(":*"):
-        prefix = pattern[:-2]
-        return command == prefix or command.startswith(prefix + " ")
-    return fnmatch.fnmatchcase(command, " ".join(pattern.split()))
+def _tool_matches(rule: Rule, name: str) -> bool:
+    """A ``read`` rule covers ``glob`` and ``grep`` too: they read the files they search."""
+    return fnmatch.fnmatchcase(name, rule.tool) or (rule.tool == "read" and name in _SEARCH_TOOLS)
+
+
+def _origin(rule: Rule) -> str:
+    return f" (from {rule.source})" if rule.source else ""
+
+
+def _shown(command: Command) -> str:
+    return command.written.replace(WILD, "…")
+
+
+def _narrows(rule: Rule, command: Command) -> bool:
+    """Whether a deny or ask rule is about ``command``: it could be what the rule names,
+    by its name alone or by its path as written."""
+    if rule.pattern is None:
+        return True
+    full, could_start = _command_regexes(rule.pattern)
+    for text in dict.fromkeys((command.text, command.written)):
+        if WILD in text:
+            if could_start.fullmatch(text[: text.index(WILD)]):
+                return True
+        elif full.fullmatch(text):
+            return True
+    return False
+
+
+def _allows(rule: Rule, command: Command) -> bool:
+    """Whether an allow rule covers ``command`` as written, whatever its unknown parts are:
+    only a ``*`` of the pattern can stand for them."""
+    if rule.pattern is None:
+        return True
+    return _command_regexes(rule.pattern)[0].fullmatch(command.written) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _command_regexes(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """A command pattern as a regex of whole texts, and as one of the texts that some
+    continuation could make match (for a command whose end is unknown)."""
+    pattern = " ".join(pattern.split())
+    atoms = [re.escape(c) for c in pattern[:-2]] + [r"(?: .*)?"] if pattern.endswith(":*") else _glob_atoms(pattern)
+    could_start = ""
+    for atom in reversed(atoms):
+        could_start = f"(?:{atom}{could_start})?"
+    return re.compile("".join(atoms), re.DOTALL), re.compile(could_start, re.DOTALL)
+
+
+def _glob_atoms(pattern: str) -> list[str]:
+    # As fnmatch, except that WILD (text only known when the line runs) is matched by * alone.
+    atoms: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if not atoms or atoms[-1] != ".*":
+                atoms.append(".*")
+        elif c == "?":
+            atoms.append(f"[^{WILD}]")
+        elif c == "[":
+            start = i + 2 if pattern[i + 1 : i + 2] == "!" else i + 1
+            close = pattern.find("]", start + 1 if pattern[start : start + 1] == "]" else start)
+            if close == -1:
+                atoms.append(re.escape(c))
+            else:
+                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", pattern[start:close])
+                atoms.append(f"(?!{WILD})[{'^' if start == i + 2 else ''}{body}]")
+                i = close
+        else:
+            atoms.append(re.escape(c))
+        i += 1
+    return atoms
+
+
+_PROC_ROOT = re.compile(r"/proc/(?:self|thread-self)/root(?=/|$)")
+
+
+@functools.lru_cache(maxsize=1024)
+def _rule_path(pattern: str, cwd: str, home: str) -> str:
+    """A rule's path pattern made absolute (decided again for every file a search walks)."""
+    return _absolute(pattern, cwd, home)
 
 
 def _absolute(path: str, cwd: str, home: str) -> str:
     if path == "~" or path.startswith("~/"):
         path = (home or "/") + path[1:]
-    return posixpath.normpath(posixpath.join(cwd, path))
+    return _normal(posixpath.join(cwd, path))
+
+
+def _normal(path: str) -> str:
+    """``path`` normalised: ``a/../b``, ``//x`` and ``/proc/self/root/x`` name what they lead to."""
+    path = posixpath.normpath(path)
+    if path.startswith("//"):
+        path = "/" + path.lstrip("/")
+    while match := _PROC_ROOT.match(path):
+        path = posixpath.normpath("/" + path[match.end() :])
+    return path
 
 
 def _inside(path: str, cwd: str) -> bool:

@@ -10,16 +10,20 @@ Everything that decides what a run does next lives in this module. The rules:
   (``message.assistant``) and each tool call in it gets ``tool.started`` (phase TOOLS).
   The calls are answered with errors and the run ends when the reply was cut off
   (``max_tokens``), trips an output guardrail (``guardrail``), or makes the same calls as the
-  three replies before it (``stuck``). Otherwise each call is decided by the permission
-  policy (:func:`roost.loop.decide`): allowed calls run (RunTool); denied ones are answered
+  three replies before it (``stuck``). A call to a tool the run does not have (not in
+  ``run.started``'s ``tools``, the agent's list) is answered with an error at once, in
+  every mode: never run, never asked about. Otherwise each call is decided by the permission
+  policy (:func:`roost.loop.decide`, on the real paths in ``ModelFinished.resolved``):
+  allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
   StartClock when approvals time out). A call to a tool that is an agent starts it as a
   sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
-  a later one is invalid); approved, the call runs (approved for the session, the rules that
-  allow such calls join the session's allow list); denied, it is answered with the reason.
+  a later one is invalid); approved, the call runs (approved for the session, exactly the
+  rules the request offered join the session's allow list; a request that offered none is
+  approved once); denied, it is answered with the reason.
   ``HumanAnswered`` needs an open question: ``human.answered``, and the answer is the result.
 - ``ToolFinished`` needs TOOLS and a pending call id that is not waiting for a person. A
   result that trips an input guardrail is stored withheld and the run ends ``guardrail``.
@@ -357,7 +361,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            _start_call(b, call["id"], call["name"], call.get("input", {}))
+            _start_call(b, call["id"], call["name"], call.get("input", {}), input.resolved)
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -380,9 +384,16 @@ def _stop_before_calls(b: _Builder, stop_reason: str, content: list[dict[str, An
     return None
 
 
-def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) -> None:
+def _start_call(
+    b: _Builder, call_id: str, name: str, input: Mapping[str, Any], resolved: Mapping[str, str]
+) -> None:
     """A call of the reply: run it, ask about it, refuse it, or ask its question."""
     run = b.run
+    if name not in run.tools:
+        # The agent's tool list holds in every mode: such a call is never run nor asked about.
+        b.finish_call(call_id, f"the {run.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
+        _after_call(b)
+        return
     if name == ASK_HUMAN:
         problem = _question_problem(input)
         if problem is not None:
@@ -400,7 +411,7 @@ def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any]) 
         else:
             b.effects.append(StartSubagent(run.id, call_id, name, message))
         return
-    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd)
+    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
     if decision.action == DENY:
         b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
         _after_call(b)
@@ -438,14 +449,16 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
     b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
     assert wait is not None
     b.require(input.scope in ("once", "session"), "scope must be once or session")
-    # The rules that the request offered to add, as every client was shown them.
+    # Exactly the rules that the request offered to add, as every client was shown them;
+    # a request that offered none can only be approved once.
     rules = list(wait.get("session_rules", ())) if input.approve and input.scope == "session" else []
+    scope = "session" if rules else "once"
     b.emit(
         ev.PERMISSION_RESOLVED,
         call_id=input.call_id,
         tool=wait["name"],
         decision="approve" if input.approve else "deny",
-        scope=input.scope,
+        scope=scope,
         client=input.client,
         **({"reason": input.reason} if input.reason else {}),
         **({"rules": rules} if rules else {}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from roost.cli._render import session_offer
 from roost.cli.shell import _render as r
 from roost.cli.shell._view import Request, RunStats, SessionView, ToolCall
 
@@ -64,6 +65,22 @@ def test_an_approval_panel_names_the_call_and_the_keys() -> None:
         "│ for the session adds: bash(rm *)",
         "╰ y approve once · a approve for the session · n deny  (1 of 2)  ⏱ 20.0s left",
     ]
+
+
+def test_an_approval_panel_with_nothing_for_the_session_offers_once_only() -> None:
+    request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "eval x"},
+                      reason="roost cannot judge this line whole (eval runs a string as commands)")
+    assert text(r.request_panel(request, 110.0, 100))[-2:] == [
+        "│ nothing can be approved for the session: approve once",
+        "╰ y approve once · n deny",
+    ]
+
+
+def test_the_command_line_says_what_a_session_approval_adds() -> None:
+    assert session_offer({"session_rules": ["bash(npm test)", "write(/tmp/x)"]}) == (
+        "for the session adds: bash(npm test), write(/tmp/x)"
+    )
+    assert session_offer({"session_rules": []}) == "approve once only: nothing can be added for the session"
 
 
 def test_a_question_panel_numbers_its_choices() -> None:

@@ -234,3 +234,22 @@ def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
     from roost.daemon._project import find_skills
 
     assert find_skills(str(project))["changelog"][0].startswith("How to write a CHANGELOG")
+
+
+@pytest.mark.parametrize("mode", ["plan", "agent", "full", "exec"])
+async def test_a_tool_outside_the_agents_list_never_runs_nor_asks(
+    client: TrioClient, project: Path, mode: str
+) -> None:
+    bash = {"type": "tool_use", "name": "bash", "input": {"command": "touch ran.txt"}}
+    read = {"type": "tool_use", "name": "read", "input": {"path": "a.txt"}}
+    model = write_script(project, [bash, read], [text("done")])
+    write(user_dir() / "agents" / "reader.md", f"---\nname: reader\nmodel: {model}\ntools: [read]\n---\nYou read.\n")
+    run = await client.call("dispatch", task="t", agent="reader", mode=mode, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert not [e for e in events if e["type"] in ("permission.requested", "human.asked")]
+    results = [e for e in events if e["type"] == "tool.finished"]
+    expected = "not run: plan mode runs no tools" if mode == "plan" else "the reader agent has no tool bash"
+    assert results[0]["result"] == expected and results[0]["is_error"]
+    if mode != "plan":
+        assert results[1]["result"] == "1\ta.txt" and not results[1]["is_error"]
+    assert not (project / "ran.txt").exists()

@@ -73,7 +73,8 @@ async def test_bad_tool_calls_become_error_results(client: TrioClient, project: 
     results = [by_call[call_id] for call_id in order]
     assert len(results) == 4
     assert all(is_error for is_error, _ in results)
-    assert "unknown tool 'nosuch'" in results[0][1]
+    # A tool the run was not given is refused by the loop before any lookup.
+    assert results[0][1] == "the default agent has no tool nosuch"
     assert "'command' is a required property" in results[1][1]
     assert "no such file: missing.txt" in results[2][1]
     assert "[exit status 7]" in results[3][1]

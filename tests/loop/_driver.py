@@ -42,6 +42,8 @@ from roost.loop import (
 
 SESSION = "s1"
 MODEL = "scripted/demo"
+#: The tools a run gets unless a test says otherwise: the built-ins, and one MCP tool.
+TOOLS = ("read", "write", "edit", "glob", "grep", "bash", "ask_human", "skill", "remember", "time__now")
 
 
 def text(s: str) -> dict[str, Any]:
@@ -169,6 +171,7 @@ class Driver:
         kw.setdefault("model", MODEL)
         # Approvals are tested on their own; elsewhere every call just runs.
         kw.setdefault("policy", Policy(yes=True))
+        kw.setdefault("tools", TOOLS)
         return self.feed(Submit(task=task, ts=self.tick(), **kw))
 
     def reply(

@@ -43,7 +43,7 @@ def test_an_asking_call_waits_and_runs_once_approved():
     asked = only(t, "permission.requested").data
     assert asked["call_id"] == "c1" and asked["tool"] == "bash" and asked["input"] == {"command": "make"}
     assert asked["reason"] == "bash asks in agent mode"
-    assert asked["session_rules"] == ["bash(make)", "bash(make *)"]
+    assert asked["session_rules"] == ["bash(make)"]
     assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
     d.finish_tool("c2")
     assert d.state.run.waiting.keys() == {"c1"}
@@ -84,16 +84,46 @@ def test_a_deny_rule_answers_at_once_without_asking():
     assert not any(e.type == "permission.requested" for e in d.log)
 
 
-def test_approval_for_the_session_allows_the_same_commands_in_later_runs():
+def test_approval_for_the_session_adds_exactly_the_rules_offered():
     d = waiting_driver(bash("c1", "git status && npm test"))
+    offered = [e for e in d.log if e.type == "permission.requested"][-1].data["session_rules"]
+    assert offered == ["bash(git status)", "bash(npm test)"]
     t = d.approve("c1", scope="session", client="cli#1")
-    assert only(t, "permission.resolved").data["rules"] == ["bash(git)", "bash(git *)", "bash(npm)", "bash(npm *)"]
+    assert only(t, "permission.resolved").data["rules"] == offered
+    assert only(t, "permission.resolved").data["scope"] == "session"
     d.finish_tool("c1")
     d.reply(text("done"))
     d.submit("again", mode="agent", policy=AGENT)
-    t = d.reply(bash("c2", "git log"))
+    t = d.reply(bash("c2", "npm test"), bash("c3", "git log"), bash("c4", "npm test --watch"))
     assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
-    assert [str(r) for r in d.state.allowed] == ["bash(git)", "bash(git *)", "bash(npm)", "bash(npm *)"]
+    assert [e.data["call_id"] for e in t.events if e.type == "permission.requested"] == ["c3", "c4"]
+    assert [str(r) for r in d.state.allowed] == offered
+
+
+def test_a_request_that_offers_no_rule_is_approved_once_even_for_the_session():
+    d = waiting_driver(bash("c1", "eval make"))
+    asked = [e for e in d.log if e.type == "permission.requested"][-1].data
+    assert asked["session_rules"] == [] and "approve it once" in asked["reason"]
+    t = d.approve("c1", scope="session", client="cli#1")
+    resolved = only(t, "permission.resolved").data
+    assert resolved["scope"] == "once" and "rules" not in resolved
+    assert d.state.allowed == ()
+
+
+def test_a_tool_the_agent_lacks_is_an_error_in_every_mode():
+    for mode in ("agent", "full", "exec"):
+        d = Driver(cwd="/p")
+        d.submit("task", mode=mode, agent="reader", tools=("read",), policy=AGENT)
+        t = d.reply(bash("c1", "rm -rf /"), tool_use("c2", "read", {"path": "a"}), tool_use("c3", "ask_human"))
+        assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
+        assert not any(e.type == "permission.requested" or e.type == "human.asked" for e in t.events)
+        finished = {e.data["call_id"]: e.data for e in t.events if e.type == "tool.finished"}
+        assert finished["c1"]["result"] == "the reader agent has no tool bash" and finished["c1"]["is_error"]
+        assert finished["c3"]["result"] == "the reader agent has no tool ask_human"
+    d = Driver(cwd="/p")
+    d.submit("task", mode="plan", tools=("read",))
+    t = d.reply(bash("c1", "ls"))
+    assert only(t, "tool.finished").data["result"] == "not run: plan mode runs no tools"
 
 
 def test_an_approval_timeout_starts_a_clock():

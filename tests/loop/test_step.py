@@ -29,7 +29,7 @@ from roost.loop import (
     step,
 )
 
-from ._driver import MODEL, SESSION, Driver, calls, check_history, only, text, tool_use, types
+from ._driver import MODEL, SESSION, TOOLS, Driver, calls, check_history, only, text, tool_use, types
 
 
 def user(*blocks):
@@ -139,7 +139,7 @@ def test_tool_results_then_the_next_model_call():
             assistant(tool_use("c1", "read"), tool_use("c2", "bash")),
             user(result("c2", "two"), result("c1", "one", is_error=True)),
         ),
-        (),
+        TOOLS,
     )
     assert last.state.phase is Phase.MODEL
     assert last.state.run.turns == 2
@@ -411,7 +411,7 @@ def test_interrupted_while_the_model_ran():
 
 def test_run_finished_carries_reason_text_turns_usage_and_duration():
     d = Driver(ts=0.0)
-    d.feed(Submit("r1", "task", ts=100.0, model=MODEL))
+    d.feed(Submit("r1", "task", ts=100.0, model=MODEL, tools=("read",)))
     d.feed(ModelFinished((text("looking"), tool_use("c1")), "tool_use", 103.0, {"input_tokens": 10, "output_tokens": 4}))
     d.feed(ToolFinished("c1", "ok", 104.5))
     t = d.feed(
@@ -612,7 +612,7 @@ def test_a_refusal_ends_the_run_with_an_error_that_says_so() -> None:
 def _exec_run(attempts: int = 2, max_turns: int = 12) -> SessionState:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
     t = step(state, Submit("r", "fix it", 10.0, "scripted/x", mode="exec", max_turns=max_turns,
-                           check="check.sh", attempts=attempts, time_box=60.0))
+                           check="check.sh", attempts=attempts, time_box=60.0, tools=("bash",)))
     assert t.effects[0] == StartClock("r", 70.0)
     assert t.events[0].data["deadline"] == 70.0
     return t.state
@@ -646,7 +646,7 @@ def test_exec_out_of_attempts_is_check_failed_and_turns_count_per_attempt() -> N
     # The attempt's one turn is used: the check runs.
     assert t.effects == (RunCheck("r", 1, "check.sh"),)
     t = step(t.state, CheckFinished(2, "no", 13.0))
-    assert t.effects[-1] == CallModel("r", 2, "scripted/x", t.state.messages, ())
+    assert t.effects[-1] == CallModel("r", 2, "scripted/x", t.state.messages, ("bash",))
     t = _reply_done(t.state, 14.0)
     t = step(t.state, CheckFinished(2, "still no", 15.0))
     assert t.events[-1].data["reason"] == "check_failed"

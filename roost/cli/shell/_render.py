@@ -285,16 +285,14 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
     lines = [[("class:request.title", f"╭ approve {request.tool}? "), ("class:tool.arg", arg)]]
     if request.reason:
         lines.append([("class:request.title", "│ "), ("class:dim", clean(request.reason))])
+    # What approving for the session adds, exactly: the daemon adds nothing else.
+    session = "for the session adds: " + ", ".join(request.session_rules) if request.session_rules else (
+        "nothing can be approved for the session: approve once")
+    lines.append([("class:request.title", "│ "), ("class:dim", session)])
+    keys = [("class:key", "y"), ("", " approve once · ")]
     if request.session_rules:
-        lines.append([("class:request.title", "│ "),
-                      ("class:dim", "for the session adds: " + ", ".join(request.session_rules))])
-    lines.append([
-        ("class:request.title", "╰ "),
-        ("class:key", "y"), ("", " approve once · "),
-        ("class:key", "a"), ("", " approve for the session · "),
-        ("class:key", "n"), ("", " deny"),
-        ("class:dim", position + left),
-    ])
+        keys += [("class:key", "a"), ("", " approve for the session · ")]
+    lines.append([("class:request.title", "╰ "), *keys, ("class:key", "n"), ("", " deny"), ("class:dim", position + left)])
     return indent(lines, request.depth)
 
 

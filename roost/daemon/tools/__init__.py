@@ -1,6 +1,6 @@
 """Built-in tools and the registry that checks and runs calls."""
 
-from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
+from ._base import Tool, ToolContext, ToolResult, kill_group, real_path, truncate
 from ._glob import list_files
 from ._ledger import ProcessLedger
 from ._registry import BUILTIN_TOOLS, ToolRegistry
@@ -14,5 +14,6 @@ __all__ = [
     "ToolResult",
     "kill_group",
     "list_files",
+    "real_path",
     "truncate",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
@@ -34,6 +35,10 @@ class ToolContext:
     env: Mapping[str, str] | None = None
     #: The user trusted the session's folder: project files that link out of it are read.
     trusted_folder: bool = False
+    #: What the run's permission policy says to a read of a real path: ``allow``, ``ask``
+    #: or ``deny`` (None: no policy, as in tests of the tools alone). glob and grep ask it
+    #: about every file they walk into, read about its file (see :func:`readable`).
+    read_permission: Callable[[str], str] | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""
@@ -70,16 +75,64 @@ def truncate(text: str, limit: int, total: int | None = None) -> str:
     return f"{text[:limit]}\n[... output truncated: {total - limit} more characters not shown]"
 
 
+def real_path(cwd: str, path: str) -> str:
+    """Where ``path`` (relative to ``cwd``, ``~`` expanded) really leads: ``..``, ``//``,
+    ``/proc/self/root`` and every symlink followed (blocking: a few ``lstat`` calls).
+
+    The daemon resolves the paths a call names with it before the call is decided, and
+    the tools resolve them again with it when they run.
+    """
+    return os.path.realpath(Path(cwd) / Path(path).expanduser())
+
+
 def resolve_path(ctx: ToolContext, path: str) -> tuple[Path, bool]:
     """Where ``path`` (relative to the working directory, ``~`` expanded) really is.
 
     Returns the path with every symlink followed, and whether it lies inside the working
     directory (itself resolved). This is the one place that decides "inside". The
-    permission policy asks before a call names a path outside; a path that only a symlink
-    takes outside is refused here (see :func:`outside_result`).
+    permission policy decides on the same real paths (the daemon resolves them with
+    :func:`real_path` first); a path that a symlink takes outside after that is refused
+    here (see :func:`outside_result`).
     """
-    real = Path(os.path.realpath(Path(ctx.cwd) / Path(path).expanduser()))
+    real = Path(real_path(ctx.cwd, path))
     return real, real.is_relative_to(os.path.realpath(ctx.cwd))
+
+
+def readable(root: Path, files: list[str], ctx: ToolContext) -> list[str]:
+    """Those of ``files`` (paths relative to the real folder ``root``) that a search may
+    read, judged where each really leads (blocking: run it in a worker thread).
+
+    A file inside ``root`` (the folder the call was decided on) is read unless a deny rule
+    on reads holds for its real path; a file that a symlink takes out of ``root`` is read
+    only if a read of its target would be allowed without asking. Without a policy
+    (``read_permission`` None), a link out of ``root`` is followed only into the working
+    directory.
+    """
+    base = str(root).rstrip("/") + "/"
+    project = os.path.realpath(ctx.cwd).rstrip("/") + "/"
+    # Each folder is resolved once; a file itself only when it is a link (one lstat).
+    folders: dict[str, str] = {"": base}
+    kept = []
+    for name in files:
+        folder, _, leaf = name.rpartition("/")
+        real_folder = folders.get(folder)
+        if real_folder is None:
+            real_folder = folders[folder] = os.path.realpath(base + folder).rstrip("/") + "/"
+        path = real_folder + leaf
+        try:
+            link = stat.S_ISLNK(os.lstat(path).st_mode)
+        except OSError:
+            continue  # gone since it was listed
+        real = os.path.realpath(path) if link else path
+        within = real.startswith(base)
+        if ctx.read_permission is not None:
+            action = ctx.read_permission(real)
+            ok = action != "deny" if within else action == "allow"
+        else:
+            ok = within or real.startswith(project)
+        if ok:
+            kept.append(name)
+    return kept
 
 
 def outside_result(path: str, real: Path, ctx: ToolContext) -> ToolResult | None:

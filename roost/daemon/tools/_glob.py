@@ -5,8 +5,10 @@ untracked ones not ignored by ``.gitignore`` and friends), from ``git ls-files``
 else, every file under the folder, ``.git`` folders skipped. Patterns are matched against
 paths relative to the searched folder: ``*`` and ``?`` stay within one path segment (and
 match dotfiles), ``[...]`` is a character class, and a ``**`` segment spans any number of
-folders. Listing and stat calls run in a worker thread, so a large tree never blocks the
-daemon's event loop.
+folders. A file is listed only where it may be read: a symlink that leads out of the
+searched folder needs the permission a read of its target would need, and a deny rule on
+reads holds for every file's real path (``readable``). Listing and stat calls run in a
+worker thread, so a large tree never blocks the daemon's event loop.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import trio
 
 from roost.loop import glob_matcher
 
-from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, outside_result, readable, resolve_path, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -117,6 +119,7 @@ async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(f"invalid glob pattern {pattern!r}: {exc}", is_error=True)
     with trio.move_on_after(ctx.timeout) as scope:
         files = await list_files(root, matches)
+        files = await trio.to_thread.run_sync(readable, root, files, ctx, abandon_on_cancel=True)
         files = await trio.to_thread.run_sync(_newest_first, root, files, abandon_on_cancel=True)
     if scope.cancelled_caught:
         meta = {"outside": not inside}

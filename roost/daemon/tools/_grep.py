@@ -1,7 +1,8 @@
 """The ``grep`` tool: a Python regular expression over the lines of text files.
 
-The files searched are those ``glob`` would list (the same helper, so ``.gitignore`` is
-respected the same way); files with a NUL byte in their first 8 KiB are binary and
+The files searched are those ``glob`` would list (the same helpers, so ``.gitignore`` is
+respected the same way, and a symlink out of the searched folder is followed only where a
+read of its target would be allowed); files with a NUL byte in their first 8 KiB are binary and
 skipped. Output is ``path:line:text`` for a matching line and ``path-line-text`` for a
 context line, groups apart separated by ``--``, as grep prints them. Line numbers count as
 ``read`` counts them. Files are read and matched in a worker thread, so a large tree never
@@ -20,7 +21,7 @@ import trio
 
 from roost.loop import glob_matcher
 
-from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, outside_result, readable, resolve_path, truncate
 from ._glob import display_prefix, list_files
 
 _SCHEMA = {
@@ -139,6 +140,7 @@ async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         else:
             # One file, named on purpose: searched whatever the glob and .gitignore say.
             root, files = root.parent, [root.name]
+        files = await trio.to_thread.run_sync(readable, root, files, ctx, abandon_on_cancel=True)
         try:
             found = await trio.to_thread.run_sync(
                 _search,

@@ -31,6 +31,9 @@ async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     refused = None if inside else outside_result(input["path"], path, ctx)
     if refused is not None:
         return refused
+    if ctx.read_permission is not None and ctx.read_permission(str(path)) == "deny":
+        # Decided on where it led then; a link changed since must not reach a denied file.
+        return ToolResult(f"{input['path']} resolves to {path}, which the rules deny reading", is_error=True)
     offset = input.get("offset", 1)
     limit = input.get("limit", _DEFAULT_LIMIT)
     try:
