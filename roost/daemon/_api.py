@@ -52,7 +52,7 @@ from ._setup import FolderSetup
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
-from ._sessions import Session, SessionNotFound
+from ._sessions import Session, SessionBusy, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -230,33 +230,34 @@ class Api:
         policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"))
         if session is None:
             session = await self.conductor.create_session(cwd)
-        if params.get("attach"):
-            # Attached before the run starts, so no event of it is missed; a new session's
-            # stream starts with its session.created.
-            since = session.state.last_seq if params.get("session") else 0
-            await self.attach(connection, {"session": session.id, "since": since})
         try:
-            run = await self.conductor.dispatch(
-                session,
-                setup=setup,
-                environ=environ,
-                task=params["task"],
-                model=model,
-                agent=agent,
-                mode=mode,
-                max_turns=params.get("max_turns") or agent.max_turns or 12,
-                think=_think(params.get("think")) or agent.think,
-                request_id=request_id,
-                attempts=params.get("attempts") or EXEC_ATTEMPTS,
-                time_box=float(params.get("time_box") or EXEC_TIME_BOX),
-                policy=policy,
-                guardrails=config.all_guardrails(),
-                approval_timeout=float(timeout) if timeout is not None else None,
-                context_window=config.context_window(model.model_id),
-                compact_at=config.compact_at,
-                keep_turns=config.keep_turns,
-            )
-        except InvalidInput:
+            with session.claim():
+                if params.get("attach"):
+                    # Attached before the run starts, so no event of it is missed; a new
+                    # session's stream starts with its session.created.
+                    since = session.state.last_seq if params.get("session") else 0
+                    await self.attach(connection, {"session": session.id, "since": since})
+                run = await self.conductor.dispatch(
+                    session,
+                    setup=setup,
+                    environ=environ,
+                    task=params["task"],
+                    model=model,
+                    agent=agent,
+                    mode=mode,
+                    max_turns=params.get("max_turns") or agent.max_turns or 12,
+                    think=_think(params.get("think")) or agent.think,
+                    request_id=request_id,
+                    attempts=params.get("attempts") or EXEC_ATTEMPTS,
+                    time_box=float(params.get("time_box") or EXEC_TIME_BOX),
+                    policy=policy,
+                    guardrails=config.all_guardrails(),
+                    approval_timeout=float(timeout) if timeout is not None else None,
+                    context_window=config.context_window(model.model_id),
+                    compact_at=config.compact_at,
+                    keep_turns=config.keep_turns,
+                )
+        except SessionBusy:
             raise _busy(session) from None
         return {"session": session.id, "run": run, "model": model.model_id}
 
@@ -426,11 +427,13 @@ class Api:
         keep = params.get("keep_turns", config.keep_turns)
         if keep < 0:
             raise RpcError(ErrorCode.INVALID_PARAMS, "keep_turns must not be negative")
-        if params.get("attach"):
-            await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
+        resolved = self._resolve(model, config, environ)
         try:
-            run = await self.conductor.compact(session, self._resolve(model, config, environ), keep)
-        except InvalidInput:
+            with session.claim():
+                if params.get("attach"):
+                    await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
+                run = await self.conductor.compact(session, resolved, keep)
+        except SessionBusy:
             raise _busy(session) from None
         return {"session": session.id, "run": run}
 

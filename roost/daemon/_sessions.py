@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import secrets
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import trio
 
@@ -59,9 +60,35 @@ class Session:
     client_env: Mapping[str, str] = field(default_factory=dict)
     environ: Mapping[str, str] | None = None
 
+    #: A run is being set up (see :meth:`claim`).
+    claimed: bool = False
+
     @property
     def id(self) -> str:
         return self.state.id
+
+    @contextmanager
+    def claim(self) -> Iterator[None]:
+        """The session's run lock: hold it from the check that no run is in flight to the
+        moment the new run has started (its ``run.started`` stored).
+
+        The check and the claim happen together, with no await between them, so of many
+        dispatches at the same moment exactly one gets the session.
+
+        Raises:
+            SessionBusy: a run is in flight, or another is being set up.
+        """
+        if self.claimed or self.state.run is not None:
+            raise SessionBusy(self.id)
+        self.claimed = True
+        try:
+            yield
+        finally:
+            self.claimed = False
+
+
+class SessionBusy(Exception):
+    """The session has a run in flight, or one is being started."""
 
 
 @dataclass(eq=False)

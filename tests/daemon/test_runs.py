@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
+from roost.daemon._server import Daemon
 from roost.protocol import ErrorCode, RpcError
-from roost.protocol.trio_client import TrioClient
+from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import alive
 
 from .conftest import bash, events_until, finished, stored, text, write_script
@@ -252,3 +254,34 @@ async def test_exec_without_a_check_file_is_one_pass(client: TrioClient, project
     with pytest.raises(RpcError) as error:
         await client.call("dispatch", yes=True, task="t", model="scripted/demo", cwd=str(project), mode="yolo")
     assert error.value.code == ErrorCode.INVALID_PARAMS
+
+
+async def test_simultaneous_dispatches_give_one_run_and_busy_for_the_rest(daemon: Daemon, project: Path) -> None:
+    model = write_script(project, [text("the one run")])
+    session = None
+    async with open_client(daemon.socket_path) as first:
+        session = (await first.call("sessions.create", cwd=str(project)))["session"]
+    for trial in range(5):
+        outcomes: list[Any] = []
+
+        async def dispatch(n: int) -> None:
+            async with open_client(daemon.socket_path, client=f"racer{n}") as racer:
+                try:
+                    outcomes.append(await racer.call("dispatch", yes=True, task=f"go {n}", session=session, model=model))
+                except RpcError as exc:
+                    outcomes.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(dispatch, n)
+        runs = [o for o in outcomes if isinstance(o, dict)]
+        refused = [o for o in outcomes if isinstance(o, RpcError)]
+        assert len(runs) == 1, (trial, outcomes)
+        assert len(refused) == 7 and {e.code for e in refused} == {ErrorCode.SESSION_BUSY}
+        async with open_client(daemon.socket_path) as watcher:
+            await watcher.call("attach", session=session)
+            events = await events_until(watcher, finished(runs[0]["run"]))
+        assert events[-1]["reason"] == "done"
+        # Nothing else ran, and the session is idle again for the next trial.
+        assert sum(1 for e in events if e["type"] == "run.started") == trial + 1
+        model = write_script(project, *[[text(f"run {i}")] for i in range(trial + 2)], name=f"s{trial}.json")
