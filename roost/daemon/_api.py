@@ -27,6 +27,7 @@ from roost.loop import (
     Phase,
     Policy,
     cost,
+    safe_text,
 )
 from roost.protocol import (
     API_COMPATIBLE,
@@ -309,7 +310,7 @@ class Api:
                 "run": None,
                 "chat": chat_id,
                 "ts": time.time(),
-                "text": text,
+                "text": safe_text(text),
             }
             connection.queue(encode(Notification("event", [event])))
 

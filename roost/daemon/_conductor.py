@@ -59,6 +59,7 @@ from roost.loop import (
     decide,
     fold,
     paths_named,
+    safe_text,
     step,
 )
 
@@ -488,7 +489,8 @@ class Conductor:
             if kind == "text":
                 track.streamed.append(text)
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
-            self.fanout.publish(Event(type, session.id, effect.run, time.time(), {"text": text, **path}).to_map())
+            data = {"text": safe_text(text), **path}
+            self.fanout.publish(Event(type, session.id, effect.run, time.time(), data).to_map())
 
         reply = await self._stream(
             session,
@@ -728,7 +730,7 @@ class Conductor:
 
         def on_progress(progress: dict[str, Any]) -> None:
             data = {"call_id": effect.call_id, **progress, **path}
-            self.fanout.publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), data).to_map())
+            self.fanout.publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), safe_text(data)).to_map())
 
         return on_progress
 

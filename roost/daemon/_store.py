@@ -155,18 +155,30 @@ class EventStore:
         """
         numbered = []
         rows = []
+        next_seq: dict[str, int] = {}
         for event in events:
             if event.live:
                 raise ValueError(f"live event {event.type} cannot be stored")
-            seq = self._next_seq.get(event.session, 1)
-            self._next_seq[event.session] = seq + 1
+            seq = next_seq.get(event.session) or self._next_seq.get(event.session, 1)
+            next_seq[event.session] = seq + 1
             event = event.numbered(seq)
             numbered.append(event)
             rows.append(
                 ("event", event.session, seq, event.run, event.type, event.ts, _pack(event.to_map()))
             )
-        if rows:
+        if not rows:
+            return numbered
+        # Numbers are taken only once every row is packed, and given back if the commit
+        # fails: a failed append never leaves a gap in a session's seqs.
+        before = {session: self._next_seq.get(session, 1) for session in next_seq}
+        self._next_seq.update(next_seq)
+        try:
             await self._submit(rows)
+        except BaseException:
+            for session, first in before.items():
+                if self._next_seq.get(session) == next_seq[session]:
+                    self._next_seq[session] = first
+            raise
         return numbered
 
     async def _submit(self, rows: list[tuple[Any, ...]]) -> None:

@@ -13,7 +13,7 @@ from ._commands import WILD, Command, Judgement, judge
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
 from ._context import cut_point, estimate, visible
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
-from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, TOOL_PROGRESS, Event
+from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
 from ._inputs import (
     MODES,
     Abort,
@@ -94,6 +94,7 @@ __all__ = [
     "parse_plan",
     "parse_rule",
     "paths_named",
+    "safe_text",
     "secrets_guardrails",
     "step",
     "visible",

@@ -138,11 +138,16 @@ class Judgement:
         return not self.reason
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 def judge(line: str) -> Judgement:
     """What the shell line ``line`` runs and writes (see the module docstring)."""
     state = _Judge()
     if WILD in line:
         state.fail("the line holds a NUL character")
+    elif not line.isascii() and _SURROGATE.search(line):
+        # Not text bash would see as we parse it (a model's lone "\ud800", say).
+        state.fail("the line holds characters that are not valid Unicode")
     else:
         if _JOINING.search(line):
             state.fail("a line continuation joins two words into one, which the grammar reads as two")

@@ -8,6 +8,7 @@ deltas) are published but never stored and carry no ``seq``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -127,3 +128,20 @@ class Event:
 
 
 _ENVELOPE = frozenset({"type", "session", "run", "ts", "seq"})
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(value: Any) -> Any:
+    """``value`` with every string made valid Unicode text: lone surrogates (a model's
+    ``"\\ud800"``, a file name that is not UTF-8 as Python decodes it) become U+FFFD.
+
+    Such strings cannot be encoded as UTF-8, so neither stored nor sent; every event's data
+    passes through here when it is made. Strings already fine are returned as they are.
+    """
+    if isinstance(value, str):
+        return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {safe_text(k): safe_text(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_text(v) for v in value]
+    return value

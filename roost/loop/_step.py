@@ -83,7 +83,7 @@ from ._effects import (
     StartSubagent,
     Summarize,
 )
-from ._events import Event
+from ._events import Event, safe_text
 from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
 from ._inputs import (
     Abort,
@@ -159,7 +159,7 @@ class _Builder:
     def emit(self, type: str, *, run: str | None = None, **data: Any) -> None:
         if run is None and self.state.run is not None:
             run = self.state.run.id
-        event = Event(type, self.state.id, run, self.input.ts, data)
+        event = Event(type, self.state.id, run, self.input.ts, safe_text(data))
         self.events.append(event)
         self.state = apply(self.state, event)
 
