@@ -39,10 +39,12 @@ from ._conductor import Conductor
 from ._connection import Connection
 from ._hub import Hub
 from ._paths import ensure_private_dir, log_dir, state_dir
+from ._project import user_config_file
 from ._store import EventStore
 from ._trust import TrustStore
 from .mcp import McpManager
 from .providers import ProviderRegistry
+from .sandbox import Sandbox, default_backend
 from .tools import ProcessLedger, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -67,10 +69,13 @@ class Daemon:
         max_frame: int = DEFAULT_MAX_FRAME,
         *,
         sync: str = "normal",
+        bwrap: str | None = None,
     ) -> None:
         self.socket_path = socket_path
         self.database = database
         self.sync = sync
+        #: The bubblewrap program the sandbox uses (None: ROOST_BWRAP, else bwrap on PATH).
+        self.bwrap = bwrap
         self.max_frame = max_frame
         self.hub = Hub()
         self.stopping = trio.Event()
@@ -110,7 +115,13 @@ class Daemon:
                 ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
                 mcp = McpManager(nursery, log_dir() / "mcp")
                 trust = TrustStore(state_dir() / "trust.json")
-                conductor = Conductor(store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp, trust)
+                sandbox = Sandbox(default_backend(self.bwrap), self._private_paths())
+                availability = await sandbox.probe()
+                if not availability.available:
+                    log.warning("commands will run unsandboxed: %s", availability.reason)
+                conductor = Conductor(
+                    store, self.hub, providers, ToolRegistry(), nursery, ledger, mcp, trust, sandbox
+                )
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)
@@ -127,6 +138,24 @@ class Daemon:
                 nursery.cancel_scope.cancel()
             store.stop_writer()
         log.info("stopped")
+
+    def _private_paths(self) -> list[str]:
+        """What commands must never see: the daemon's socket (through it a command could
+        start a run of its own), database, trust and logs, the user's config, and the
+        user's runtime folder (agent and bus sockets)."""
+        socket = str(self.socket_path)
+        database = str(self.database)
+        runtime = [os.environ.get("XDG_RUNTIME_DIR") or "", f"/run/user/{os.getuid()}"]
+        return [
+            *(p for p in runtime if p),
+            socket,
+            socket + ".lock",
+            socket + ".tools",
+            *(database + suffix for suffix in ("", "-wal", "-shm")),
+            str(state_dir()),
+            str(log_dir()),
+            str(user_config_file().parent),
+        ]
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

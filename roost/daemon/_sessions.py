@@ -16,6 +16,7 @@ from ._setup import FolderSetup
 from ._store import EventStore
 from .mcp import McpServerConfig
 from .providers import Resolved, ToolSpec
+from .sandbox import Confinement
 
 
 @dataclass(eq=False)
@@ -58,6 +59,8 @@ class Session:
     #: (None: the daemon's own, without secrets).
     client_env: Mapping[str, str] = field(default_factory=dict)
     environ: Mapping[str, str] | None = None
+    #: The sandbox the run's commands run in (None: unsandboxed).
+    sandbox: Confinement | None = None
 
     @property
     def id(self) -> str:
@@ -85,6 +88,8 @@ class Subrun:
     run_nursery: trio.Nursery | None = None
     #: The data of its run.finished, once its run has ended.
     finished: Mapping[str, Any] | None = None
+    #: The sandbox its commands run in (None: unsandboxed).
+    sandbox: Confinement | None = None
 
 
 class SessionNotFound(KeyError):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from .._environ import tool_environment
 
 if TYPE_CHECKING:
+    from ..sandbox import Confinement
     from ._ledger import ProcessLedger
 
 
@@ -34,6 +35,8 @@ class ToolContext:
     env: Mapping[str, str] | None = None
     #: The user trusted the session's folder: project files that link out of it are read.
     trusted_folder: bool = False
+    #: The sandbox a command runs in (None: it runs as it is).
+    sandbox: Confinement | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""
