@@ -250,7 +250,9 @@ class Api:
             agent_source=agent.source if agent.from_project else None,
             hidden=self.conductor.sandbox.hidden,
         )
-        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"))
+        # auto_allow only where the sandbox really holds the commands it lets through.
+        sandboxed = sandbox.auto_allow and self.conductor.sandbox.holds(sandbox)
+        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"), sandboxed)
         if session is None:
             session = await self.conductor.create_session(cwd)
         if params.get("attach"):

@@ -16,6 +16,8 @@ Deny wins over ask, ask over allow; a call no rule matches gets the mode's prese
 ``agent`` mode reads (and ``skill``, ``remember``) are allowed and everything else asks (a path outside the working
 directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
+With ``Policy.sandboxed`` (a working sandbox and ``[sandbox] auto_allow``) agent mode
+allows the bash calls no rule asks about or denies.
 """
 
 from __future__ import annotations
@@ -91,23 +93,28 @@ def parse_rule(text: str, action: str, source: str = "") -> Rule:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What decides a run's calls besides its mode: the rules, and ``--yes``."""
+    """What decides a run's calls besides its mode: the rules, ``--yes``, and the sandbox."""
 
     rules: tuple[Rule, ...] = ()
     yes: bool = False
     #: The user's home, for ``~`` in rules and paths.
     home: str = ""
+    #: bash commands run in a working sandbox and the user's config lets agent mode run
+    #: them without asking (``[sandbox] auto_allow``): a bash call no rule asks about or
+    #: denies is allowed.
+    sandboxed: bool = False
 
     def to_map(self) -> dict[str, Any]:
         """The policy as stored in ``run.started``."""
-        return {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
+        m = {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
+        return {**m, "sandboxed": True} if self.sandboxed else m
 
     @classmethod
     def from_map(cls, m: Mapping[str, Any] | None) -> Policy:
         """The policy of a run back from ``run.started``."""
         m = m or {}
         rules = tuple(Rule.from_map(r) for r in m.get("rules", ()))
-        return cls(rules, bool(m.get("yes")), m.get("home", ""))
+        return cls(rules, bool(m.get("yes")), m.get("home", ""), bool(m.get("sandboxed")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +187,8 @@ def _decide_one(
             return action, f"{what}: rule {action} {hit}{origin}"
     if mode in ("full", "exec"):
         return ALLOW, f"{mode} mode allows every tool"
+    if name == "bash" and policy.sandboxed:
+        return ALLOW, "bash runs in the sandbox ([sandbox] auto_allow)"
     if name in _PATH_TOOLS and outside and subject is not None and not _inside(subject, cwd):
         return ASK, f"{subject} is outside the working directory"
     if name in _READ_TOOLS:

@@ -1,6 +1,6 @@
 """The sandbox for real: bubblewrap around real bash, through the tool and through a real
 daemon. What a command may write, see and reach; what a project may change about it; what
-happens where bwrap is missing."""
+happens where bwrap is missing; auto_allow."""
 
 from __future__ import annotations
 
@@ -226,6 +226,20 @@ async def test_abort_ends_every_process_of_the_sandbox(client: TrioClient, proje
             await trio.sleep(0.01)
 
 
+async def test_auto_allow_runs_bash_unasked_only_in_a_working_sandbox(client: TrioClient, project: Path) -> None:
+    user_config("[sandbox]\nauto_allow = true\n")
+    events = await run(client, project, [bash("touch made")], yes=False)
+    assert not any(e["type"] == "permission.requested" for e in events)
+    assert (project / "made").exists() and sandbox_of(events)["auto_allow"] is True
+    assert next(e for e in events if e["type"] == "run.started")["permissions"]["sandboxed"] is True
+    # Without the sandbox, bash asks as ever.
+    model = write_script(project, [bash("touch again")], [text("done")], name="off.json")
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, sandbox="off")
+    events = await events_until(client, lambda e: e["type"] == "permission.requested")
+    assert "sandboxed" not in next(e for e in events if e["type"] == "run.started")["permissions"]
+    await client.call("abort", session=started["session"])
+
+
 # -- where bwrap is missing ----------------------------------------------------------------
 
 
@@ -265,6 +279,7 @@ async def test_without_bwrap_roost_says_so_and_runs_commands_with_approvals(
     status = (await client.call("status"))["sandbox"]
     assert (status["available"], status["backend"]) == (False, "bubblewrap")
     assert status["reason"] == "/nonexistent/bwrap not found (install the bubblewrap package)"
+    user_config("[sandbox]\nauto_allow = true\n")
     model = write_script(project, [bash("touch ../outside")], [text("done")])
     started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
     events = await events_until(client, lambda e: e["type"] == "permission.requested")
