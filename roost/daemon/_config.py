@@ -66,6 +66,8 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     auto_allow = false                     # agent mode runs bash calls no rule asks about
                                            # without asking, while the sandbox holds them
 
+In ``writable`` and ``hide``, ``~`` is the user's home and a relative path starts at the
+session's folder (the user's file) or the project's root (a project's file).
 A project's ``[sandbox]`` may only narrow, trusted or not: a stricter mode, ``network =
 false``, ``auto_allow = false``, more ``hide``, and ``writable`` as a filter on the user's
 list (paths relative to the project's root). What it says that would widen is left out and

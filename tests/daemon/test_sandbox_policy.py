@@ -1,12 +1,17 @@
 """The sandbox's pure parts: the policy built in one place (the user chooses, a project only
-narrows), the bwrap mounts it turns into, and the note on a failure it caused."""
+narrows), the config and agent fields it comes from, the bwrap mounts it turns into, and the
+note on a failure it caused."""
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
 
+from roost.daemon._agents import AgentError, parse_agent
+from roost.daemon._config import ConfigError, load_config
 from roost.daemon.sandbox import SandboxConfig, SandboxPolicy, build_policy, explain
 from roost.daemon.sandbox import _bwrap
 from roost.daemon.sandbox._bwrap import mounts
@@ -167,3 +172,36 @@ def test_no_note_when_the_sandbox_is_not_why() -> None:
 def test_read_only_says_the_folder_is_read_only() -> None:
     note = explain("touch: cannot touch 'x': Read-only file system", 1, SandboxPolicy("read-only"), "/p")
     assert note is not None and "the session folder is read-only; commands may write only in a private /tmp" in note
+
+
+def test_sandbox_tables_are_read_from_both_files_and_checked(tmp_path: Path) -> None:
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('[sandbox]\nmode = "read-only"\nwritable = ["~/.cache"]\nnetwork = true\nauto_allow = true\n')
+    project = tmp_path / "proj"
+    (project / ".roost").mkdir(parents=True)
+    (project / ".roost" / "config.toml").write_text('[sandbox]\nnetwork = false\nhide = ["secrets"]\n')
+    config = load_config(str(project))
+    assert config.sandbox == SandboxConfig("read-only", ("~/.cache",), True, (), True, str(user), None)
+    assert config.project_sandbox == SandboxConfig(
+        None, None, False, ("secrets",), None, str(project / ".roost" / "config.toml"), str(project)
+    )
+    # Untrusted and all, a project's [sandbox] is read: it can only narrow.
+    assert not config.widening
+    for bad, message in (
+        ('mode = "none"', "mode must be one of workspace, read-only, off"),
+        ("network = 1", "network must be true or false"),
+        ('writable = "/srv"', "writable must be a list of paths"),
+        ("netwrok = false", "[sandbox] has no netwrok"),
+    ):
+        (project / ".roost" / "config.toml").write_text(f"[sandbox]\n{bad}\n")
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(str(project))
+
+
+def test_an_agents_sandbox_is_a_mode_and_a_bare_off_is_off() -> None:
+    assert parse_agent("---\nsandbox: off\n---\nx", "a.md").sandbox == "off"
+    assert parse_agent("---\nsandbox: read-only\n---\nx", "a.md").sandbox == "read-only"
+    assert parse_agent("---\nname: a\n---\nx", "a.md").sandbox is None
+    with pytest.raises(AgentError, match="sandbox must be one of workspace, read-only, off"):
+        parse_agent("---\nsandbox: yes\n---\nx", "a.md")
