@@ -242,10 +242,11 @@ def process_cpu(pid: int) -> tuple[float, float]:
 
 
 def tool_steps_script(steps: int, command: str = "true") -> list[dict[str, Any]]:
-    """``steps`` responses that each call ``bash COMMAND``, then a final text answer."""
+    """``steps`` responses that each call ``bash COMMAND N`` (N the step: the same call
+    three replies running would be stopped as a stuck loop), then a final text answer."""
     responses: list[dict[str, Any]] = [
         {"content": [{"type": "text", "text": f"step {i}"},
-                     {"type": "tool_use", "name": "bash", "input": {"command": command}}]}
+                     {"type": "tool_use", "name": "bash", "input": {"command": f"{command} {i}"}}]}
         for i in range(1, steps + 1)
     ]
     responses.append({"content": [{"type": "text", "text": "done"}]})

@@ -1,4 +1,4 @@
-"""Figure 1: per-step overhead of a run.
+"""Figure 1: per-step overhead of a run, with the sandbox off and on.
 
 Whole-process wall time of ``roost dispatch`` (daemon already running) for a run of 20 tool
 steps minus the same for a run of 1 tool step, divided by 19. A "tool step" is one model
@@ -6,6 +6,10 @@ call answering text + one ``bash`` tool call running ``true``; both runs end wit
 text answer, so they differ by exactly 19 (model call + tool call) round trips. The model
 costs nothing: ``scripted`` replays a script file; ``anthropic`` talks to the local fake
 Messages API (tests/fakes/anthropic_server.py) over 127.0.0.1, with streaming SSE.
+
+``scripted`` is measured twice, ``--sandbox off`` and ``--sandbox workspace`` (bubblewrap
+around every command), interleaved run by run; the difference is what the sandbox adds to
+each command. ``anthropic`` runs with ``--sandbox off``, as its baseline did.
 
 Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
 
@@ -15,8 +19,11 @@ Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +46,8 @@ from _common import (  # noqa: E402
 
 LONG, SHORT = 20, 1
 TARGET_MS = 3.0
+#: What the sandbox may add to one command.
+SANDBOX_TARGET_MS = 3.0
 ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
 
 
@@ -50,50 +59,68 @@ def daemon_side_seconds(env: BenchEnv, session: str) -> float:
     return ts["run.finished"] - ts["run.started"]
 
 
-def dispatch(env: BenchEnv, model: str) -> tuple[Ran, str]:
+def dispatch(env: BenchEnv, model: str, sandbox: str) -> tuple[Ran, str]:
     """One ``roost dispatch`` run, followed to its end; (timing, session id)."""
-    ran = env.run_roost("dispatch", "benchmark task", "--model", model,
+    # --yes: in agent mode every bash call would wait for an approval.
+    ran = env.run_roost("dispatch", "benchmark task", "--model", model, "--sandbox", sandbox, "--yes",
                         "--max-turns", "40", "--json", stdout=subprocess.PIPE)
     first = json.loads(ran.proc.stdout.split(b"\n", 1)[0])
     return ran, first["session"]
 
 
-def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None) -> dict[str, Any]:
-    walls: dict[int, list[float]] = {SHORT: [], LONG: []}
-    inside: dict[int, list[float]] = {SHORT: [], LONG: []}
+def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None,
+            sandboxes: tuple[str, ...] = ("off",)) -> dict[str, dict[str, Any]]:
+    """The figures of each sandbox mode, their runs interleaved (so they share any drift)."""
+    walls = {s: {SHORT: [], LONG: []} for s in sandboxes}
+    inside = {s: {SHORT: [], LONG: []} for s in sandboxes}
     # CPU seconds summed over the measured runs: the CLI process, the daemon itself, and the
     # daemon's reaped children (the bash tool processes). /proc counts in 10 ms ticks, so
     # only sums over many runs mean anything.
-    cpu = {n: {"cli": 0.0, "daemon": 0.0, "tools": 0.0} for n in (SHORT, LONG)}
+    cpu = {s: {n: {"cli": 0.0, "daemon": 0.0, "tools": 0.0} for n in (SHORT, LONG)} for s in sandboxes}
     for i in range(runs + 1):  # the first pair is a warm-up, not counted
-        for steps in (SHORT, LONG):
-            if before_run:
-                before_run(steps)
-            own0, kids0 = process_cpu(env.daemon_pid)
-            ran, session = dispatch(env, model_for(steps))
-            own1, kids1 = process_cpu(env.daemon_pid)
-            if i:
-                walls[steps].append(ran.wall)
-                inside[steps].append(daemon_side_seconds(env, session))
-                cpu[steps]["cli"] += ran.cpu
-                cpu[steps]["daemon"] += own1 - own0
-                cpu[steps]["tools"] += kids1 - kids0
+        for sandbox in sandboxes:
+            for steps in (SHORT, LONG):
+                if before_run:
+                    before_run(steps)
+                own0, kids0 = process_cpu(env.daemon_pid)
+                ran, session = dispatch(env, model_for(steps), sandbox)
+                own1, kids1 = process_cpu(env.daemon_pid)
+                if i:
+                    walls[sandbox][steps].append(ran.wall)
+                    inside[sandbox][steps].append(daemon_side_seconds(env, session))
+                    cpu[sandbox][steps]["cli"] += ran.cpu
+                    cpu[sandbox][steps]["daemon"] += own1 - own0
+                    cpu[sandbox][steps]["tools"] += kids1 - kids0
     steps_measured = runs * (LONG - SHORT)
-    per_step = (median(walls[LONG]) - median(walls[SHORT])) / (LONG - SHORT)
-    per_step_inside = (median(inside[LONG]) - median(inside[SHORT])) / (LONG - SHORT)
-    cpu_per_step = {k: (cpu[LONG][k] - cpu[SHORT][k]) / steps_measured for k in cpu[LONG]}
-    return {"walls": walls, "inside": inside, "per_step": per_step,
-            "per_step_inside": per_step_inside, "cpu_per_step": cpu_per_step}
+    out = {}
+    for s in sandboxes:
+        w, ins, c = walls[s], inside[s], cpu[s]
+        out[s] = {"walls": w, "inside": ins,
+                  "per_step": (median(w[LONG]) - median(w[SHORT])) / (LONG - SHORT),
+                  "per_step_inside": (median(ins[LONG]) - median(ins[SHORT])) / (LONG - SHORT),
+                  "cpu_per_step": {k: (c[LONG][k] - c[SHORT][k]) / steps_measured for k in c[LONG]}}
+    return out
 
 
-def bash_true_floor(n: int = 30) -> float:
-    """Median seconds to spawn and reap ``bash -c true`` from Python (the tool's own floor)."""
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        subprocess.run(["bash", "-c", "true"], stdin=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t)
-    return median(times)
+def spawn_floors(n: int = 40) -> tuple[float, float | None]:
+    """Median seconds to spawn and reap ``bash -c true`` from Python (the tool's own floor),
+    bare and inside the sandbox the daemon would build for a project folder here (None:
+    no bwrap); alternated, so that both see the same machine."""
+    bare = ["bash", "-c", "true"]
+    if not shutil.which("bwrap"):
+        return median([_spawn(bare) for _ in range(n)]), None
+    from roost.daemon.sandbox import Bubblewrap, build_policy
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as folder:
+        boxed = Bubblewrap().argv(bare, folder, os.environ, build_policy(folder))
+        times = [(_spawn(bare), _spawn(boxed)) for _ in range(n)]
+    return median([t[0] for t in times]), median([t[1] for t in times])
+
+
+def _spawn(argv: list[str]) -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, stdin=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t
 
 
 def figures_for(name: str, m: dict[str, Any], how: str, key: str) -> list[Figure]:
@@ -118,15 +145,36 @@ def figures_for(name: str, m: dict[str, Any], how: str, key: str) -> list[Figure
     ]
 
 
-def run_scripted(runs: int) -> list[Figure]:
+def run_scripted(runs: int) -> tuple[list[Figure], list[str]]:
     with BenchEnv("step") as env:
         env.start_daemon()
         scripts = {n: env.write_script(f"s{n}.json", tool_steps_script(n)) for n in (SHORT, LONG)}
-        m = measure(env, runs, lambda n: f"scripted/{scripts[n]}")
+        with env.client() as client:
+            available = client.call("status")["sandbox"]
+        sandboxes = ("off", "workspace") if available["available"] else ("off",)
+        m = measure(env, runs, lambda n: f"scripted/{scripts[n]}", sandboxes=sandboxes)
     how = (f"(median wall of `roost dispatch --json` for {LONG} tool steps - same for {SHORT}) / "
            f"{LONG - SHORT}; {runs} alternating pairs after 1 warm-up pair; model `scripted/FILE`; "
            f"each step: one model reply + `bash -c true`")
-    return figures_for("scripted", m, how, "scripted")
+    figures = figures_for("scripted", m["off"], how + "; `--sandbox off`", "scripted")
+    if "workspace" not in m:
+        return figures, [f"sandbox part skipped: {available['reason']}"]
+    on, off = m["workspace"], m["off"]
+    figures += figures_for("scripted, sandbox on", on, how + "; `--sandbox workspace` (bubblewrap)",
+                           "scripted_sandbox")
+    added = on["per_step"] - off["per_step"]
+    figures.append(Figure(
+        key="step_overhead.sandbox_per_command_ms", title="sandbox cost per command",
+        value=added * 1000, unit="ms/command", better="lower", target=SANDBOX_TARGET_MS,
+        how="per-step overhead with `--sandbox workspace` - the same with `--sandbox off` "
+            "(runs interleaved; one bash command per step)",
+        details=[f"inside the daemon: {(on['per_step_inside'] - off['per_step_inside']) * 1000:.2f} ms/command",
+                 "CPU per command it adds: daemon "
+                 f"{(on['cpu_per_step']['daemon'] - off['cpu_per_step']['daemon']) * 1000:.2f} ms, "
+                 "tool processes (bwrap and bash) "
+                 f"{(on['cpu_per_step']['tools'] - off['cpu_per_step']['tools']) * 1000:.2f} ms"],
+    ))
+    return figures, []
 
 
 def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
@@ -134,7 +182,9 @@ def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
 
     notes = []
     with serve_anthropic() as server, BenchEnv("stepA") as env:
-        env.start_daemon({"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": server.base_url})
+        # A dispatch brings its own terminal's key and URL; the daemon's serve nothing else.
+        env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
+        env.start_daemon()
         counter = iter(range(10**9))
 
         def enqueue(steps: int) -> None:
@@ -145,7 +195,7 @@ def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
                     "content": [
                         {"type": "text", "text": f"step {i}"},
                         {"type": "tool_use", "id": f"toolu_b{run}_{i}", "name": "bash",
-                         "input": {"command": "true"}},
+                         "input": {"command": f"true {i}"}},
                     ],
                     "stop_reason": "tool_use",
                     "usage": {"input_tokens": 100, "output_tokens": 20},
@@ -154,14 +204,15 @@ def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
                           "usage": {"input_tokens": 100, "output_tokens": 5}})
             server.enqueue(*turns)
 
-        m = measure(env, runs, lambda n: ANTHROPIC_MODEL, before_run=enqueue)
+        m = measure(env, runs, lambda n: ANTHROPIC_MODEL, before_run=enqueue)["off"]
         status = read_proc_status(env.daemon_pid)
         notes.append(f"daemon with the anthropic provider loaded, after {2 * (runs + 1)} runs: "
                      f"VmHWM {status['VmHWM'] / 1024:.1f} MiB, VmRSS {status['VmRSS'] / 1024:.1f} MiB")
         notes.append(f"fake server saw {len(server.requests)} POST /v1/messages")
-    how = (f"as for scripted, with model `{ANTHROPIC_MODEL}` against tests/fakes/anthropic_server.py "
-           f"(in this process, 127.0.0.1, streamed SSE, zero delay); daemon started with "
-           f"ANTHROPIC_BASE_URL pointing at it (the SDK is imported in the warm-up pair)")
+    how = (f"as for scripted (`--sandbox off`), with model `{ANTHROPIC_MODEL}` against tests/fakes/anthropic_server.py "
+           f"(in this process, 127.0.0.1, streamed SSE, zero delay); each dispatch brings "
+           f"ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL pointing at it (the SDK is imported in the "
+           f"warm-up pair)")
     return figures_for("anthropic", m, how, "anthropic"), notes
 
 
@@ -173,7 +224,9 @@ def main() -> None:
     context = prepare(args)
     figures: list[Figure] = []
     if args.only != "anthropic":
-        figures += run_scripted(args.runs)
+        figs, notes = run_scripted(args.runs)
+        figures += figs
+        context += notes
     if args.only != "scripted":
         try:
             figs, notes = run_anthropic(args.runs)
@@ -181,9 +234,13 @@ def main() -> None:
             context += notes
         except ImportError as exc:
             context.append(f"anthropic part skipped: tests/fakes/anthropic_server.py unusable ({exc})")
-    floor = bash_true_floor()
+    floor, boxed = spawn_floors()
     context.append(f"floor: `bash -c true` spawned by subprocess.run from Python takes "
-                   f"{floor * 1000:.2f} ms (median of 30); each step includes one")
+                   f"{floor * 1000:.2f} ms (median of 40); each step includes one")
+    if boxed is not None:
+        context.append(f"floor in the sandbox: the same inside bwrap, as the daemon builds it for a "
+                       f"folder here, takes {boxed * 1000:.2f} ms (+{(boxed - floor) * 1000:.2f} ms; "
+                       "alternated with the bare one)")
     report("per-step overhead", figures, args, context)
 
 

@@ -19,7 +19,8 @@ from ._connect import DaemonError, connect, socket_path, start_daemon, try_conne
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_obj
 def status(obj: dict[str, Any], as_json: bool) -> None:
-    """Show the daemon's pid, version, socket, uptime, sessions and runs in flight.
+    """Show the daemon's pid, version, socket, uptime, sessions and runs in flight, and
+    whether commands can run sandboxed (and if not, why).
 
     Does not start a daemon: exits 10 when none is running.
     """
@@ -34,6 +35,12 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
         f"database {info.get('database', '?')}\n"
         f"sessions {info['sessions']} · runs in flight {info['runs']}"
     )
+    sandbox = info.get("sandbox")
+    if sandbox is not None:
+        if sandbox.get("available"):
+            click.echo(f"sandbox  {sandbox.get('backend')} ({sandbox.get('program')})")
+        else:
+            click.echo(f"sandbox  UNAVAILABLE: {sandbox.get('reason')}; commands run unsandboxed (with approvals)")
 
 
 @click.command()

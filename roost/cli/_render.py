@@ -56,6 +56,10 @@ class Renderer:
     def _run_started(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"▶ run {e.get('run')} · {e.get('model')} · session {e.get('session')}", dim=True)
+        line = sandbox_line(e.get("sandbox"))
+        if line is not None:
+            warn = "unsandboxed" in line or "ignored" in line
+            self._out(line, **({"fg": "yellow"} if warn else {"dim": True}))
 
     def _project_untrusted(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -192,6 +196,26 @@ def summary(e: dict[str, Any]) -> str:
     if e.get("error"):
         parts.append(str(e["error"]))
     return " · ".join(parts)
+
+
+def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:
+    """A run's sandbox (``run.started``'s ``sandbox``) in one line (None: not recorded)."""
+    if not sandbox:
+        return None
+    mode = sandbox.get("mode")
+    if mode == "off":
+        line = "sandbox: off — commands run unsandboxed"
+    elif not sandbox.get("available"):
+        line = f"sandbox: UNAVAILABLE ({sandbox.get('reason') or 'unknown'}) — commands run unsandboxed"
+    else:
+        writes = [*(sandbox.get("writable") or []), "private /tmp"]
+        network = "network on" if sandbox.get("network") else "no network"
+        auto = " · bash runs without asking" if sandbox.get("auto_allow") else ""
+        line = f"sandbox: {mode} (writes: {', '.join(writes)}; {network}){auto}"
+    ignored = sandbox.get("ignored") or []
+    if ignored:
+        line += f" · ignored, a project may only narrow it: {', '.join(ignored)}"
+    return line
 
 
 def untrusted(e: dict[str, Any], limit: int = 6) -> str:

@@ -9,6 +9,7 @@
     max_turns: 20
     think: medium                          # off | low | medium | high | a token budget
     permissions: {deny: ["bash(git push*)"]}
+    sandbox: read-only                     # workspace | read-only | off
     ---
     You review changes. ...
 
@@ -21,16 +22,19 @@ be used is reported with its path (and line) and the others still load.
 A project's agent that widens what roost does — ``mode: full`` or ``exec``, allow rules, or
 the name ``default`` (replacing the agent every plain dispatch gets) — loads only while its
 file is trusted (see ``_trust``); untrusted, it is left out whole and reported. Agents that
-only narrow (fewer tools, deny rules, their own instructions) load anywhere.
+only narrow (fewer tools, deny rules, their own instructions) load anywhere. A project
+agent's ``sandbox`` may only narrow the run's sandbox, trusted or not (see ``sandbox``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 from roost.loop import MODES, Rule, RuleError, parse_rule
+
+from .sandbox import MODES as SANDBOX_MODES
 
 from ._files import read_bounded
 from ._project import FrontMatterError, agent_dirs, project_root, split_front_matter
@@ -70,8 +74,12 @@ class Agent:
     rules: tuple[Rule, ...] = ()
     #: As a sub-agent: start from a fork of the caller's history instead of a fresh one.
     fork: bool = False
+    #: The sandbox mode its runs get unless the dispatch says (None: the config's).
+    sandbox: str | None = None
     #: "built-in" or the file it came from.
     source: str = "built-in"
+    #: It came from a project's folder: its ``sandbox`` may only narrow.
+    from_project: bool = False
 
     def describe(self) -> dict[str, Any]:
         """The agent as ``agents.list`` shows it."""
@@ -85,6 +93,7 @@ class Agent:
             "think": self.think,
             "permissions": [r.to_map() for r in self.rules],
             "fork": self.fork,
+            "sandbox": self.sandbox,
             "source": self.source,
         }
 
@@ -133,6 +142,7 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
             else:
+                agent = replace(agent, from_project=not ours)
                 widens = None if ours else _widens(agent)
                 if widens is not None:
                     item = Widening("agent", agent.name, widens, str(path), digest(data), trust.covers(path, data))
@@ -177,6 +187,10 @@ def parse_agent(text: str, source: str) -> Agent:
     mode = meta.get("mode")
     if mode is not None and mode not in MODES:
         raise AgentError(f"{where}mode must be one of {', '.join(MODES)}")
+    # YAML reads a bare ``off`` as false.
+    sandbox = "off" if meta.get("sandbox") is False else meta.get("sandbox")
+    if sandbox is not None and sandbox not in SANDBOX_MODES:
+        raise AgentError(f"{where}sandbox must be one of {', '.join(SANDBOX_MODES)}")
     return Agent(
         name=name,
         description=_text(meta, "description", where),
@@ -188,6 +202,7 @@ def parse_agent(text: str, source: str) -> Agent:
         think=think_budget(meta.get("think"), where),
         rules=_rules(meta.get("permissions"), source),
         fork=bool(meta.get("fork", False)),
+        sandbox=sandbox,
         source=source,
     )
 

@@ -52,6 +52,7 @@ from ._files import read_bounded
 from ._setup import FolderSetup
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
+from .sandbox import MODES as SANDBOX_MODES, WORKSPACE, build_policy
 from ._connection import Connection
 from ._sessions import Session, SessionBusy, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -146,6 +147,7 @@ class Api:
             "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.runs_in_flight(),
             "database": str(self.conductor.store.path),
+            "sandbox": self.conductor.sandbox.availability.to_map(),
         }
 
     async def shutdown(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -205,6 +207,8 @@ class Api:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         if params.get("attempts", 1) < 1 or params.get("time_box", 1) <= 0:
             raise RpcError(ErrorCode.INVALID_PARAMS, "attempts and time_box must be positive")
+        if params.get("sandbox", WORKSPACE) not in SANDBOX_MODES:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"sandbox must be one of {', '.join(SANDBOX_MODES)}")
         if params.get("session"):
             session = await self._session(params["session"])
             if session.state.phase is not Phase.IDLE:
@@ -228,7 +232,18 @@ class Api:
         timeout = params.get("approval_timeout", config.approval_timeout)
         if timeout is not None and timeout <= 0:
             raise RpcError(ErrorCode.INVALID_PARAMS, "approval_timeout must be positive")
-        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"))
+        sandbox = build_policy(
+            cwd,
+            user=config.sandbox,
+            project=config.project_sandbox,
+            dispatch=params.get("sandbox"),
+            agent=agent.sandbox,
+            agent_source=agent.source if agent.from_project else None,
+            hidden=self.conductor.sandbox.hidden,
+        )
+        # auto_allow only where the sandbox really holds the commands it lets through.
+        sandboxed = sandbox.auto_allow and self.conductor.sandbox.holds(sandbox)
+        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"), sandboxed)
         if session is None:
             session = await self.conductor.create_session(cwd)
         try:
@@ -252,6 +267,7 @@ class Api:
                     attempts=params.get("attempts") or EXEC_ATTEMPTS,
                     time_box=float(params.get("time_box") or EXEC_TIME_BOX),
                     policy=policy,
+                    sandbox=sandbox,
                     guardrails=config.all_guardrails(),
                     approval_timeout=float(timeout) if timeout is not None else None,
                     context_window=config.context_window(model.model_id),

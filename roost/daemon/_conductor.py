@@ -74,6 +74,7 @@ from ._store import EventStore
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
+from .sandbox import Sandbox, SandboxPolicy, Unsupported
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, real_path
 
 log = logging.getLogger(__name__)
@@ -124,11 +125,14 @@ class Conductor:
         ledger: ProcessLedger | None = None,
         mcp: McpManager | None = None,
         trust: TrustStore | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
         self.mcp = mcp
         #: The folders the user trusted (None: none, as in tests of other parts).
         self.trust = trust
+        #: Where commands run (None: no sandbox works here; commands run unsandboxed).
+        self.sandbox = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.fanout = fanout
         self.providers = providers
         self.tools = tools
@@ -153,6 +157,11 @@ class Conductor:
             session = await self.sessions.get(session_id)
             run = session.state.run
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
+            if run is not None and run.sandbox is not None:
+                # As the run was told when it started: sandboxed stays sandboxed, or fails.
+                session.sandbox = self.sandbox.confine(
+                    SandboxPolicy.from_map(run.sandbox), promised=bool(run.sandbox.get("available"))
+                )
             if run is not None and (run.waiting or run.mode == "exec"):
                 # The dispatching terminal is gone: the daemon's own environment stands in.
                 try:
@@ -213,6 +222,7 @@ class Conductor:
         attempts: int = EXEC_ATTEMPTS,
         time_box: float = EXEC_TIME_BOX,
         policy: Policy = Policy(),
+        sandbox: SandboxPolicy,
         guardrails: tuple[Guardrail, ...] = (),
         approval_timeout: float | None = None,
         context_window: int | None = None,
@@ -220,7 +230,8 @@ class Conductor:
         keep_turns: int = 6,
     ) -> str:
         """Start a run on ``session`` with a resolved model; return the run id once
-        ``run.started`` is stored.
+        ``run.started`` is stored. Its commands run under ``sandbox`` where the sandbox
+        works here, unsandboxed (and ``run.started`` says so) where it does not.
 
         Raises:
             InvalidInput: a run is already in flight (or max_turns < 1).
@@ -250,8 +261,10 @@ class Conductor:
             keep_turns=keep_turns,
             subagents=tuple(session.agent_specs),
             untrusted=setup.untrusted_notice(),
+            sandbox=self.sandbox.describe(sandbox),
         )
         self._equip(session, setup, environ)
+        session.sandbox = self.sandbox.confine(sandbox)
         session.system = render(layers)
         session.model = model
         session.think = think
@@ -609,6 +622,12 @@ class Conductor:
             # The caller's history up to the reply that made this call.
             state = replace(state, messages=parent.state.messages[:-1])
         child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs, servers)
+        # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
+        # sandboxed caller it is sandboxed too, or its commands fail.
+        sandbox = None
+        if run.sandbox is not None:
+            sandbox = SandboxPolicy.from_map(run.sandbox).narrowed(agent.sandbox, agent.source)
+            child.sandbox = self.sandbox.confine(sandbox, promised=True if parent.sandbox is not None else None)
         submit = Submit(
             run="r" + secrets.token_hex(6),
             task=effect.message,
@@ -619,17 +638,24 @@ class Conductor:
             max_turns=agent.max_turns or 12,
             tools=tools,
             price=price_map(model.price),
-            policy=replace(run.policy, rules=run.policy.rules + agent.rules),
+            policy=replace(
+                run.policy,
+                rules=run.policy.rules + agent.rules,
+                sandboxed=run.policy.sandboxed and child.sandbox is not None,
+            ),
             guardrails=run.guardrails,
             approval_timeout=run.approval_timeout,
             prompt=tuple(sizes(layers)),
             subagents=tuple(specs),
+            sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
         return child, submit
 
     async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
         started = time.monotonic()
-        ctx = ToolContext(cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ)
+        ctx = ToolContext(
+            cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ, sandbox=track.sandbox
+        )
         result = await self.tools.call("bash", {"command": effect.command}, ctx)
         status = result.meta.get("exit_status")
         tail = result.text[-CHECK_OUTPUT:]
@@ -688,6 +714,7 @@ class Conductor:
                         env=session.environ,
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
+                        sandbox=track.sandbox,
                     )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:

@@ -57,6 +57,21 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
 
     [tools.env]                            # secrets tools, hooks and MCP servers may see
     pass = ["GITHUB_TOKEN"]                # (others named *KEY*, *TOKEN*, ... are removed)
+
+    [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
+    mode = "workspace"                     # workspace (default) | read-only | off
+    writable = ["~/.cache"]                # more folders commands may write (workspace mode)
+    network = false                        # true: commands may reach the network
+    hide = ["~/private"]                   # more files and folders commands must not see
+    auto_allow = false                     # agent mode runs bash calls no rule asks about
+                                           # without asking, while the sandbox holds them
+
+In ``writable`` and ``hide``, ``~`` is the user's home and a relative path starts at the
+session's folder (the user's file) or the project's root (a project's file).
+A project's ``[sandbox]`` may only narrow, trusted or not: a stricter mode, ``network =
+false``, ``auto_allow = false``, more ``hide``, and ``writable`` as a filter on the user's
+list (paths relative to the project's root). What it says that would widen is left out and
+named in the run's ``run.started`` (``sandbox.ignored``).
 """
 
 from __future__ import annotations
@@ -74,6 +89,7 @@ from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrail
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
 from ._trust import NO_TRUST, Trust, Widening, digest
+from .sandbox import MODES as SANDBOX_MODES, SandboxConfig
 
 
 #: The model used when nothing names one.
@@ -173,6 +189,9 @@ class Config:
     tool_env_pass: tuple[str, ...] = ()
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
+    #: The user's ``[sandbox]``, and the project's, which may only narrow it.
+    sandbox: SandboxConfig = SandboxConfig()
+    project_sandbox: SandboxConfig | None = None
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None
@@ -228,7 +247,11 @@ def load_config(
     user = user_config_file()
     if user.is_file():
         parsed = _parse(user, _read(user))
-        config = replace(_merge(config, parsed, str(user)), tool_env_pass=_passed(parsed, str(user)))
+        config = replace(
+            _merge(config, parsed, str(user)),
+            tool_env_pass=_passed(parsed, str(user)),
+            sandbox=_sandbox(parsed, str(user), None),
+        )
     project = project_config_file(cwd)
     if project is not None:
         root = project.parent.parent
@@ -237,13 +260,15 @@ def load_config(
         # Checked whole first: an error anywhere in the file is an error, trusted or not.
         _merge(config, parsed, str(project))
         _passed(parsed, str(project))
+        # Not a widening to trust: whatever the project's [sandbox] says, it only narrows.
+        sandbox = _sandbox(parsed, str(project), str(root))
         widening = _widening(parsed, str(project), digest(data), trust.covers(project, data))
         if not widening or widening[0].trusted:
             config = _merge(config, parsed, str(project))
             config = replace(config, tool_env_pass=(*config.tool_env_pass, *_passed(parsed, str(project))))
         else:
             config = _merge(config, _narrowing(parsed), str(project))
-        config = replace(config, widening=widening)
+        config = replace(config, widening=widening, project_sandbox=sandbox)
     return config
 
 
@@ -275,6 +300,35 @@ def _narrowing(data: Mapping[str, Any]) -> dict[str, Any]:
     if kept.get("guardrails", {}).get("secrets") is False:
         kept["guardrails"] = {k: v for k, v in kept["guardrails"].items() if k != "secrets"}
     return kept
+
+
+def _sandbox(data: Mapping[str, Any], where: str, root: str | None) -> SandboxConfig:
+    """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
+    folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
+    table = _table(data, "sandbox", where)
+    unknown = set(table) - {"mode", "writable", "network", "hide", "auto_allow"}
+    if unknown:
+        raise ConfigError(f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow)")
+    mode = table.get("mode")
+    if mode is not None and mode not in SANDBOX_MODES:
+        raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
+    for key in ("network", "auto_allow"):
+        if key in table and not isinstance(table[key], bool):
+            raise ConfigError(f"{where}: [sandbox] {key} must be true or false")
+    for key in ("writable", "hide"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            raise ConfigError(f"{where}: [sandbox] {key} must be a list of paths")
+    writable = table.get("writable")
+    return SandboxConfig(
+        mode=mode,
+        writable=tuple(writable) if writable is not None else None,
+        network=table.get("network"),
+        hide=tuple(table.get("hide", ())),
+        auto_allow=table.get("auto_allow"),
+        source=where,
+        root=root,
+    )
 
 
 def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:

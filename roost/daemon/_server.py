@@ -39,11 +39,13 @@ from ._api import Api
 from ._conductor import Conductor
 from ._connection import Connection
 from ._fanout import Fanout
-from ._paths import log_dir, private_opener, state_dir
+from ._paths import ensure_private_dir, log_dir, private_opener, state_dir
+from ._project import user_config_file
 from ._store import EventStore
 from ._trust import TrustStore
 from .mcp import McpManager
 from .providers import ProviderRegistry
+from .sandbox import Sandbox, default_backend
 from .tools import ProcessLedger, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,13 @@ class Daemon:
         max_frame: int = DEFAULT_MAX_FRAME,
         *,
         sync: str = "normal",
+        bwrap: str | None = None,
     ) -> None:
         self.socket_path = socket_path
         self.database = database
         self.sync = sync
+        #: The bubblewrap program the sandbox uses (None: ROOST_BWRAP, else bwrap on PATH).
+        self.bwrap = bwrap
         self.max_frame = max_frame
         self.stopping = trio.Event()
         self._connections: set[Connection] = set()
@@ -112,8 +117,14 @@ class Daemon:
             async with trio.open_nursery() as nursery:
                 mcp = McpManager(nursery, log_dir() / "mcp")
                 trust = TrustStore(state_dir() / "trust.json")
+                sandbox = Sandbox(default_backend(self.bwrap), self._private_paths())
+                availability = await sandbox.probe()
+                if not availability.available:
+                    log.warning("commands will run unsandboxed: %s", availability.reason)
                 self.fanout = Fanout(store.events)
-                conductor = Conductor(store, self.fanout, providers, ToolRegistry(), nursery, ledger, mcp, trust)
+                conductor = Conductor(
+                    store, self.fanout, providers, ToolRegistry(), nursery, ledger, mcp, trust, sandbox
+                )
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
                 nursery.start_soon(self._watch_signals)
@@ -130,6 +141,24 @@ class Daemon:
                 nursery.cancel_scope.cancel()
             store.stop_writer()
         log.info("stopped")
+
+    def _private_paths(self) -> list[str]:
+        """What commands must never see: the daemon's socket (through it a command could
+        start a run of its own), database, trust and logs, the user's config, and the
+        user's runtime folder (agent and bus sockets)."""
+        socket = str(self.socket_path)
+        database = str(self.database)
+        runtime = [os.environ.get("XDG_RUNTIME_DIR") or "", f"/run/user/{os.getuid()}"]
+        return [
+            *(p for p in runtime if p),
+            socket,
+            socket + ".lock",
+            socket + ".tools",
+            *(database + suffix for suffix in ("", "-wal", "-shm")),
+            str(state_dir()),
+            str(log_dir()),
+            str(user_config_file().parent),
+        ]
 
     async def _watch_signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

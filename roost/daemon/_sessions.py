@@ -17,6 +17,7 @@ from ._setup import FolderSetup
 from ._store import EventStore
 from .mcp import McpServerConfig
 from .providers import Resolved, ToolSpec
+from .sandbox import Confinement
 
 
 @dataclass(eq=False)
@@ -59,6 +60,8 @@ class Session:
     #: (None: the daemon's own, without secrets).
     client_env: Mapping[str, str] = field(default_factory=dict)
     environ: Mapping[str, str] | None = None
+    #: The sandbox the run's commands run in (None: unsandboxed).
+    sandbox: Confinement | None = None
 
     #: A run is being set up (see :meth:`claim`).
     claimed: bool = False
@@ -112,6 +115,8 @@ class Subrun:
     run_nursery: trio.Nursery | None = None
     #: The data of its run.finished, once its run has ended.
     finished: Mapping[str, Any] | None = None
+    #: The sandbox its commands run in (None: unsandboxed).
+    sandbox: Confinement | None = None
 
 
 class SessionNotFound(KeyError):

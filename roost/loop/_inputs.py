@@ -62,6 +62,9 @@ class Submit:
     #: What the folder's untrusted files would have widened, reported as the run starts
     #: (``project.untrusted``'s data; None: nothing was ignored).
     untrusted: Mapping[str, Any] | None = None
+    #: The sandbox the run's commands run in, as ``run.started`` records it (mode,
+    #: writable, hidden, network, available, ...; None: not said).
+    sandbox: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

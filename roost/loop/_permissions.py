@@ -33,6 +33,8 @@ Approving a call "for the session" adds exactly :attr:`Decision.session_rules`, 
 request shows: for bash, each command the line runs that no rule allowed, as an exact rule
 (``bash(npm test)``), and each write that asked; nothing for a line the judge cannot take
 whole, or one with ``$X`` in it (approve it once).
+With ``Policy.sandboxed`` (a working sandbox and ``[sandbox] auto_allow``) agent mode
+allows the bash calls no rule asks about or denies.
 """
 
 from __future__ import annotations
@@ -109,23 +111,28 @@ def parse_rule(text: str, action: str, source: str = "") -> Rule:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """What decides a run's calls besides its mode: the rules, and ``--yes``."""
+    """What decides a run's calls besides its mode: the rules, ``--yes``, and the sandbox."""
 
     rules: tuple[Rule, ...] = ()
     yes: bool = False
     #: The user's home, for ``~`` in rules and paths.
     home: str = ""
+    #: bash commands run in a working sandbox and the user's config lets agent mode run
+    #: them without asking (``[sandbox] auto_allow``): a bash call no rule asks about or
+    #: denies is allowed.
+    sandboxed: bool = False
 
     def to_map(self) -> dict[str, Any]:
         """The policy as stored in ``run.started``."""
-        return {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
+        m = {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
+        return {**m, "sandboxed": True} if self.sandboxed else m
 
     @classmethod
     def from_map(cls, m: Mapping[str, Any] | None) -> Policy:
         """The policy of a run back from ``run.started``."""
         m = m or {}
         rules = tuple(Rule.from_map(r) for r in m.get("rules", ()))
-        return cls(rules, bool(m.get("yes")), m.get("home", ""))
+        return cls(rules, bool(m.get("yes")), m.get("home", ""), bool(m.get("sandboxed")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +313,9 @@ class _Judging:
             return _Verdict(ALLOW, f"bash: rule allow {rules}" if rules else "bash: no command runs", outside=outside)
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool", outside=outside)
+        if self.policy.sandboxed:
+            # A line judged whole that no rule asks about or denies: the sandbox holds it.
+            return _Verdict(ALLOW, "bash runs in the sandbox ([sandbox] auto_allow)", outside=outside)
         offer: tuple[str, ...] = ()
         if all(c.known for c in judged.commands):
             offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + tuple(o for w in asking for o in w.offer)

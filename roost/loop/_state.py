@@ -88,6 +88,8 @@ class RunState:
     compact_skipped: bool = False
     #: Tools that are agents (a call runs a sub-agent).
     subagents: tuple[str, ...] = ()
+    #: The sandbox its commands run in, as ``run.started`` recorded it (None: not said).
+    sandbox: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +179,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         compact_at=d.get("compact_at", 0.8),
         keep_turns=d.get("keep_turns", 6),
         subagents=tuple(d.get("subagents", ())),
+        sandbox=d.get("sandbox"),
     )
     request_ids = state.request_ids
     if d.get("request_id"):

@@ -303,6 +303,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
         **({"price": dict(input.price)} if input.price is not None else {}),
+        **({"sandbox": dict(input.sandbox)} if input.sandbox is not None else {}),
         **(
             {"check": input.check, "attempts": input.attempts, "deadline": input.ts + input.time_box}
             if input.mode == "exec"

@@ -64,7 +64,12 @@ METHODS: tuple[Method, ...] = (
         (Param("client", "str", doc="client name"), Param("protocol", "int", doc="protocol version")),
         ("api_level", "api_compatible", "version", "protocol", "pid", "methods", "events", "errors"),
     ),
-    Method("status", "Daemon status.", (), ("pid", "version", "socket", "uptime", "sessions", "runs")),
+    Method(
+        "status",
+        "Daemon status, and whether commands can run sandboxed here (and if not, why).",
+        (),
+        ("pid", "version", "socket", "uptime", "sessions", "runs", "database", "sandbox"),
+    ),
     Method("shutdown", "Stop the daemon: runs are aborted and stored, then it exits.", (), ("ok",)),
     Method("sessions.list", "Every session, newest last.", (), ("sessions",)),
     Method(
@@ -101,6 +106,12 @@ METHODS: tuple[Method, ...] = (
             Param("ask", "list", doc="more ask rules for this run"),
             Param("deny", "list", doc="more deny rules for this run"),
             Param("approval_timeout", "number", doc="seconds before an unanswered request is denied"),
+            Param(
+                "sandbox",
+                "str",
+                doc="where commands run: workspace (default: the folder writable, no network), "
+                "read-only, or off; a project's config may narrow it",
+            ),
             _ENV,
         ),
         ("session", "run"),

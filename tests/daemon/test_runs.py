@@ -140,7 +140,9 @@ async def test_busy_session_refuses_a_second_dispatch_and_steer_joins(client: Tr
 async def test_abort_kills_the_tool_process_group(client: TrioClient, project: Path) -> None:
     pidfile = project / "child.pid"
     model = write_script(project, [bash(f"sleep 60 & echo $! > {pidfile}; wait")])
-    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
+    # Unsandboxed: the pid the command writes is then this machine's (the sandboxed kill is
+    # in test_sandbox.py).
+    run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True, sandbox="off")
     await events_until(client, lambda e: e["type"] == "tool.started")
     with trio.fail_after(5):
         while not pidfile.exists() or not pidfile.read_text().strip():

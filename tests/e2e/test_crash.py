@@ -13,7 +13,9 @@ from .conftest import ROOST, E2E, alive, bash, detach, group_members, text, wait
 def test_a_killed_daemon_loses_nothing_and_the_next_one_ends_the_run(e2e: E2E) -> None:
     pidfile, marker = e2e.tmp / "tool.pid", e2e.tmp / "never"
     model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30; echo never > {marker}")])
-    session, run = detach(e2e, "a long tool call", "--model", model)
+    # Unsandboxed, so that the shell's pid is this machine's and only the ledger can kill it
+    # (a sandboxed command dies with the daemon: see test_sandbox.py).
+    session, run = detach(e2e, "a long tool call", "--model", model, "--sandbox", "off")
     before = e2e.wait_event(session, lambda e: e["type"] == "tool.started")
     tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
     e2e.kill_group_at_teardown(tool)
@@ -59,7 +61,7 @@ def test_sigterm_aborts_runs_kills_tools_and_exits_0(e2e: E2E) -> None:
     assert e2e.status()["pid"] == daemon.pid
     pidfile = e2e.tmp / "tool.pid"
     model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30")], [text("never reached")])
-    session, run = detach(e2e, "a long tool call", "--model", model)
+    session, run = detach(e2e, "a long tool call", "--model", model, "--sandbox", "off")
     e2e.wait_event(session, lambda e: e["type"] == "tool.started")
     tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
     e2e.kill_group_at_teardown(tool)
@@ -82,7 +84,7 @@ def test_an_exec_run_goes_on_after_the_daemon_is_killed(e2e: E2E) -> None:
     (e2e.project / "check.sh").write_text("test -f done.txt || { echo 'done.txt missing'; exit 1; }\n")
     pidfile = e2e.tmp / "tool.pid"
     model = e2e.script([bash(f"echo $$ > {pidfile}; sleep 30")], [bash("touch done.txt")], [text("Done.")])
-    session, run = detach(e2e, "make done.txt", "--model", model, "--mode", "exec")
+    session, run = detach(e2e, "make done.txt", "--model", model, "--mode", "exec", "--sandbox", "off")
     e2e.wait_event(session, lambda e: e["type"] == "tool.started")
     tool = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), what="the tool's pid"))
     e2e.kill_group_at_teardown(tool)

@@ -85,8 +85,9 @@ def test_a_repositorys_allow_rules_hooks_and_agents_wait_for_trust(e2e: E2E) -> 
     assert "no folder is trusted" in e2e.ok("trust", "--list").stdout
 
 
-def test_commands_get_the_dispatching_terminals_environment_without_secrets(e2e: E2E, tmp_path: Path) -> None:
-    tools = tmp_path / "bin"
+def test_commands_get_the_dispatching_terminals_environment_without_secrets(e2e: E2E) -> None:
+    # In the project: the sandbox's /tmp is a private, empty one.
+    tools = e2e.project / "bin"
     tools.mkdir()
     (tools / "hello-roost").write_text("#!/bin/sh\necho hello from the terminal PATH\n")
     (tools / "hello-roost").chmod(0o755)

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from .._render import summary, untrusted, when
+from .._render import sandbox_line, summary, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, RunStats, SessionView, ToolCall
 
@@ -100,10 +100,15 @@ def session_header(session: str, cwd: str, created: float | None) -> Lines:
 
 
 def run_started(e: dict[str, Any]) -> Lines:
-    """A run began: its id, agent, mode and model."""
+    """A run began: its id, agent, mode and model, and where its commands run."""
     parts = [f"▶ run {e.get('run')}"]
     parts += [str(e[key]) for key in ("agent", "mode", "model") if e.get(key)]
-    return [[], [("class:dim", " · ".join(parts))]]
+    lines: Lines = [[], [("class:dim", " · ".join(parts))]]
+    sandbox = sandbox_line(e.get("sandbox"))
+    if sandbox is not None:
+        style = "class:warn" if "unsandboxed" in sandbox or "ignored" in sandbox else "class:dim"
+        lines.append([(style, clean(sandbox))])
+    return lines
 
 
 def project_untrusted(e: dict[str, Any]) -> Lines:

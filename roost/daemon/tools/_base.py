@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from .._environ import tool_environment
 
 if TYPE_CHECKING:
+    from ..sandbox import Confinement
     from ._ledger import ProcessLedger
 
 
@@ -39,6 +40,8 @@ class ToolContext:
     #: or ``deny`` (None: no policy, as in tests of the tools alone). glob and grep ask it
     #: about every file they walk into, read about its file (see :func:`readable`).
     read_permission: Callable[[str], str] | None = None
+    #: The sandbox a command runs in (None: it runs as it is).
+    sandbox: Confinement | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""

@@ -1,7 +1,9 @@
 """The ``bash`` tool: a real shell in the session's folder, in its own process group.
 
 The process group is killed (SIGKILL) when the call times out or is cancelled (abort,
-daemon shutdown), so no child outlives its run.
+daemon shutdown), so no child outlives its run. With a sandbox in the call's context the
+shell runs inside it (its process group is then the sandbox's, whose pid namespace ends
+with it), and a failure the sandbox likely caused gets a note saying so.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Mapping
 
 import trio
 
+from ..sandbox import SandboxUnavailable
 from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
 
 _SCHEMA = {
@@ -32,10 +35,17 @@ _SCHEMA = {
 async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     timeout = min(float(input.get("timeout", ctx.timeout)), ctx.timeout)
     started = time.monotonic()
+    argv, env = ["bash", "-c", input["command"]], ctx.process_env()
+    sandbox = {"sandbox": ctx.sandbox.policy.mode} if ctx.sandbox is not None else {}
+    if ctx.sandbox is not None:
+        try:
+            argv = ctx.sandbox.argv(argv, ctx.cwd, env)
+        except SandboxUnavailable as exc:
+            return ToolResult(f"not run: {exc}; this run's commands must run in it", is_error=True, meta=sandbox)
     process = await trio.lowlevel.open_process(
-        ["bash", "-c", input["command"]],
+        argv,
         cwd=ctx.cwd,
-        env=ctx.process_env(),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -76,10 +86,13 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         output += f"\n[killed: timed out after {timeout:g} s]"
     elif status != 0:
         output += f"\n[exit status {status}]"
+        note = ctx.sandbox.explain(shown, status, ctx.cwd) if ctx.sandbox is not None else None
+        if note is not None:
+            output += f"\n{note}"
     return ToolResult(
         output,
         is_error=timed_out or status != 0,
-        meta={"exit_status": status, "bytes": total, "latency": latency, "timed_out": timed_out},
+        meta={"exit_status": status, "bytes": total, "latency": latency, "timed_out": timed_out, **sandbox},
     )
 
 
@@ -87,7 +100,8 @@ BASH = Tool(
     "bash",
     "Run a shell command (bash -c) in the session's working directory. Output is stdout and "
     "stderr together; a non-zero exit status is reported. Processes the command starts end "
-    "with the call.",
+    "with the call. It may run in a sandbox (writes limited to the working directory and "
+    "/tmp, no network, credentials hidden): a failure it caused comes with a note.",
     _SCHEMA,
     _run_bash,
 )

@@ -1,0 +1,124 @@
+"""The Linux backend: each command runs under bubblewrap (``bwrap``).
+
+The sandbox is built from the outside in, one bwrap option at a time, in this order:
+
+1. new namespaces for everything (``--unshare-all``: user, pid, network, ipc, uts,
+   cgroup), the network given back only when the policy allows it (``--share-net``);
+2. the whole filesystem read-only (``--ro-bind / /``), a fresh ``/dev`` and ``/proc`` (of
+   the new pid namespace: no other process of the machine is visible, nor their
+   environments), and an empty private ``/tmp``;
+3. the policy's folders, shallowest first so that a deeper one is mounted over a
+   shallower one: writable folders bound read-write, hidden folders covered by an empty
+   read-only tmpfs, hidden files by ``/dev/null``. A hidden folder inside a writable one
+   (``~/.ssh`` of a session in ``~``) is hidden; a writable folder inside a hidden one is
+   there and writable, alone;
+4. ``--die-with-parent``: the sandbox dies with the daemon; and since the command's
+   processes live in their own pid namespace, killing bwrap's process group (a timeout,
+   an abort) ends every one of them, even those that left the group.
+
+The command runs in its own session (``--new-session``): it has no terminal to push
+keystrokes into.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import PurePath
+from typing import Mapping, Sequence
+
+import trio
+
+from ._policy import READ_ONLY, SandboxPolicy
+from ._sandbox import Availability
+
+#: The probe runs bwrap with this much of a real sandbox; it must work within this time.
+PROBE_TIMEOUT = 10.0
+#: Where commands get an empty, private temporary folder.
+PRIVATE_TMP = "/tmp"
+
+
+class Bubblewrap:
+    """Commands under bubblewrap.
+
+    Args:
+        program: the ``bwrap`` to run (default: ``ROOST_BWRAP``, else ``bwrap`` on PATH).
+    """
+
+    name = "bubblewrap"
+    #: How bwrap starts its own messages (a sandbox it could not build).
+    error_prefix = "bwrap: "
+
+    def __init__(self, program: str | None = None) -> None:
+        self.program = program if program is not None else os.environ.get("ROOST_BWRAP") or shutil.which("bwrap") or ""
+
+    async def probe(self) -> Availability:
+        """Whether bwrap is there and can build a sandbox here (a namespace-less container,
+        or a kernel that forbids user namespaces, cannot)."""
+        if not self.program or shutil.which(self.program) is None:
+            missing = self.program or "bwrap"
+            return Availability(False, self.name, self.program, f"{missing} not found (install the bubblewrap package)")
+        argv = self.argv(["true"], "/", {}, SandboxPolicy())
+        try:
+            with trio.fail_after(PROBE_TIMEOUT):
+                done = await trio.run_process(argv, stdin=b"", capture_stdout=True, capture_stderr=True, check=False)
+        except (OSError, trio.TooSlowError) as exc:
+            return Availability(False, self.name, self.program, f"{self.program} did not run: {exc or 'timed out'}")
+        if done.returncode != 0:
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            why = said[-1] if said else f"exit status {done.returncode}"
+            return Availability(False, self.name, self.program, f"{self.program} cannot build a sandbox here: {why}")
+        return Availability(True, self.name, self.program)
+
+    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
+        """``command`` wrapped in bwrap, to run in ``cwd`` under ``policy``."""
+        args = [self.program, "--unshare-all", "--die-with-parent", "--new-session"]
+        if policy.network:
+            args.append("--share-net")
+        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
+        args += mounts(policy, os.path.realpath(cwd))
+        tmpdir = env.get("TMPDIR")
+        if tmpdir and not any(_within(os.path.realpath(tmpdir), w) for w in policy.writable):
+            # The private /tmp is the one temporary folder commands can be sure to write.
+            args += ["--setenv", "TMPDIR", PRIVATE_TMP]
+        return [*args, "--chdir", cwd, "--", *command]
+
+
+def mounts(policy: SandboxPolicy, cwd: str) -> list[str]:
+    """bwrap options that mount ``policy``'s folders over the read-only root and the
+    private /tmp (see the module's docstring for the order). Paths that do not exist are
+    skipped; so are hidden ones that nothing would show anyway."""
+    kinds: dict[str, str] = {}
+    if policy.mode == READ_ONLY:
+        # Visible even when it lies under the private /tmp.
+        kinds[cwd] = "ro-bind"
+    for path in policy.writable:
+        kinds[path] = "bind"
+    for path in policy.hidden:
+        kinds[path] = "hide"
+    mounted: list[tuple[str, str]] = [(PRIVATE_TMP, "tmpfs")]
+    args: list[str] = []
+    read_only: list[str] = []
+    for path, kind in sorted(kinds.items(), key=lambda item: len(PurePath(item[0]).parts)):
+        if not os.path.lexists(path):
+            continue
+        if kind == "hide":
+            covering = max((m for m in mounted if _within(path, m[0])), key=lambda m: len(m[0]), default=None)
+            if covering is not None and covering[1] in ("tmpfs", "hide"):
+                continue
+            if os.path.isdir(path):
+                args += ["--tmpfs", path]
+                read_only.append(path)
+            else:
+                args += ["--ro-bind", "/dev/null", path]
+        else:
+            args += ["--bind" if kind == "bind" else "--ro-bind", path, path]
+        mounted.append((path, kind))
+    # Last: a writable folder inside a hidden one needs its mount point made first.
+    for path in read_only:
+        args += ["--remount-ro", path]
+    return args
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")

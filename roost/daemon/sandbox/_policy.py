@@ -1,0 +1,188 @@
+"""What a run's commands may do in the sandbox, decided once per dispatch.
+
+:func:`build_policy` is the one place that merges the user's ``[sandbox]``, the dispatch's
+``sandbox``, the agent's ``sandbox:`` and the project's narrowing into a
+:class:`SandboxPolicy`. The user (config, dispatch, their own agents) chooses; a project
+(its ``.roost/config.toml``, its agents) may only narrow, trusted or not: what it says that
+would widen is left out and named in :attr:`SandboxPolicy.ignored`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping
+
+#: The sandbox modes: the session folder writable; nothing writable but a private /tmp;
+#: no sandbox.
+WORKSPACE, READ_ONLY, OFF = "workspace", "read-only", "off"
+MODES = (WORKSPACE, READ_ONLY, OFF)
+#: How much each mode holds back: a project may only move up this scale.
+_STRICTNESS = {OFF: 0, WORKSPACE: 1, READ_ONLY: 2}
+
+#: Credentials under the user's home that commands never see, whatever the config says.
+HIDDEN_IN_HOME = (
+    ".ssh",
+    ".aws",
+    ".gnupg",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".docker/config.json",
+    ".kube/config",
+    ".config/gh/hosts.yml",
+)
+#: Sockets that reach past any read-only mount (a socket is not written to, only
+#: connected to): the container runtimes and the system bus.
+HIDDEN_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock", "/run/dbus/system_bus_socket")
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """What one config file's ``[sandbox]`` table says (None: it says nothing of that)."""
+
+    mode: str | None = None
+    #: Folders commands may write besides the session folder (workspace mode).
+    writable: tuple[str, ...] | None = None
+    network: bool | None = None
+    #: Files and folders commands must not see.
+    hide: tuple[str, ...] = ()
+    #: Agent mode may run bash calls that no rule asks about without asking, while the
+    #: sandbox holds them.
+    auto_allow: bool | None = None
+    #: The file it came from, and the folder its relative paths start from (None: the
+    #: session folder).
+    source: str = ""
+    root: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What the commands of one run may do. Paths are absolute, symlinks resolved."""
+
+    mode: str = WORKSPACE
+    #: Folders commands may write (the session folder first); a private /tmp always is.
+    writable: tuple[str, ...] = ()
+    #: Files and folders that are not there for commands (hiding wins over writable).
+    hidden: tuple[str, ...] = ()
+    network: bool = False
+    auto_allow: bool = False
+    #: What a project asked for that would have widened the sandbox, left out.
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def on(self) -> bool:
+        """Whether commands are to run in a sandbox at all."""
+        return self.mode != OFF
+
+    def narrowed(self, mode: str | None, source: str) -> SandboxPolicy:
+        """This policy under ``mode`` (from ``source``) if that holds back more; a wider
+        mode is ignored, and named (a sub-agent never gets more than its caller)."""
+        if mode is None or mode == self.mode:
+            return self
+        if _STRICTNESS[mode] < _STRICTNESS[self.mode]:
+            return replace(self, ignored=(*self.ignored, f"mode {mode} ({source})"))
+        return replace(self, mode=mode, writable=() if mode == READ_ONLY else self.writable)
+
+    def to_map(self) -> dict[str, Any]:
+        """The policy as ``run.started`` records it."""
+        return {
+            "mode": self.mode,
+            "writable": list(self.writable),
+            "hidden": list(self.hidden),
+            "network": self.network,
+            "auto_allow": self.auto_allow,
+            "ignored": list(self.ignored),
+        }
+
+    @classmethod
+    def from_map(cls, m: Mapping[str, Any]) -> SandboxPolicy:
+        """The policy back from ``run.started``."""
+        return cls(
+            mode=m.get("mode", OFF),
+            writable=tuple(m.get("writable", ())),
+            hidden=tuple(m.get("hidden", ())),
+            network=bool(m.get("network")),
+            auto_allow=bool(m.get("auto_allow")),
+            ignored=tuple(m.get("ignored", ())),
+        )
+
+
+def build_policy(
+    cwd: str,
+    *,
+    user: SandboxConfig = SandboxConfig(),
+    project: SandboxConfig | None = None,
+    dispatch: str | None = None,
+    agent: str | None = None,
+    agent_source: str | None = None,
+    hidden: Iterable[str] = (),
+    home: str | None = None,
+) -> SandboxPolicy:
+    """The sandbox of a run in ``cwd``.
+
+    Args:
+        user: the user's ``[sandbox]``.
+        project: the project's ``[sandbox]``: it may only narrow.
+        dispatch: the dispatch's ``sandbox`` (a mode), which beats the agent's and the config's.
+        agent: the agent's ``sandbox:`` (a mode).
+        agent_source: the project file the agent came from, if it is a project's: its mode
+            may then only narrow.
+        hidden: what the daemon always hides (its socket, database, logs, config).
+        home: the user's home (default: the daemon's ``~``).
+
+    Mode order: the dispatch's, else the user's agent's, else the user's config, else
+    ``workspace``; then the project's and a project agent's modes, where they are
+    stricter (off < workspace < read-only).
+    """
+    home = home if home is not None else os.path.expanduser("~")
+    project = project or SandboxConfig()
+    ignored: list[str] = []
+    mode = dispatch or (agent if agent_source is None else None) or user.mode or WORKSPACE
+    for narrower, source in ((project.mode, project.source), (agent if agent_source else None, agent_source)):
+        if narrower is None:
+            continue
+        if _STRICTNESS[narrower] > _STRICTNESS[mode]:
+            mode = narrower
+        elif _STRICTNESS[narrower] < _STRICTNESS[mode]:
+            ignored.append(f"mode {narrower} ({source})")
+    network = bool(user.network)
+    if project.network is not None:
+        if project.network and not network:
+            ignored.append(f"network = true ({project.source})")
+        network = network and project.network
+    auto_allow = bool(user.auto_allow)
+    if project.auto_allow is not None:
+        if project.auto_allow and not auto_allow:
+            ignored.append(f"auto_allow = true ({project.source})")
+        auto_allow = auto_allow and project.auto_allow
+    extra = [_resolve(p, user.root or cwd, home) for p in user.writable or ()]
+    if project.writable is not None:
+        allowed = [_resolve(p, project.root or cwd, home) for p in project.writable]
+        ignored += [f"writable {p} ({project.source})" for p in allowed if p not in extra]
+        extra = [p for p in extra if p in allowed]
+    hide = [
+        *hidden,
+        *(os.path.join(home, p) for p in HIDDEN_IN_HOME),
+        *HIDDEN_SOCKETS,
+        *(_resolve(p, user.root or cwd, home) for p in user.hide),
+        *(_resolve(p, project.root or cwd, home) for p in project.hide),
+    ]
+    # Kept in off mode too: a sub-agent may narrow its caller's off to workspace.
+    writable = (os.path.realpath(cwd), *extra) if mode != READ_ONLY else ()
+    return SandboxPolicy(
+        mode,
+        writable=tuple(dict.fromkeys(writable)),
+        hidden=tuple(dict.fromkeys(os.path.realpath(p) for p in hide)),
+        network=network,
+        auto_allow=auto_allow,
+        ignored=tuple(ignored),
+    )
+
+
+def _resolve(path: str, base: str, home: str) -> str:
+    """``path`` from a config file as an absolute path: ``~`` is ``home``, relative paths
+    start at ``base``, symlinks are followed."""
+    if path == "~" or path.startswith("~/"):
+        path = home + path[1:]
+    return os.path.realpath(os.path.join(base, path))

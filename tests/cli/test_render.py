@@ -1,0 +1,40 @@
+"""The dispatch output's run header: where the run's commands run, said every time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from roost.cli._render import Renderer, sandbox_line
+from roost.cli.shell import _render as shell
+
+WORKSPACE = {"mode": "workspace", "available": True, "writable": ["/p"], "network": False, "ignored": []}
+
+
+def test_the_sandbox_in_one_line() -> None:
+    assert sandbox_line(None) is None
+    assert sandbox_line(WORKSPACE) == "sandbox: workspace (writes: /p, private /tmp; no network)"
+    assert sandbox_line({**WORKSPACE, "network": True, "auto_allow": True}) == (
+        "sandbox: workspace (writes: /p, private /tmp; network on) · bash runs without asking"
+    )
+    assert sandbox_line({"mode": "read-only", "available": True, "writable": []}) == (
+        "sandbox: read-only (writes: private /tmp; no network)"
+    )
+    assert sandbox_line({"mode": "off", "available": True}) == "sandbox: off — commands run unsandboxed"
+    assert sandbox_line({"mode": "workspace", "available": False, "reason": "bwrap not found"}) == (
+        "sandbox: UNAVAILABLE (bwrap not found) — commands run unsandboxed"
+    )
+    assert sandbox_line({**WORKSPACE, "ignored": ["network = true (/p/.roost/config.toml)"]}).endswith(
+        " · ignored, a project may only narrow it: network = true (/p/.roost/config.toml)"
+    )
+
+
+def test_the_run_header_says_where_commands_run() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    event = {"type": "run.started", "run": "r1", "model": "m", "session": "s", "sandbox": WORKSPACE}
+    Renderer(echo, color=False).render(event)
+    assert lines == ["▶ run r1 · m · session s", "sandbox: workspace (writes: /p, private /tmp; no network)"]
+    shown = [shell.plain(line) for line in shell.run_started({**event, "agent": "default", "mode": "agent"})]
+    assert shown[1:] == ["▶ run r1 · default · agent · m", "sandbox: workspace (writes: /p, private /tmp; no network)"]
