@@ -260,6 +260,7 @@ class Conductor:
             compact_at=compact_at,
             keep_turns=keep_turns,
             subagents=tuple(session.agent_specs),
+            read_only=self._read_only(tools, session.mcp_servers),
             untrusted=setup.untrusted_notice(),
             sandbox=self.sandbox.describe(sandbox),
         )
@@ -326,6 +327,12 @@ class Conductor:
             return (), {}
         await self.mcp.ensure(servers)
         return tuple(t.name for t in self.mcp.tools(servers)), servers
+
+    def _read_only(self, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
+        """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP
+        tools their server marks ``readOnlyHint``."""
+        mcp = {t.name for t in self.mcp.tools(servers) if t.read_only} if self.mcp is not None else set()
+        return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
 
     def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
         """The servers of the folder's config that a resumed run's MCP tools are on, started
@@ -647,6 +654,7 @@ class Conductor:
             approval_timeout=run.approval_timeout,
             prompt=tuple(sizes(layers)),
             subagents=tuple(specs),
+            read_only=self._read_only(tools, servers),
             sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
         return child, submit

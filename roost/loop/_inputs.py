@@ -59,6 +59,9 @@ class Submit:
     keep_turns: int = 6
     #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
     subagents: tuple[str, ...] = ()
+    #: Tools whose calls only read (run side by side); calls of the others run one at a
+    #: time, in the model's order.
+    read_only: tuple[str, ...] = ()
     #: What the folder's untrusted files would have widened, reported as the run starts
     #: (``project.untrusted``'s data; None: nothing was ignored).
     untrusted: Mapping[str, Any] | None = None

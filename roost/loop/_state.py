@@ -90,6 +90,12 @@ class RunState:
     subagents: tuple[str, ...] = ()
     #: The sandbox its commands run in, as ``run.started`` recorded it (None: not said).
     sandbox: Mapping[str, Any] | None = None
+    #: Tools whose calls only read: they run at once, side by side. Calls of other tools
+    #: change files or state and run one at a time, in the order the model gave them.
+    read_only: frozenset[str] = frozenset()
+    #: Pending calls cleared to run (allowed, or approved), by call id:
+    #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
+    cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +186,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         keep_turns=d.get("keep_turns", 6),
         subagents=tuple(d.get("subagents", ())),
         sandbox=d.get("sandbox"),
+        read_only=frozenset(d.get("read_only", ())),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -267,14 +274,19 @@ def _calls_signature(content: list[dict[str, Any]]) -> str:
 
 def _tool_started(state: SessionState, event: Event) -> SessionState:
     run = _run(state)
-    call_id = event.data["call_id"]
+    d = event.data
+    call_id = d["call_id"]
+    cleared = run.cleared
+    if d.get("cleared"):
+        cleared = {**cleared, call_id: {"name": d["name"], "input": d.get("input", {}), "outside": bool(d.get("outside"))}}
     return replace(
         state,
         run=replace(
             run,
             phase=Phase.TOOLS,
             pending=run.pending + (call_id,),
-            tool_names={**run.tool_names, call_id: event.data["name"]},
+            tool_names={**run.tool_names, call_id: d["name"]},
+            cleared=cleared,
         ),
     )
 
@@ -287,11 +299,12 @@ def _tool_finished(state: SessionState, event: Event) -> SessionState:
         "content": d["result"],
         "is_error": bool(d.get("is_error")),
     }
-    state = replace(state, messages=_append_user(state.messages, block))
+    state = replace(state, messages=_append_result(state.messages, block))
     if state.run is not None:
         pending = tuple(c for c in state.run.pending if c != d["call_id"])
         waiting = {k: v for k, v in state.run.waiting.items() if k != d["call_id"]}
-        state = replace(state, run=replace(state.run, pending=pending, waiting=waiting))
+        cleared = {k: v for k, v in state.run.cleared.items() if k != d["call_id"]}
+        state = replace(state, run=replace(state.run, pending=pending, waiting=waiting, cleared=cleared))
     return state
 
 
@@ -315,8 +328,13 @@ def _permission_resolved(state: SessionState, event: Event) -> SessionState:
     d = event.data
     run = _run(state)
     waiting = {k: v for k, v in run.waiting.items() if k != d["call_id"]}
+    cleared = run.cleared
+    wait = run.waiting.get(d["call_id"])
+    if d.get("decision") == "approve" and wait is not None:
+        call = {"name": wait["name"], "input": wait["input"], "outside": bool(wait.get("outside"))}
+        cleared = {**cleared, d["call_id"]: call}
     allowed = state.allowed + tuple(parse_rule(r, ALLOW, "session") for r in d.get("rules", ()))
-    return replace(state, run=replace(run, waiting=waiting), allowed=allowed)
+    return replace(state, run=replace(run, waiting=waiting, cleared=cleared), allowed=allowed)
 
 
 def _human_asked(state: SessionState, event: Event) -> SessionState:
@@ -375,6 +393,22 @@ def _run(state: SessionState) -> RunState:
     if state.run is None:
         raise ValueError(f"session {state.id}: event needs a run in flight")
     return state.run
+
+
+def _append_result(
+    messages: tuple[Mapping[str, Any], ...], block: Mapping[str, Any]
+) -> tuple[Mapping[str, Any], ...]:
+    """A tool result, placed among the results before it in the order the reply made the
+    calls (they may finish in any order; the model reads them as it asked)."""
+    messages = _append_user(messages, block)
+    if len(messages) < 2 or messages[-2]["role"] != "assistant":
+        return messages
+    order = {b.get("id"): i for i, b in enumerate(messages[-2]["content"]) if b.get("type") == "tool_use"}
+    content = list(messages[-1]["content"])
+    results = [b for b in content if b.get("type") == "tool_result"]
+    if len(results) == len(content):
+        content.sort(key=lambda b: order.get(b.get("tool_use_id"), len(order)))
+    return messages[:-1] + ({"role": "user", "content": content},)
 
 
 def _append_user(

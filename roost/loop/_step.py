@@ -102,7 +102,7 @@ from ._inputs import (
     TimeUp,
     ToolFinished,
 )
-from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, decide
+from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
 from ._state import Phase, RunState, SessionState, apply, cost
 
@@ -143,8 +143,39 @@ def step(state: SessionState, input: Input) -> Transition:
     """
     builder = _Builder(state, input)
     handler = _HANDLERS[type(input)]
+    running = _running_head(state.run)
     handler(builder, input)
+    _release_head(builder, running)
     return Transition(tuple(builder.events), tuple(builder.effects), builder.state)
+
+
+def _changes(run: RunState, name: str) -> bool:
+    """Whether a call of ``name`` may change files or state: such calls run one at a time,
+    in the order the model gave them (sub-agents and questions are not tool runs)."""
+    return name not in run.read_only and name not in run.subagents and name != ASK_HUMAN
+
+
+def _head(run: RunState) -> str | None:
+    """The first pending call that changes things: the only one of them that may run."""
+    return next((c for c in run.pending if _changes(run, run.tool_names.get(c, ""))), None)
+
+
+def _running_head(run: RunState | None) -> str | None:
+    """The call that changes things running now (the head, once it is cleared)."""
+    if run is None or run.phase is not Phase.TOOLS:
+        return None
+    head = _head(run)
+    return head if head in run.cleared else None
+
+
+def _release_head(b: _Builder, running: str | None) -> None:
+    """Start the head call when it is cleared and was not running before this step."""
+    run = b.state.run
+    head = _running_head(run)
+    if head is not None and head != running:
+        assert run is not None
+        call = run.cleared[head]
+        b.effects.append(RunTool(run.id, head, call["name"], call["input"], bool(call["outside"])))
 
 
 class _Builder:
@@ -299,6 +330,7 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
         **({"subagents": list(input.subagents)} if input.subagents else {}),
+        **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
         **({"request_id": input.request_id} if input.request_id else {}),
@@ -339,8 +371,17 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         latency=input.latency,
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
+    stop = None if b.run.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
+    decisions = {}
+    if b.run.mode != "plan" and stop is None:
+        decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
     for call in calls:
-        b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}))
+        decision = decisions.get(call["id"])
+        cleared: dict[str, bool] = {}
+        if decision is not None and decision.action == ALLOW:
+            # Recorded, so that a call waiting its turn is known after a restart too.
+            cleared = {"cleared": True, **({"outside": True} if decision.outside else {})}
+        b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}), **cleared)
     if b.run.mode == "plan":
         # One call, no tools: whatever the model asked for is answered, never run.
         for call in calls:
@@ -349,7 +390,6 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         b.emit(ev.PLAN, steps=parse_plan(b.run.text), text=b.run.text)
         b.emit_run_finished("done" if input.stop_reason != "max_tokens" else "max_tokens")
         return
-    stop = _stop_before_calls(b, input.stop_reason, content)
     if stop is not None:
         reason, why, note = stop
         for call in calls:
@@ -362,7 +402,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            _start_call(b, call["id"], call["name"], call.get("input", {}), input.resolved)
+            _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]])
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -385,10 +425,18 @@ def _stop_before_calls(b: _Builder, stop_reason: str, content: list[dict[str, An
     return None
 
 
-def _start_call(
-    b: _Builder, call_id: str, name: str, input: Mapping[str, Any], resolved: Mapping[str, str]
-) -> None:
-    """A call of the reply: run it, ask about it, refuse it, or ask its question."""
+def _decision(b: _Builder, name: str, input: Mapping[str, Any], resolved: Mapping[str, str]) -> Decision | None:
+    """What the permission policy says of a call (None: a call it does not judge: a tool the
+    run lacks, a question, a sub-agent)."""
+    run = b.run
+    if name not in run.tools or name == ASK_HUMAN or name in run.subagents:
+        return None
+    return decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
+
+
+def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision | None) -> None:
+    """A call of the reply: run it, ask about it, refuse it, or ask its question. A call that
+    changes things runs when it is the first pending one (see ``_release_head``)."""
     run = b.run
     if name not in run.tools:
         # The agent's tool list holds in every mode: such a call is never run nor asked about.
@@ -412,7 +460,7 @@ def _start_call(
         else:
             b.effects.append(StartSubagent(run.id, call_id, name, message))
         return
-    decision = decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
+    assert decision is not None
     if decision.action == DENY:
         b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
         _after_call(b)
@@ -432,7 +480,8 @@ def _start_call(
             b.effects.append(StartClock(run.id, deadline, call_id))
     else:
         assert decision.action == ALLOW
-        b.effects.append(RunTool(run.id, call_id, name, input, decision.outside))
+        if not _changes(run, name):
+            b.effects.append(RunTool(run.id, call_id, name, input, decision.outside))
 
 
 def _question_problem(input: Mapping[str, Any]) -> str | None:
@@ -465,7 +514,8 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
         **({"rules": rules} if rules else {}),
     )
     if input.approve:
-        b.effects.append(RunTool(b.run.id, input.call_id, wait["name"], wait["input"], bool(wait.get("outside"))))
+        if not _changes(b.run, wait["name"]):
+            b.effects.append(RunTool(b.run.id, input.call_id, wait["name"], wait["input"], bool(wait.get("outside"))))
         return
     who = input.client or "a person"
     because = f": {input.reason}" if input.reason else ""

@@ -287,3 +287,28 @@ async def test_simultaneous_dispatches_give_one_run_and_busy_for_the_rest(daemon
         # Nothing else ran, and the session is idle again for the next trial.
         assert sum(1 for e in events if e["type"] == "run.started") == trial + 1
         model = write_script(project, *[[text(f"run {i}")] for i in range(trial + 2)], name=f"s{trial}.json")
+
+
+async def test_several_edits_of_one_file_in_one_reply_all_land_in_order(client: TrioClient, project: Path) -> None:
+    target = project / "notes.txt"
+    for trial in range(3):
+        target.write_text("one\ntwo\nthree\nfour\n")
+        edits = [
+            {"type": "tool_use", "name": "edit", "input": {"path": "notes.txt", "old": word, "new": word.upper()}}
+            for word in ("one", "two", "three", "four")
+        ]
+        # A read between the edits runs beside them; the last edit depends on the third.
+        reads = {"type": "tool_use", "name": "read", "input": {"path": "notes.txt"}}
+        chain = {"type": "tool_use", "name": "edit", "input": {"path": "notes.txt", "old": "THREE", "new": "3"}}
+        model = write_script(project, [*edits[:2], reads, *edits[2:], chain], [text("done")], name=f"e{trial}.json")
+        run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
+        events = await events_until(client, finished(run["run"]))
+        assert events[-1]["reason"] == "done"
+        results = [e for e in events if e["type"] == "tool.finished"]
+        assert all(not r["is_error"] for r in results), results
+        assert target.read_text() == "ONE\nTWO\n3\nFOUR\n"
+        # The model's next call sees the results in the order it asked.
+        reply = [e for e in events if e["type"] == "message.assistant"][0]
+        asked = [b["id"] for b in reply["content"] if b["type"] == "tool_use"]
+        state = (await client.call("events", session=run["session"]))["events"]
+        assert [e["call_id"] for e in state if e["type"] == "tool.started" and e["run"] == run["run"]] == asked

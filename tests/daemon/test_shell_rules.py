@@ -7,39 +7,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from roost.protocol.trio_client import TrioClient
 
 from tests._shell_lines import ALLOW, ASKED, DENIED, DENY, LINES, RAN
 
-from .conftest import bash, events_until, text, write_script
+from .conftest import bash, text, write_script
 
 
 async def outcomes(client: TrioClient, project: Path, lines: list[str], **dispatch: Any) -> list[str]:
     """Dispatch one reply that runs ``lines`` (each a bash call); what became of each.
 
-    A run left waiting for a person is aborted once every call has finished or waits.
+    A call that asks is denied at once, as a person would: the calls that change things run
+    one at a time in order, so the ones after it wait for that answer.
     """
     model = write_script(project.parent, [bash(line) for line in lines], [text("done")])
     run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, **dispatch)
     order: list[str] = []
     outcome: dict[str, str] = {}
-
-    def settled(event: dict[str, Any]) -> bool:
-        if event.get("run") != run["run"]:
-            return False
-        if event["type"] == "tool.started":
-            order.append(event["call_id"])
-        elif event["type"] == "permission.requested":
-            outcome[event["call_id"]] = ASKED
-        elif event["type"] == "tool.finished" and event["call_id"] not in outcome:
-            outcome[event["call_id"]] = DENIED if (event.get("meta") or {}).get("denied") else RAN
-        return len(outcome) == len(lines) or event["type"] == "run.finished"
-
-    seen = await events_until(client, settled, timeout=60)
-    if seen[-1]["type"] != "run.finished":
-        if ASKED in outcome.values():
-            await client.call("abort", session=run["session"])
-        await events_until(client, lambda e: e.get("type") == "run.finished", timeout=60)
+    with trio.fail_after(60):
+        async for note in client.notifications:
+            event = note.params[0] if note.params else {}
+            if note.method != "event" or event.get("run") != run["run"]:
+                continue
+            if event["type"] == "tool.started":
+                order.append(event["call_id"])
+            elif event["type"] == "permission.requested":
+                outcome[event["call_id"]] = ASKED
+                await client.call("permission.respond", session=run["session"], call_id=event["call_id"], decision="deny")
+            elif event["type"] == "tool.finished" and event["call_id"] not in outcome:
+                outcome[event["call_id"]] = DENIED if (event.get("meta") or {}).get("denied") else RAN
+            elif event["type"] == "run.finished":
+                break
     return [outcome.get(call_id, "?") for call_id in order]
 
 

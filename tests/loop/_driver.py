@@ -44,6 +44,8 @@ SESSION = "s1"
 MODEL = "scripted/demo"
 #: The tools a run gets unless a test says otherwise: the built-ins, and one MCP tool.
 TOOLS = ("read", "write", "edit", "glob", "grep", "bash", "ask_human", "skill", "remember", "time__now")
+#: The tools of TOOLS whose calls only read (they run side by side).
+READ_ONLY = ("read", "glob", "grep", "skill")
 
 
 def text(s: str) -> dict[str, Any]:
@@ -172,6 +174,8 @@ class Driver:
         # Approvals are tested on their own; elsewhere every call just runs.
         kw.setdefault("policy", Policy(yes=True))
         kw.setdefault("tools", TOOLS)
+        # As the daemon says of its built-ins: these only read.
+        kw.setdefault("read_only", READ_ONLY)
         return self.feed(Submit(task=task, ts=self.tick(), **kw))
 
     def reply(

@@ -69,6 +69,7 @@ def test_submit_starts_a_run_and_the_first_model_call():
         "max_turns": 12,
         "tools": ["read", "bash"],
         "permissions": {"rules": [], "yes": True, "home": ""},
+        "read_only": ["read"],
     }
     assert message.data == {"text": "fix the test", "origin": "task"}
     assert step_started.data == {"step": 1}
@@ -92,8 +93,8 @@ def test_reply_with_tool_use_starts_each_tool():
     )
     assert types(t) == ["message.assistant", "tool.started", "tool.started"]
     assert [e.data for e in t.events[1:]] == [
-        {"call_id": "c1", "name": "read", "input": {"path": "a.py"}},
-        {"call_id": "c2", "name": "bash", "input": {"command": "ls"}},
+        {"call_id": "c1", "name": "read", "input": {"path": "a.py"}, "cleared": True},
+        {"call_id": "c2", "name": "bash", "input": {"command": "ls"}, "cleared": True},
     ]
     assert t.effects == (
         RunTool("r1", "c1", "read", {"path": "a.py"}),
@@ -137,7 +138,8 @@ def test_tool_results_then_the_next_model_call():
         (
             user(text("task")),
             assistant(tool_use("c1", "read"), tool_use("c2", "bash")),
-            user(result("c2", "two"), result("c1", "one", is_error=True)),
+            # In the order the reply made the calls, whatever order they finished in.
+            user(result("c1", "one", is_error=True), result("c2", "two")),
         ),
         TOOLS,
     )
@@ -395,7 +397,7 @@ def test_interrupted_answers_unfinished_tools_and_never_reruns_them():
     assert "interrupted" in finished.data["error"]
     assert t.state.phase is Phase.IDLE
     check_history(t.state.messages, complete=True)
-    assert t.state.messages[-1] == user(result("c2", "read ok"), result("c1", t.events[0].data["result"], True))
+    assert t.state.messages[-1] == user(result("c1", t.events[0].data["result"], True), result("c2", "read ok"))
 
 
 def test_interrupted_while_the_model_ran():

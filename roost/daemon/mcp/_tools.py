@@ -31,6 +31,8 @@ class McpTool:
     tool: str
     description: str
     input_schema: Mapping[str, Any]
+    #: The server marks it as only reading (its ``readOnlyHint``): it may run beside others.
+    read_only: bool = False
 
 
 def qualified_name(server: str, tool: str) -> str:
@@ -58,6 +60,7 @@ def mcp_tool(server: str, tool: Any) -> McpTool:
         tool=tool.name,
         description=tool.description or tool.title or "",
         input_schema=schema,
+        read_only=bool(getattr(getattr(tool, "annotations", None), "read_only_hint", False)),
     )
 
 

@@ -65,6 +65,8 @@ class Tool:
     description: str
     input_schema: Mapping[str, Any]
     run: Callable[[Mapping[str, Any], ToolContext], Awaitable[ToolResult]]
+    #: Its calls only read: they may run beside each other (the others run one at a time).
+    read_only: bool = False
 
 
 def truncate(text: str, limit: int, total: int | None = None) -> str:

@@ -141,4 +141,5 @@ GLOB = Tool(
     "skipped; .git is always skipped.",
     _SCHEMA,
     _run_glob,
+    read_only=True,
 )

@@ -176,4 +176,5 @@ GREP = Tool(
     "pick files (e.g. *.py) and max_results to see more.",
     _SCHEMA,
     _run_grep,
+    read_only=True,
 )

@@ -64,4 +64,5 @@ READ = Tool(
     "Read a text file. Lines are numbered; use offset and limit for a range of a large file.",
     _SCHEMA,
     _run_read,
+    read_only=True,
 )

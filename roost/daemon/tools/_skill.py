@@ -46,4 +46,5 @@ SKILL = Tool(
     "the system prompt.",
     _SCHEMA,
     _run_skill,
+    read_only=True,
 )
