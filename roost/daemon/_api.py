@@ -25,7 +25,6 @@ from roost.loop import (
     InvalidInput,
     PermissionDecided,
     Phase,
-    Policy,
     cost,
     safe_text,
 )
@@ -44,15 +43,14 @@ from roost.protocol import (
     error_table,
 )
 
-from ._conductor import EXEC_ATTEMPTS, EXEC_TIME_BOX, Conductor
-from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
-from ._config import Config, ConfigError, parse_rules, price_map
+from ._conductor import Conductor
+from ._config import Config, ConfigError, price_map
 from ._prompt import compose, render
 from ._files import read_bounded
+from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
 from ._setup import FolderSetup
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
-from .sandbox import MODES as SANDBOX_MODES, WORKSPACE, build_policy
 from ._connection import Connection
 from ._sessions import Session, SessionBusy, SessionNotFound
 from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
@@ -201,14 +199,7 @@ class Api:
                 return {"session": earlier[0], "run": earlier[1], "repeated": True}
         if not params["task"].strip():
             raise RpcError(ErrorCode.INVALID_PARAMS, "task is empty")
-        if params.get("max_turns", 1) < 1:
-            raise RpcError(ErrorCode.INVALID_PARAMS, "max_turns must be at least 1")
-        if params.get("mode", "agent") not in MODES:
-            raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        if params.get("attempts", 1) < 1 or params.get("time_box", 1) <= 0:
-            raise RpcError(ErrorCode.INVALID_PARAMS, "attempts and time_box must be positive")
-        if params.get("sandbox", WORKSPACE) not in SANDBOX_MODES:
-            raise RpcError(ErrorCode.INVALID_PARAMS, f"sandbox must be one of {', '.join(SANDBOX_MODES)}")
+        asked = _asked(params)
         if params.get("session"):
             session = await self._session(params["session"])
             if session.state.phase is not Phase.IDLE:
@@ -219,31 +210,7 @@ class Api:
             cwd = _cwd(params.get("cwd"))
         environ = _environ(params)
         setup = await self._folder(cwd, environ)
-        config = setup.config
-        agent = _agent(params.get("agent"), setup)
-        model = self._resolve(params.get("model") or agent.model, config, environ)
-        mode = params.get("mode") or agent.mode or "agent"
-        rules = list(config.rules) + list(agent.rules)
-        for action in ("allow", "ask", "deny"):
-            try:
-                rules += parse_rules(params.get(action) or [], action, "dispatch")
-            except ConfigError as exc:
-                raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
-        timeout = params.get("approval_timeout", config.approval_timeout)
-        if timeout is not None and timeout <= 0:
-            raise RpcError(ErrorCode.INVALID_PARAMS, "approval_timeout must be positive")
-        sandbox = build_policy(
-            cwd,
-            user=config.sandbox,
-            project=config.project_sandbox,
-            dispatch=params.get("sandbox"),
-            agent=agent.sandbox,
-            agent_source=agent.source if agent.from_project else None,
-            hidden=self.conductor.sandbox.hidden,
-        )
-        # auto_allow only where the sandbox really holds the commands it lets through.
-        sandboxed = sandbox.auto_allow and self.conductor.sandbox.holds(sandbox)
-        policy = Policy(tuple(rules), bool(params.get("yes")), os.path.expanduser("~"), sandboxed)
+        settings = self._settle(setup, asked, environ)
         if session is None:
             session = await self.conductor.create_session(cwd)
         try:
@@ -254,29 +221,24 @@ class Api:
                     since = session.state.last_seq if params.get("session") else 0
                     await self.attach(connection, {"session": session.id, "since": since})
                 run = await self.conductor.dispatch(
-                    session,
-                    setup=setup,
-                    environ=environ,
-                    task=params["task"],
-                    model=model,
-                    agent=agent,
-                    mode=mode,
-                    max_turns=params.get("max_turns") or agent.max_turns or 12,
-                    think=_think(params.get("think")) or agent.think,
-                    request_id=request_id,
-                    attempts=params.get("attempts") or EXEC_ATTEMPTS,
-                    time_box=float(params.get("time_box") or EXEC_TIME_BOX),
-                    policy=policy,
-                    sandbox=sandbox,
-                    guardrails=config.all_guardrails(),
-                    approval_timeout=float(timeout) if timeout is not None else None,
-                    context_window=config.context_window(model.model_id),
-                    compact_at=config.compact_at,
-                    keep_turns=config.keep_turns,
+                    session, settings, setup=setup, environ=environ, task=params["task"], request_id=request_id
                 )
         except SessionBusy:
             raise _busy(session) from None
-        return {"session": session.id, "run": run, "model": model.model_id}
+        return {"session": session.id, "run": run, "model": settings.model.model_id}
+
+    def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
+        sandbox = self.conductor.sandbox
+        try:
+            return settle(
+                setup,
+                asked,
+                resolve=lambda model: self._resolve(model, setup.config, environ),
+                hidden=sandbox.hidden,
+                holds=sandbox.holds,
+            )
+        except SettingsError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
     async def providers_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         environ = _environ(params)
@@ -330,6 +292,7 @@ class Api:
             }
             connection.queue(encode(Notification("event", [event])))
 
+        think = _asked({"think": params.get("think")}).think
         request = ModelRequest(
             model=model.model,
             system=params.get("system") or "",
@@ -337,7 +300,7 @@ class Api:
             tools=tools,
             max_tokens=params.get("max_tokens") or 8192,
             cwd=cwd,
-            think=_think(params.get("think")),
+            think=None if think is UNSET else think,
         )
         started = time.monotonic()
         try:
@@ -439,12 +402,13 @@ class Api:
         if session.state.run is not None:
             raise _busy(session)
         environ = _environ(params)
-        config = (await self._folder(session.state.cwd, environ)).config
-        model = params.get("model") or session.state.last_model or config.default_model
-        keep = params.get("keep_turns", config.keep_turns)
+        setup = await self._folder(session.state.cwd, environ)
+        model = params.get("model") or session.state.last_model
+        settings = self._settle(setup, Asked(model=model or UNSET), environ)
+        keep = params.get("keep_turns", settings.keep_turns)
         if keep < 0:
             raise RpcError(ErrorCode.INVALID_PARAMS, "keep_turns must not be negative")
-        resolved = self._resolve(model, config, environ)
+        resolved = settings.model
         try:
             with session.claim():
                 if params.get("attach"):
@@ -506,7 +470,10 @@ class Api:
         else:
             cwd = _cwd(params.get("cwd"))
         setup = await self._folder(cwd, _environ(params))
-        agent = _agent(agent_name, setup)
+        try:
+            agent = find_agent(setup, agent_name)
+        except SettingsError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
@@ -589,23 +556,6 @@ class Api:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
 
 
-def _agent(name: str | None, setup: FolderSetup) -> Agent:
-    found = setup.agents
-    agent = found.agents.get(name or DEFAULT_AGENT)
-    if agent is not None:
-        return agent
-    for item in found.widening:
-        if item.name == name and not item.trusted:
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"the agent {name!r} ({item.source}) {item.detail}; this folder is not trusted, so it "
-                f"is not loaded: review it with roost trust {setup.root}",
-            )
-    agents = ", ".join(sorted(found.agents))
-    extra = f"; skipped: {'; '.join(found.problems)}" if found.problems else ""
-    raise RpcError(ErrorCode.INVALID_PARAMS, f"no agent {name!r} (agents here: {agents}){extra}")
-
-
 def _widening_files(setup: FolderSetup) -> dict[str, str]:
     """The files that widen, with the digests of their content as it was read."""
     return {item.source: item.digest for item in setup.widening}
@@ -626,6 +576,13 @@ def _trust_listing(store: TrustStore) -> list[dict[str, Any]]:
     return out
 
 
+def _asked(params: Mapping[str, Any]) -> Asked:
+    try:
+        return Asked.from_params(params)
+    except SettingsError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
+
+
 def _environ(params: Mapping[str, Any]) -> dict[str, str]:
     """The client's environment (``env``), else the daemon's own."""
     env = params.get("env")
@@ -636,20 +593,12 @@ def _environ(params: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-def _think(value: int | str | None) -> int | None:
-    try:
-        return think_budget(value)
-    except AgentError:
-        raise RpcError(ErrorCode.INVALID_PARAMS, "think must be off, low, medium, high or a number of tokens") from None
-
-
 def _run_status(session: Session) -> str | None:
     """What the run in flight is doing, in one word (None: no run)."""
     run = session.state.run
     if run is None:
         return None
-    waiting = run.waiting or any(sub.state.run and sub.state.run.waiting for sub in session.subruns.values())
-    return "waiting" if waiting else "running"
+    return "waiting" if session.waits_for_a_person() else "running"
 
 
 def _client_name(connection: Connection) -> str:

@@ -35,7 +35,6 @@ from roost.loop import (
     Effect,
     Event,
     FinishRun,
-    Guardrail,
     HumanAnswered,
     Input,
     Interrupted,
@@ -43,8 +42,8 @@ from roost.loop import (
     ModelFailed,
     ModelFinished,
     PermissionDecided,
-    Policy,
     RunCheck,
+    RunState,
     RunTool,
     SessionState,
     StartClock,
@@ -63,12 +62,13 @@ from roost.loop import (
     step,
 )
 
-from ._agents import BUILTIN_AGENTS, DEFAULT_AGENT, Agent
+from ._agents import Agent
 from ._config import ConfigError, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._fanout import Fanout
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
+from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
 from ._store import EventStore
 from ._trust import NO_TRUST, TrustError, TrustStore
@@ -81,9 +81,6 @@ log = logging.getLogger(__name__)
 
 #: Tool calls of one step that may run at the same time.
 TOOL_CONCURRENCY = 8
-#: exec mode: attempts, and the time box in seconds, unless the dispatch says otherwise.
-EXEC_ATTEMPTS = 6
-EXEC_TIME_BOX = 1800.0
 #: exec mode: how long one check may run, and how much of its output the model sees.
 CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
@@ -146,9 +143,10 @@ class Conductor:
 
         Tool process groups a dead daemon left running are killed first, so that an
         interrupted tool never goes on beside the session's next run. A run that waits for
-        a person goes on waiting, and an exec run goes on where it was (their model is
-        resolved again from the config, its MCP servers from the folder's config); the others
-        end ``error``.
+        a person goes on waiting, also when it is one of its sub-agents that waits (the
+        sub-agent goes on too), and an exec run goes on where it was (set up as their
+        ``run.started`` recorded, the model resolved again, MCP servers from the folder's
+        config); the others end ``error``.
         """
         if self.ledger is not None:
             self.ledger.end_leftovers()
@@ -162,22 +160,92 @@ class Conductor:
                 session.sandbox = self.sandbox.confine(
                     SandboxPolicy.from_map(run.sandbox), promised=bool(run.sandbox.get("available"))
                 )
-            if run is not None and (run.waiting or run.mode == "exec"):
+            subruns = await self._waiting_subruns(session) if run is not None else {}
+            setup = None
+            if run is not None and (run.waiting or run.mode == "exec" or subruns):
                 # The dispatching terminal is gone: the daemon's own environment stands in.
                 try:
                     setup = await self.load_folder(session.state.cwd, os.environ)
                 except ConfigError as exc:
                     log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
                 else:
-                    self._equip(session, setup, os.environ)
-                    try:
-                        session.model = self.providers.resolve(run.model, setup.config, os.environ)
-                    except ProviderError as exc:
-                        log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
-                    agent = setup.agents.agents.get(run.agent, BUILTIN_AGENTS[DEFAULT_AGENT])
-                    session.system = render(await compose(agent, run.mode, session.state.cwd, trusted=setup.trusted))
-                    session.mcp_servers = self._resume_mcp(setup, run.tools)
-            await self._nursery.start(self._run, session, Interrupted(time.time()))
+                    await self._resume(session, setup, run)
+            if setup is None or session.settings is None:
+                subruns = {}
+            await self._nursery.start(self._run, session, Interrupted(time.time(), _children((), subruns)))
+            for path, state in sorted(subruns.items(), key=lambda item: len(item[0])):
+                parent = session if len(path) == 1 else session.subruns.get(path[:-1])
+                if parent is not None and parent.run_nursery is not None and parent.state.run is not None:
+                    assert setup is not None
+                    child = await self._resumed_subrun(session, setup, path, state)
+                    first = Interrupted(time.time(), _children(path, subruns))
+                    started = time.monotonic()
+                    await parent.run_nursery.start(self._drive, session, parent, child, first, parent.state.run.id, started)
+
+    async def _waiting_subruns(self, session: Session) -> dict[tuple[str, ...], SessionState]:
+        """The sub-agent runs of ``session`` left in flight that a person may still answer
+        (they, or a sub-agent of theirs, wait for one), by path: their state folded from
+        their own events."""
+        tracks: dict[tuple[str, ...], list[Event]] = {}
+        for event in await self.store.events(session.id):
+            path = event.data.get("path")
+            if path:
+                data = {k: v for k, v in event.data.items() if k != "path"}
+                tracks.setdefault(tuple(path), []).append(replace(event, data=data))
+        states = {
+            path: fold(events, SessionState(session.id, cwd=session.state.cwd)) for path, events in tracks.items()
+        }
+        open_ = {path: state for path, state in states.items() if state.run is not None}
+        waiting = {path for path, state in open_.items() if state.run is not None and state.run.waiting}
+        # A sub-agent whose own sub-agent waits goes on too, and so on up to the session.
+        for path in sorted(waiting, key=len, reverse=True):
+            waiting.update(path[:n] for n in range(1, len(path)) if path[:n] in open_)
+        return {path: open_[path] for path in waiting}
+
+    async def _resumed_subrun(
+        self, session: Session, setup: FolderSetup, path: tuple[str, ...], state: SessionState
+    ) -> Subrun:
+        """A sub-agent left in flight, set up again as its ``run.started`` recorded."""
+        run = state.run
+        assert run is not None
+        child = Subrun(path, state, run.agent)
+        agent = setup.agents.agents.get(run.agent)
+        if agent is not None and agent.fork:
+            # Its history began with its caller's, up to the reply that made the call.
+            caller = session if len(path) == 1 else session.subruns[path[:-1]]
+            child.state = replace(state, messages=_history_before(caller.state.messages, path[-1]) + state.messages)
+        try:
+            model = self.providers.resolve(run.model, setup.config, os.environ)
+        except ProviderError as exc:
+            log.warning("session %s: sub-agent %s cannot go on: %s", session.id, run.agent, exc)
+            model = None
+        settings = resumed(setup, run, model) if model is not None else None
+        agents = setup.agents.agents
+        child.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        child.mcp_servers = self._resume_mcp(setup, run.tools)
+        if settings is not None:
+            layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+            sandbox = None
+            if run.sandbox is not None:
+                sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
+            self._set_up(child, settings, sandbox, render(layers))
+        return child
+
+    async def _resume(self, session: Session, setup: FolderSetup, run: RunState) -> None:
+        """Set a run left in flight up again as its ``run.started`` recorded it: the same
+        model, thinking, rules, limits, sandbox, sub-agent and MCP tools."""
+        self._equip(session, setup, os.environ)
+        try:
+            model = self.providers.resolve(run.model, setup.config, os.environ)
+        except ProviderError as exc:
+            log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
+            return
+        settings = resumed(setup, run, model)
+        layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+        agents = setup.agents.agents
+        session.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        session.mcp_servers = self._resume_mcp(setup, run.tools)
+        self._set_up(session, settings, session.sandbox, render(layers))
 
     async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
         """What ``cwd``'s files say for a run, under the user's trust as it is now.
@@ -209,70 +277,87 @@ class Conductor:
     async def dispatch(
         self,
         session: Session,
+        settings: RunSettings,
         *,
         setup: FolderSetup,
         environ: Mapping[str, str],
         task: str,
-        model: Resolved,
-        agent: Agent = BUILTIN_AGENTS[DEFAULT_AGENT],
-        mode: str = "agent",
-        max_turns: int = 12,
-        think: int | None = None,
         request_id: str | None = None,
-        attempts: int = EXEC_ATTEMPTS,
-        time_box: float = EXEC_TIME_BOX,
-        policy: Policy = Policy(),
-        sandbox: SandboxPolicy,
-        guardrails: tuple[Guardrail, ...] = (),
-        approval_timeout: float | None = None,
-        context_window: int | None = None,
-        compact_at: float = 0.8,
-        keep_turns: int = 6,
     ) -> str:
-        """Start a run on ``session`` with a resolved model; return the run id once
-        ``run.started`` is stored. Its commands run under ``sandbox`` where the sandbox
-        works here, unsandboxed (and ``run.started`` says so) where it does not.
+        """Start a run on ``session`` as ``settings`` say; return the run id once
+        ``run.started`` is stored. Its commands run under the settings' sandbox where the
+        sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
 
         Raises:
-            InvalidInput: a run is already in flight (or max_turns < 1).
+            InvalidInput: a run is already in flight.
         """
+        agent, mode = settings.agent, settings.mode
         layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
         tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
-        submit = Submit(
+        submit = self._submit(
+            settings,
             run="r" + secrets.token_hex(6),
             task=task,
-            ts=time.time(),
-            model=model.model_id,
-            agent=agent.name,
-            mode=mode,
-            max_turns=max_turns,
             tools=tools,
+            specs=session.agent_specs,
+            servers=session.mcp_servers,
+            layers=layers,
             request_id=request_id,
-            price=price_map(model.price),
             check=_check_command(session.state.cwd) if mode == "exec" else None,
-            attempts=attempts,
-            time_box=time_box,
-            policy=policy,
-            guardrails=guardrails,
-            approval_timeout=approval_timeout,
-            prompt=tuple(sizes(layers)),
-            context_window=context_window,
-            compact_at=compact_at,
-            keep_turns=keep_turns,
-            subagents=tuple(session.agent_specs),
-            read_only=self._read_only(tools, session.mcp_servers),
             untrusted=setup.untrusted_notice(),
-            sandbox=self.sandbox.describe(sandbox),
         )
         self._equip(session, setup, environ)
-        session.sandbox = self.sandbox.confine(sandbox)
-        session.system = render(layers)
-        session.model = model
-        session.think = think
+        self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
         return submit.run
+
+    def _submit(
+        self,
+        settings: RunSettings,
+        *,
+        tools: tuple[str, ...],
+        specs: Mapping[str, ToolSpec],
+        servers: Mapping[str, McpServerConfig],
+        layers: list[Any],
+        describe_sandbox: bool = True,
+        **fields: Any,
+    ) -> Submit:
+        """The Submit of a run: its settings, as ``run.started`` records them."""
+        model = settings.model
+        return Submit(
+            ts=time.time(),
+            model=model.model_id,
+            agent=settings.agent.name,
+            mode=settings.mode,
+            max_turns=settings.max_turns,
+            tools=tools,
+            price=price_map(model.price),
+            attempts=settings.attempts,
+            time_box=settings.time_box,
+            policy=settings.policy,
+            guardrails=settings.guardrails,
+            approval_timeout=settings.approval_timeout,
+            prompt=tuple(sizes(layers)),
+            context_window=settings.context_window,
+            compact_at=settings.compact_at,
+            keep_turns=settings.keep_turns,
+            subagents=tuple(specs),
+            think=settings.think,
+            read_only=self._read_only(tools, servers),
+            sandbox=self.sandbox.describe(settings.sandbox) if describe_sandbox else None,
+            **fields,
+        )
+
+    @staticmethod
+    def _set_up(track: Session | Subrun, settings: RunSettings, sandbox: Any, system: str) -> None:
+        """What the conductor keeps of a run's settings to perform its effects."""
+        track.settings = settings
+        track.model = settings.model
+        track.think = settings.think
+        track.sandbox = sandbox
+        track.system = system
 
     async def compact(self, session: Session, model: Resolved, keep_turns: int) -> str:
         """Summarize an idle session's older history (a short run); its run id.
@@ -303,11 +388,7 @@ class Conductor:
         if agent.tools is None:
             return names, {}, servers
         agents = setup.agents.agents
-        specs = {
-            n: ToolSpec(n, agents[n].description or f"the {n} agent", SUBAGENT_SCHEMA)
-            for n in agent.tools
-            if n in agents and n not in names
-        }
+        specs = {n: _agent_spec(agents[n]) for n in agent.tools if n in agents and n not in names}
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
         return offered + tuple(specs), specs, servers
 
@@ -407,7 +488,7 @@ class Conductor:
             for session in self.sessions.loaded():
                 if session.state.run is None:
                     continue
-                if session.state.run.waiting:
+                if session.waits_for_a_person():
                     if session.run_nursery is not None:
                         session.run_nursery.cancel_scope.cancel()
                     if session.run_done is not None:
@@ -581,6 +662,22 @@ class Conductor:
             failed = ToolFinished(effect.call_id, str(exc), time.time(), True)
             await self._feed_result(session, parent, effect.run, failed)
             return
+        await self._drive(session, parent, child, submit, effect.run, started)
+
+    async def _drive(
+        self,
+        session: Session,
+        parent: Session | Subrun,
+        child: Subrun,
+        first: Submit | Interrupted,
+        run: str,
+        started: float,
+        *,
+        task_status: Any = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Step a sub-agent from ``first`` until its run ends, then give its caller (whose
+        run is ``run``) the call's result. Started (``task_status``) once ``first`` is in."""
+        path, call_id = child.path, child.path[-1]
         session.subruns[path] = child
         try:
             # Only the outermost sub-agents take a slot: nested ones run inside theirs.
@@ -588,7 +685,8 @@ class Conductor:
                 with self._holding(child.mcp_servers):
                     async with trio.open_nursery() as nursery:
                         child.run_nursery = nursery
-                        await self.feed(session, submit, child)
+                        await self.feed(session, first, child)
+                        task_status.started()
                         # Until its run.finished cancels this scope (FinishRun).
                         await trio.sleep_forever()
         finally:
@@ -597,65 +695,53 @@ class Conductor:
         end = child.finished or {"reason": "error", "error": "the sub-agent ended without finishing"}
         reason, text = end["reason"], str(end.get("text") or "")
         if reason != "done":
-            text = f"the {effect.name} agent ended {reason}: {end.get('error') or text or 'no answer'}"
-        meta = {"agent": effect.name, "reason": reason, "turns": end.get("turns", 0), "usage": end.get("usage", {})}
-        result = ToolFinished(effect.call_id, text, time.time(), reason != "done", time.monotonic() - started, meta)
-        await self._feed_result(session, parent, effect.run, result)
+            text = f"the {child.agent} agent ended {reason}: {end.get('error') or text or 'no answer'}"
+        meta = {"agent": child.agent, "reason": reason, "turns": end.get("turns", 0), "usage": end.get("usage", {})}
+        result = ToolFinished(call_id, text, time.time(), reason != "done", time.monotonic() - started, meta)
+        await self._feed_result(session, parent, run, result)
 
     async def _make_subrun(
         self, session: Session, parent: Session | Subrun, effect: StartSubagent, path: tuple[str, ...]
     ) -> tuple[Subrun, Submit]:
         if len(path) > SUBAGENT_DEPTH:
             raise _SubagentError(f"sub-agents nest at most {SUBAGENT_DEPTH} deep; do this part yourself")
-        cwd, run, setup = session.state.cwd, parent.state.run, session.setup
-        assert run is not None
-        if setup is None:
+        cwd, setup, caller = session.state.cwd, session.setup, parent.settings
+        if setup is None or caller is None:
             raise _SubagentError(f"the {effect.name} agent cannot run: the session's folder was not read")
-        agent = setup.agents.agents.get(effect.name)
-        if agent is None:
-            raise _SubagentError(f"no agent {effect.name!r} here any more")
         try:
-            model = self.providers.resolve(agent.model, setup.config, session.client_env) if agent.model else parent.model
-        except ProviderError as exc:
+            settings = settle(
+                setup,
+                Asked(agent=effect.name),
+                resolve=lambda model: self.providers.resolve(model, setup.config, session.client_env),
+                caller=caller,
+            )
+        except (SettingsError, ProviderError) as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
-        if model is None:
-            raise _SubagentError(f"the {effect.name} agent has no model")
-        # A sub-agent never plans or runs the check: it works, with or without approvals.
-        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if run.mode in ("full", "exec") else "agent")
-        layers = await compose(agent, mode, cwd, trusted=setup.trusted)
+        agent = settings.agent
+        layers = await compose(agent, settings.mode, cwd, trusted=setup.trusted)
         tools, specs, servers = await self._tools_of(agent, setup)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
             state = replace(state, messages=parent.state.messages[:-1])
-        child = Subrun(path, state, agent.name, model, render(layers), agent.think or parent.think, specs, servers)
+        child = Subrun(path, state, agent.name, agent_specs=specs, mcp_servers=servers)
         # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
         # sandboxed caller it is sandboxed too, or its commands fail.
-        sandbox = None
-        if run.sandbox is not None:
-            sandbox = SandboxPolicy.from_map(run.sandbox).narrowed(agent.sandbox, agent.source)
-            child.sandbox = self.sandbox.confine(sandbox, promised=True if parent.sandbox is not None else None)
-        submit = Submit(
+        confined = self.sandbox.confine(settings.sandbox, promised=True if parent.sandbox is not None else None)
+        if not (parent.state.run and parent.state.run.sandbox is not None):
+            confined = None
+        if confined is None and settings.policy.sandboxed:
+            settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
+        self._set_up(child, settings, confined, render(layers))
+        submit = self._submit(
+            settings,
             run="r" + secrets.token_hex(6),
             task=effect.message,
-            ts=time.time(),
-            model=model.model_id,
-            agent=agent.name,
-            mode=mode,
-            max_turns=agent.max_turns or 12,
             tools=tools,
-            price=price_map(model.price),
-            policy=replace(
-                run.policy,
-                rules=run.policy.rules + agent.rules,
-                sandboxed=run.policy.sandboxed and child.sandbox is not None,
-            ),
-            guardrails=run.guardrails,
-            approval_timeout=run.approval_timeout,
-            prompt=tuple(sizes(layers)),
-            subagents=tuple(specs),
-            read_only=self._read_only(tools, servers),
-            sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
+            specs=specs,
+            servers=servers,
+            layers=layers,
+            describe_sandbox=confined is not None,
         )
         return child, submit
 
@@ -826,6 +912,24 @@ def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) ->
     """The servers that ``tools`` (``server__tool`` names or ``server__*`` globs) are on."""
     wanted = {t.split("__", 1)[0] for t in tools if "__" in t}
     return {name: config for name, config in servers.items() if name in wanted}
+
+
+def _children(path: tuple[str, ...], subruns: Mapping[tuple[str, ...], Any]) -> tuple[str, ...]:
+    """The calls of the track at ``path`` whose sub-agents are resumed."""
+    return tuple(p[-1] for p in subruns if len(p) == len(path) + 1 and p[: len(path)] == path)
+
+
+def _history_before(messages: tuple[Mapping[str, Any], ...], call_id: str) -> tuple[Mapping[str, Any], ...]:
+    """``messages`` up to the assistant reply that made the call ``call_id``."""
+    for i, message in enumerate(messages):
+        if message["role"] == "assistant" and any(b.get("id") == call_id for b in message["content"]):
+            return messages[:i]
+    return messages
+
+
+def _agent_spec(agent: Agent) -> ToolSpec:
+    """An agent as a tool another agent may call (a sub-agent)."""
+    return ToolSpec(agent.name, agent.description or f"the {agent.name} agent", SUBAGENT_SCHEMA)
 
 
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:

@@ -13,6 +13,7 @@ import trio
 from roost.loop import CreateSession, SessionState, fold, step
 
 from ._config import Hook
+from ._settings import RunSettings
 from ._setup import FolderSetup
 from ._store import EventStore
 from .mcp import McpServerConfig
@@ -62,13 +63,21 @@ class Session:
     environ: Mapping[str, str] | None = None
     #: The sandbox the run's commands run in (None: unsandboxed).
     sandbox: Confinement | None = None
-
+    #: What the run in flight was set up with (its sub-agents inherit from it).
+    settings: RunSettings | None = None
     #: A run is being set up (see :meth:`claim`).
     claimed: bool = False
 
     @property
     def id(self) -> str:
         return self.state.id
+
+    def waits_for_a_person(self) -> bool:
+        """Whether the run in flight, or one of its sub-agents, waits for a person."""
+        run = self.state.run
+        if run is None:
+            return False
+        return bool(run.waiting) or any(sub.state.run is not None and sub.state.run.waiting for sub in self.subruns.values())
 
     @contextmanager
     def claim(self) -> Iterator[None]:
@@ -117,6 +126,8 @@ class Subrun:
     finished: Mapping[str, Any] | None = None
     #: The sandbox its commands run in (None: unsandboxed).
     sandbox: Confinement | None = None
+    #: What its run was set up with (its own sub-agents inherit from it).
+    settings: RunSettings | None = None
 
 
 class SessionNotFound(KeyError):

@@ -229,14 +229,20 @@ class EventStore:
         ]
 
     async def open_runs(self) -> list[str]:
-        """Sessions whose last run started and never finished (a daemon died mid-run)."""
+        """Sessions whose last run started and never finished (a daemon died mid-run).
+
+        Only the sessions' own runs count: a sub-agent's (its events carry a ``path``)
+        starts and finishes inside its caller's run.
+        """
         rows = await self._read(
-            """SELECT session FROM events WHERE type = 'run.started' GROUP BY session
-               HAVING max(seq) > coalesce((SELECT max(f.seq) FROM events f
-                 WHERE f.session = events.session AND f.type = 'run.finished'), 0)""",
+            "SELECT session, type, body FROM events WHERE type IN ('run.started', 'run.finished') ORDER BY session, seq",
             (),
         )
-        return [session for (session,) in rows]
+        open_: dict[str, bool] = {}
+        for session, type, body in rows:
+            if not _unpack(body).get("path"):
+                open_[session] = type == "run.started"
+        return [session for session, is_open in open_.items() if is_open]
 
     async def request_ids(self) -> dict[str, tuple[str, str]]:
         """Every dispatch idempotency key seen: key -> (session, run)."""

@@ -59,6 +59,8 @@ class Submit:
     keep_turns: int = 6
     #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
     subagents: tuple[str, ...] = ()
+    #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
+    think: int | None = None
     #: Tools whose calls only read (run side by side); calls of the others run one at a
     #: time, in the model's order.
     read_only: tuple[str, ...] = ()
@@ -189,6 +191,9 @@ class Interrupted:
     """The daemon found a run in flight that an earlier daemon never finished."""
 
     ts: float
+    #: Calls of the run whose sub-agents go on (a person may still answer them): they are
+    #: not answered as interrupted.
+    resumed: tuple[str, ...] = ()
 
 
 Input = Union[

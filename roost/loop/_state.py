@@ -93,6 +93,8 @@ class RunState:
     #: Tools whose calls only read: they run at once, side by side. Calls of other tools
     #: change files or state and run one at a time, in the order the model gave them.
     read_only: frozenset[str] = frozenset()
+    #: Thinking budget in tokens (None: off).
+    think: int | None = None
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -187,6 +189,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         subagents=tuple(d.get("subagents", ())),
         sandbox=d.get("sandbox"),
         read_only=frozenset(d.get("read_only", ())),
+        think=d.get("think"),
     )
     request_ids = state.request_ids
     if d.get("request_id"):

@@ -56,7 +56,9 @@ Everything that decides what a run does next lives in this module. The rules:
   ``TimeUp`` ends the run ``timeout``. No check command: one pass, ending as usual.
 - ``Interrupted`` (a run left in flight by a daemon that died): tool calls that started and
   never finished are answered "interrupted", never run again. When calls of the step wait
-  for a person, the run goes on waiting (their clocks start again); otherwise it ends ``error``.
+  for a person (its own, or in a sub-agent the daemon resumes: ``Interrupted.resumed``, whose
+  calls are not answered), the run goes on waiting (their clocks start again); otherwise it
+  ends ``error``.
   An exec run goes on instead, where it was (see ``_resume_exec``).
 - A run that ends otherwise closes its open requests first (``permission.resolved`` deny,
   ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
@@ -241,8 +243,8 @@ class _Builder:
         self.effects.append(Summarize(run.id, run.model, older, state.summary))
         return True
 
-    def answer_pending(self, result: str, keep_waiting: bool = False) -> None:
-        """Answer the step's unfinished calls with the error ``result``.
+    def answer_pending(self, result: str, keep_waiting: bool = False, keep: tuple[str, ...] = ()) -> None:
+        """Answer the step's unfinished calls with the error ``result``, but those in ``keep``.
 
         Open requests are closed first (every request gets exactly one resolution), unless
         ``keep_waiting``: then calls waiting for a person stay open.
@@ -264,7 +266,7 @@ class _Builder:
             else:
                 self.emit(ev.HUMAN_ANSWERED, call_id=call_id, answer="", client="roost", cancelled=True)
         for call_id in self.run.pending:
-            if keep_waiting and call_id in run.waiting:
+            if (keep_waiting and call_id in run.waiting) or call_id in keep:
                 continue
             self.finish_call(call_id, result, is_error=True)
 
@@ -330,6 +332,7 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
         **({"subagents": list(input.subagents)} if input.subagents else {}),
+        **({"think": input.think} if input.think else {}),
         **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
@@ -720,14 +723,17 @@ def _abort(b: _Builder, input: Abort) -> None:
 def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.require(b.state.run is not None, "no run in flight")
     run = b.run
+    resumed = tuple(c for c in input.resumed if c in run.pending and run.tool_names.get(c) in run.subagents)
     if run.mode == "exec":
-        _resume_exec(b)
+        _resume_exec(b, resumed)
         return
-    if run.phase is Phase.TOOLS and run.waiting:
-        # People may still answer: the run waits on, and what was running is reported.
+    if run.phase is Phase.TOOLS and (run.waiting or resumed):
+        # People may still answer (here, or in a sub-agent the daemon resumes): the run
+        # waits on, and what was running is reported.
         b.answer_pending(
             "interrupted: the daemon stopped while this tool ran; it was not run again",
             keep_waiting=True,
+            keep=resumed,
         )
         for call_id, wait in b.run.waiting.items():
             if wait.get("deadline") is not None:
@@ -739,7 +745,7 @@ def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
 
 
-def _resume_exec(b: _Builder) -> None:
+def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
     """An exec run goes on after a restart, where it was: tools that were running are
     reported interrupted (never run again), a model call or check in flight starts over,
     and the time box keeps its deadline."""
@@ -751,7 +757,7 @@ def _resume_exec(b: _Builder) -> None:
             b.effects.append(StartClock(run.id, wait["deadline"], call_id))
     if run.phase is Phase.TOOLS:
         b.answer_pending(
-            "interrupted: the daemon stopped while this tool ran; it was not run again", keep_waiting=True
+            "interrupted: the daemon stopped while this tool ran; it was not run again", keep_waiting=True, keep=resumed
         )
         _after_call(b)
     elif run.phase is Phase.MODEL:

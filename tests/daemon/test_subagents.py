@@ -10,7 +10,7 @@ import trio
 from roost.daemon._server import Daemon
 from roost.protocol.trio_client import TrioClient, open_client
 
-from .conftest import bash, events_until, finished, text, trust, write_script
+from .conftest import bash, events_until, finished, serving, text, trust, write_script
 
 
 def agent_file(project: Path, name: str, front: str, body: str = "Do the task.") -> None:
@@ -103,3 +103,28 @@ async def test_depth_is_bounded_and_bad_calls_are_errors(client: TrioClient, pro
     assert max(len(e.get("path") or []) for e in events) == 3
     refused = [e for e in events if e["type"] == "tool.finished" and "nest at most 3 deep" in e["result"]]
     assert refused and refused[0]["is_error"]
+
+
+async def test_a_sub_agents_open_approval_survives_a_restart(tmp_path: Path, project: Path) -> None:
+    helper = write_script(project, [bash("touch made-by-helper")], [text("made it")], name="helper.json")
+    lead = write_script(project, [call("helper", "make the file")], [text("all done")], name="lead.json")
+    agent_file(project, "helper", f"model: {helper}\ntools: [bash]")
+    agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    db = tmp_path / "roost.db"
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        run = await c.call("dispatch", task="t", agent="lead", cwd=str(project), attach=True, sandbox="off")
+        asked = (await events_until(c, lambda e: e.get("type") == "permission.requested"))[-1]
+    assert asked["path"]
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        # The request is still open, in the sub-agent, and the caller still waits for it.
+        [row] = (await c.call("pending"))["pending"]
+        assert (row["call_id"], row["path"]) == (asked["call_id"], asked["path"])
+        assert (await c.call("sessions.list"))["sessions"][0]["status"] == "waiting"
+        await c.call("attach", session=run["session"], since=asked["seq"])
+        await c.call("permission.respond", session=run["session"], call_id=asked["call_id"], decision="approve")
+        events = await events_until(c, finished(run["run"]))
+    assert (project / "made-by-helper").exists()
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "all done"
+    [result] = [e for e in events if e["type"] == "tool.finished" and not e.get("path")]
+    assert result["result"] == "made it" and not result["is_error"]
+    assert not [e for e in events if "interrupted" in str(e.get("result", ""))]

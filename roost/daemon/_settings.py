@@ -1,0 +1,265 @@
+"""Run settings: everything a run is set up with, its defaults defined once, built in one
+place (httpx's ``build_request`` with ``USE_CLIENT_DEFAULT`` is the anchor).
+
+Where a setting comes from, first that says something:
+
+- a top-level run (dispatch): the dispatch, then the agent, then the config, then the
+  defaults below. "Says nothing" is :data:`UNSET`, never ``None``: ``think: off`` from a
+  dispatch beats an agent's ``think: high``.
+- a sub-agent: its agent, then its caller's run (model, thinking), then the defaults; its
+  rules are its caller's plus its agent's, its sandbox its caller's or narrower, and it
+  never plans or runs the check.
+
+:func:`settle` builds one for both. What a run got is recorded in ``run.started`` (model,
+mode, turns, thinking, rules, limits, sandbox, tools), and a restarted daemon takes it from
+there (:func:`resumed`), never from the config as it is now.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Final, Mapping
+
+from roost.loop import MODES, Guardrail, Policy, RunState
+
+from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
+from ._config import ConfigError, parse_rules
+from ._setup import FolderSetup
+from .providers import Resolved
+from .sandbox import MODES as SANDBOX_MODES, SandboxPolicy, build_policy
+
+#: A run's defaults, where neither its dispatch nor its agent nor the config says.
+MAX_TURNS: Final = 12
+MODE: Final = "agent"
+EXEC_ATTEMPTS: Final = 6
+EXEC_TIME_BOX: Final = 1800.0
+
+
+class _Unset:
+    """A setting nobody gave (not the same as ``None``, which may mean "off")."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
+
+class SettingsError(ValueError):
+    """Settings that cannot make a run; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a dispatch asks for; :data:`UNSET` where it says nothing."""
+
+    agent: str | None = None
+    model: Any = UNSET
+    mode: Any = UNSET
+    max_turns: Any = UNSET
+    #: Thinking budget in tokens; ``None`` is "off" (said), UNSET is "not said".
+    think: Any = UNSET
+    attempts: Any = UNSET
+    time_box: Any = UNSET
+    approval_timeout: Any = UNSET
+    sandbox: Any = UNSET
+    yes: bool = False
+    allow: tuple[str, ...] = ()
+    ask: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Asked:
+        """A dispatch's params (absent or null keys are not said).
+
+        Raises:
+            SettingsError: a value out of range.
+        """
+        said = {k: v for k, v in params.items() if v is not None}
+        asked = cls(
+            agent=said.get("agent"),
+            model=said.get("model", UNSET),
+            mode=said.get("mode", UNSET),
+            max_turns=said.get("max_turns", UNSET),
+            think=_think(said["think"]) if "think" in said else UNSET,
+            attempts=said.get("attempts", UNSET),
+            time_box=float(said["time_box"]) if "time_box" in said else UNSET,
+            approval_timeout=float(said["approval_timeout"]) if "approval_timeout" in said else UNSET,
+            sandbox=said.get("sandbox", UNSET),
+            yes=bool(said.get("yes")),
+            allow=tuple(said.get("allow") or ()),
+            ask=tuple(said.get("ask") or ()),
+            deny=tuple(said.get("deny") or ()),
+        )
+        asked.check()
+        return asked
+
+    def check(self) -> None:
+        """Raises SettingsError for a value out of range."""
+        if self.mode is not UNSET and self.mode not in MODES:
+            raise SettingsError(f"mode must be one of {', '.join(MODES)}")
+        if self.max_turns is not UNSET and self.max_turns < 1:
+            raise SettingsError("max_turns must be at least 1")
+        if (self.attempts is not UNSET and self.attempts < 1) or (self.time_box is not UNSET and self.time_box <= 0):
+            raise SettingsError("attempts and time_box must be positive")
+        if self.approval_timeout is not UNSET and self.approval_timeout <= 0:
+            raise SettingsError("approval_timeout must be positive")
+        if self.sandbox is not UNSET and self.sandbox not in SANDBOX_MODES:
+            raise SettingsError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """What one run is set up with."""
+
+    agent: Agent
+    model: Resolved
+    mode: str
+    max_turns: int
+    #: Thinking budget in tokens (None: off).
+    think: int | None
+    attempts: int
+    time_box: float
+    policy: Policy
+    guardrails: tuple[Guardrail, ...]
+    approval_timeout: float | None
+    context_window: int | None
+    compact_at: float
+    keep_turns: int
+    sandbox: SandboxPolicy
+
+
+#: Resolves a model id under a folder's config (with the client's keys).
+Resolve = Callable[[str | None], Resolved]
+
+
+def settle(
+    setup: FolderSetup,
+    asked: Asked,
+    *,
+    resolve: Resolve,
+    hidden: tuple[str, ...] = (),
+    holds: Callable[[SandboxPolicy], bool] = lambda policy: False,
+    caller: RunSettings | None = None,
+) -> RunSettings:
+    """The settings of a run in ``setup``'s folder: a dispatch's (``asked``), or, with a
+    ``caller``, a sub-agent's (``asked.agent`` names it).
+
+    ``hidden`` is what the sandbox always hides; ``holds(policy)`` says whether a working
+    sandbox holds commands under ``policy`` (auto_allow needs one).
+
+    Raises:
+        SettingsError: an unknown agent, a model that cannot be used, a bad rule.
+    """
+    config = setup.config
+    agent = find_agent(setup, asked.agent)
+    if caller is None:
+        model = resolve(_first(asked.model, agent.model, None))
+        mode = _first(asked.mode, agent.mode, MODE)
+        # None from the dispatch is "off", said: it beats the agent's budget.
+        think = agent.think if asked.think is UNSET else asked.think
+        rules = [*config.rules, *agent.rules, *_rules(asked)]
+        timeout = _first(asked.approval_timeout, config.approval_timeout, None)
+        sandbox = build_policy(
+            setup.cwd,
+            user=config.sandbox,
+            project=config.project_sandbox,
+            dispatch=_first(asked.sandbox, None, None),
+            agent=agent.sandbox,
+            agent_source=agent.source if agent.from_project else None,
+            hidden=hidden,
+        )
+        policy = Policy(tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox))
+        guardrails = config.all_guardrails()
+    else:
+        model = resolve(agent.model) if agent.model else caller.model
+        # A sub-agent never plans or runs the check: it works, with or without approvals.
+        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if caller.mode in ("full", "exec") else "agent")
+        think = agent.think if agent.think is not None else caller.think
+        sandbox = caller.sandbox.narrowed(agent.sandbox, agent.source)
+        policy = replace(caller.policy, rules=caller.policy.rules + agent.rules)
+        timeout, guardrails = caller.approval_timeout, caller.guardrails
+    return RunSettings(
+        agent=agent,
+        model=model,
+        mode=mode,
+        max_turns=_first(asked.max_turns, agent.max_turns, MAX_TURNS),
+        think=think,
+        attempts=_first(asked.attempts, None, EXEC_ATTEMPTS),
+        time_box=_first(asked.time_box, None, EXEC_TIME_BOX),
+        policy=policy,
+        guardrails=guardrails,
+        approval_timeout=timeout,
+        context_window=config.context_window(model.model_id),
+        compact_at=config.compact_at,
+        keep_turns=config.keep_turns,
+        sandbox=sandbox,
+    )
+
+
+def resumed(setup: FolderSetup, run: RunState, model: Resolved) -> RunSettings:
+    """The settings a run left in flight had, as its ``run.started`` recorded them (the
+    agent's instructions from its folder; the model resolved again)."""
+    return RunSettings(
+        agent=setup.agents.agents.get(run.agent) or find_agent(setup, None),
+        model=model,
+        mode=run.mode,
+        max_turns=run.max_turns,
+        think=run.think,
+        attempts=run.attempts,
+        time_box=(run.deadline - run.started) if run.deadline is not None else EXEC_TIME_BOX,
+        policy=run.policy,
+        guardrails=run.guardrails,
+        approval_timeout=run.approval_timeout,
+        context_window=run.context_window,
+        compact_at=run.compact_at,
+        keep_turns=run.keep_turns,
+        sandbox=SandboxPolicy.from_map(run.sandbox) if run.sandbox is not None else SandboxPolicy(),
+    )
+
+
+def _first(*values: Any) -> Any:
+    """The first value that was said (the last one is the default)."""
+    for value in values[:-1]:
+        if value is not UNSET and value is not None:
+            return value
+    return values[-1]
+
+
+def find_agent(setup: FolderSetup, name: str | None) -> Agent:
+    """The agent ``name`` (None: the default) of the folder.
+
+    Raises:
+        SettingsError: no such agent (or its file is not trusted: then it says so).
+    """
+    found = setup.agents
+    agent = found.agents.get(name or DEFAULT_AGENT)
+    if agent is not None:
+        return agent
+    for item in found.widening:
+        if item.name == name and not item.trusted:
+            raise SettingsError(
+                f"the agent {name!r} ({item.source}) {item.detail}; this folder is not trusted, so it "
+                f"is not loaded: review it with roost trust {setup.root}"
+            )
+    agents = ", ".join(sorted(found.agents))
+    extra = f"; skipped: {'; '.join(found.problems)}" if found.problems else ""
+    raise SettingsError(f"no agent {name!r} (agents here: {agents}){extra}")
+
+
+def _rules(asked: Asked) -> list[Any]:
+    rules = []
+    for action in ("allow", "ask", "deny"):
+        try:
+            rules += parse_rules(list(getattr(asked, action)), action, "dispatch")
+        except ConfigError as exc:
+            raise SettingsError(str(exc)) from None
+    return rules
+
+
+def _think(value: int | str) -> int | None:
+    try:
+        return think_budget(value)
+    except AgentError:
+        raise SettingsError("think must be off, low, medium, high or a number of tokens") from None
