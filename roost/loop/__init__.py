@@ -33,7 +33,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
-from ._step import InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, InvalidInput, Transition, step
 
 __all__ = [
     "ASK_HUMAN",
@@ -59,6 +59,7 @@ __all__ = [
     "MODES",
     "ModelFailed",
     "ModelFinished",
+    "PHASE_INPUTS",
     "PermissionDecided",
     "Phase",
     "Policy",

@@ -64,7 +64,9 @@ Everything that decides what a run does next lives in this module. The rules:
   ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
 - Every run ends with ``run.finished`` and FinishRun.
 
-An input that breaks these rules raises :class:`InvalidInput`; nothing changes.
+Which inputs each phase takes is one table, :data:`PHASE_INPUTS` (at the end of this
+module): ``step`` refuses any other first. An input that breaks these rules raises
+:class:`InvalidInput`; nothing changes.
 """
 
 from __future__ import annotations
@@ -143,6 +145,10 @@ def step(state: SessionState, input: Input) -> Transition:
     Raises:
         InvalidInput: the input is not allowed in the session's phase.
     """
+    takes = PHASE_INPUTS[state.phase]
+    if type(input) not in takes:
+        names = ", ".join(sorted(t.__name__ for t in takes))
+        raise InvalidInput(input, state.phase, f"phase {state.phase.value} takes only {names}")
     builder = _Builder(state, input)
     handler = _HANDLERS[type(input)]
     running = _running_head(state.run)
@@ -312,7 +318,6 @@ def _create_session(b: _Builder, input: CreateSession) -> None:
 
 
 def _submit(b: _Builder, input: Submit) -> None:
-    b.require(b.state.run is None, "a run is already in flight")
     b.require(input.max_turns >= 1, "max_turns must be at least 1")
     b.require(input.attempts >= 1 and input.time_box > 0, "attempts and time_box must be positive")
     b.emit(
@@ -359,7 +364,6 @@ def _submit(b: _Builder, input: Submit) -> None:
 
 
 def _model_finished(b: _Builder, input: ModelFinished) -> None:
-    b.require(b.state.phase is Phase.MODEL, "no model call in flight")
     problem = _malformed(input.content)
     if problem is not None:
         # Stored, such a reply would poison the history of every later call.
@@ -497,7 +501,6 @@ def _question_problem(input: Mapping[str, Any]) -> str | None:
 
 
 def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     wait = b.run.waiting.get(input.call_id)
     b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
     assert wait is not None
@@ -527,7 +530,6 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
 
 
 def _human_answered(b: _Builder, input: HumanAnswered) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     wait = b.run.waiting.get(input.call_id)
     b.require(wait is not None and wait["kind"] == "human", f"no open question {input.call_id!r}")
     b.emit(ev.HUMAN_ANSWERED, call_id=input.call_id, answer=input.answer, client=input.client)
@@ -558,7 +560,6 @@ def _malformed(content: tuple[Any, ...]) -> str | None:
 
 
 def _compact(b: _Builder, input: Compact) -> None:
-    b.require(b.state.run is None, "a run is already in flight")
     b.require(input.keep_turns >= 0, "keep_turns must not be negative")
     b.emit(ev.RUN_STARTED, run=input.run, task="compact the history", model=input.model, agent="default",
            mode="compact", max_turns=1, tools=[], keep_turns=input.keep_turns)
@@ -567,7 +568,6 @@ def _compact(b: _Builder, input: Compact) -> None:
 
 
 def _summarized(b: _Builder, input: Summarized) -> None:
-    b.require(b.state.phase is Phase.COMPACT, "no compaction in flight")
     run, state = b.run, b.state
     start, upto = state.compacted_upto, run.compact_upto
     replaced = messages_tokens(state.messages[start:upto]) + messages_tokens(
@@ -589,6 +589,7 @@ def _summarized(b: _Builder, input: Summarized) -> None:
 
 
 def _model_failed(b: _Builder, input: ModelFailed) -> None:
+    # In MODEL a reply failed; in COMPACT, a summary (see the table).
     if b.state.phase is Phase.COMPACT and b.run.mode != "compact":
         # A failed summary costs the compaction, not the run: it goes on uncompacted.
         b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary failed: {input.message}")
@@ -598,14 +599,12 @@ def _model_failed(b: _Builder, input: ModelFailed) -> None:
         b.emit(ev.ERROR, message=input.message)
         b.emit_run_finished("error", input.message)
         return
-    b.require(b.state.phase is Phase.MODEL, "no model call in flight")
     b.emit(ev.ERROR, message=input.message)
     _finish_step(b)
     b.emit_run_finished("error", input.message)
 
 
 def _tool_finished(b: _Builder, input: ToolFinished) -> None:
-    b.require(b.state.phase is Phase.TOOLS, "no tool calls in flight")
     b.require(input.call_id in b.run.pending, f"no pending tool call {input.call_id!r}")
     b.require(input.call_id not in b.run.waiting, f"tool call {input.call_id!r} is waiting for a person")
     tripwire = tripped(b.run.guardrails, INPUT, [input.result])
@@ -651,7 +650,6 @@ def _end_attempt(b: _Builder, reason: str) -> None:
 
 
 def _check_finished(b: _Builder, input: CheckFinished) -> None:
-    b.require(b.state.phase is Phase.CHECK, "no check in flight")
     run = b.run
     tripwire = tripped(run.guardrails, INPUT, [input.output])
     b.emit(
@@ -674,7 +672,6 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
 
 
 def _time_up(b: _Builder, input: TimeUp) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     b.answer_pending("aborted: the run's time box ran out")
     b.effects.append(CancelRun(b.run.id))
     b.emit_run_finished("timeout", "the time box ran out")
@@ -693,7 +690,6 @@ def _finish_step(b: _Builder) -> None:
 
 
 def _steer(b: _Builder, input: Steer) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     b.require(bool(input.text.strip()), "steering text is empty")
     tripwire = tripped(b.run.guardrails, INPUT, [input.text])
     if tripwire is not None:
@@ -703,7 +699,6 @@ def _steer(b: _Builder, input: Steer) -> None:
 
 
 def _abort(b: _Builder, input: Abort) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     partial = [dict(b) for b in input.partial if b.get("type") == "text" and b.get("text")]
     if b.state.phase is Phase.MODEL and partial:
         # What had arrived is kept: the user saw it, and the next run's model should too.
@@ -721,7 +716,6 @@ def _abort(b: _Builder, input: Abort) -> None:
 
 
 def _interrupted(b: _Builder, input: Interrupted) -> None:
-    b.require(b.state.run is not None, "no run in flight")
     run = b.run
     resumed = tuple(c for c in input.resumed if c in run.pending and run.tool_names.get(c) in run.subagents)
     if run.mode == "exec":
@@ -770,6 +764,23 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
         b.emit(ev.COMPACTION_SKIPPED, reason="the daemon stopped during the summary")
         b.start_model_call(compact=False)
 
+
+#: The state table (h11's ``_state.py`` is the anchor): the inputs each phase takes. ``step``
+#: refuses any other before a rule runs; a handler checks only what the phase cannot say
+#: (which call, which request, values in range).
+_IN_A_RUN = (Steer, Abort, Interrupted, TimeUp)
+PHASE_INPUTS: Mapping[Phase, frozenset[type]] = {
+    # No run: a new session's first event, a task, or a compaction.
+    Phase.IDLE: frozenset({CreateSession, Submit, Compact}),
+    # A model call in flight: its reply or its failure.
+    Phase.MODEL: frozenset({ModelFinished, ModelFailed, *_IN_A_RUN}),
+    # Tool calls in flight: their results, and people's answers to the calls that wait.
+    Phase.TOOLS: frozenset({ToolFinished, PermissionDecided, HumanAnswered, *_IN_A_RUN}),
+    # exec mode's check in flight.
+    Phase.CHECK: frozenset({CheckFinished, *_IN_A_RUN}),
+    # A summary in flight: it, or its failure.
+    Phase.COMPACT: frozenset({Summarized, ModelFailed, *_IN_A_RUN}),
+}
 
 _HANDLERS: dict[type, Any] = {
     CreateSession: _create_session,
