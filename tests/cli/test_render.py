@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from roost.cli._render import Renderer, sandbox_line
-from roost.cli.shell import _render as shell
+from roost.cli.shell import _display as shell
 
 WORKSPACE = {"mode": "workspace", "available": True, "writable": ["/p"], "network": False, "ignored": []}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.cli.shell._connection import AsyncClient
+from roost.protocol.asyncio_client import AsyncClient
 from roost.protocol import Response, Timeout
 from tests.protocol.test_client import Peer, serving
 

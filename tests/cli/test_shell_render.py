@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from roost.cli._render import session_offer
-from roost.cli.shell import _render as r
+from roost.cli.shell import _display as r
 from roost.cli.shell._view import Request, RunStats, SessionView, ToolCall
 
 

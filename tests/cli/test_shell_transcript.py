@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.cli.shell._render import plain
+from roost.cli.shell._display import plain
 from roost.cli.shell._transcript import Transcript
 
 

@@ -36,7 +36,7 @@ from prompt_toolkit.layout.menus import CompletionsMenuControl
 from prompt_toolkit.renderer import print_formatted_text
 from prompt_toolkit.styles import Style
 
-from ._render import Fragments, Lines, join_lines, plain
+from ._display import Fragments, Lines, join_lines, plain
 
 #: Seconds output is gathered before it is written above the prompt (one write per batch).
 FLUSH_DELAY = 0.02

@@ -27,10 +27,10 @@ from typing import Any, Awaitable, Callable
 from roost.protocol import DEFAULT_TIMEOUT, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
 
 from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, start_daemon
-from . import _render as r
+from . import _display as r
 from ._app import Screen
 from ._complete import Names, ShellCompleter
-from ._connection import AsyncClient
+from roost.protocol.asyncio_client import AsyncClient
 from ._slash import COMMANDS, MODES, SCOPES, find, parse
 from ._transcript import Transcript
 from ._view import Request, SessionView

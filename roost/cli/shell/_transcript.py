@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _render as r
+from . import _display as r
 from ._markdown import MarkdownState, render_line
 
 Lines = r.Lines

@@ -8,7 +8,7 @@ session reaches only the servers of its own configuration, under its own names
 (``server__tool``).
 
 Servers are started lazily (``ensure``, when a session first needs tools). Each runs in its
-own task in the daemon's nursery (see ``_connection``), which restarts it with backoff when
+own task in the daemon's nursery (see ``_link``), which restarts it with backoff when
 its connection is lost; meanwhile its tools are not offered and a call to one waits for it
 within the call's timeout. The ``mcp`` SDK is imported when the first server starts, so the
 daemon starts without it.
@@ -40,7 +40,7 @@ from ._status import log_file, status_map
 from ._tools import McpTool, as_server, qualified_name, selected, split_name
 
 if TYPE_CHECKING:
-    from ._connection import ServerConnection
+    from ._link import ServerLink
 
 #: Seconds ``ensure`` and ``restart`` wait for servers to be ready or failed.
 ENSURE_TIMEOUT = 40.0
@@ -69,14 +69,14 @@ class McpManager:
         self._nursery = nursery
         self._log_dir = log_dir
         #: The connection of each started server, by identity.
-        self._servers: dict[Identity, ServerConnection] = {}
+        self._servers: dict[Identity, ServerLink] = {}
         #: The server each config entry (its file and name) was the last time ``ensure`` saw it.
         self._latest: dict[tuple[str, str], Identity] = {}
         #: How many runs hold each server, and when each was last ensured or let go.
         self._held: Counter[Identity] = Counter()
         self._used: dict[Identity, float] = {}
         #: Connections whose task may still run (stopped ones until they are done).
-        self._live: list[ServerConnection] = []
+        self._live: list[ServerLink] = []
         self._closed = False
 
     async def ensure(self, servers: Mapping[str, McpServerConfig], *, timeout: float = ENSURE_TIMEOUT) -> None:
@@ -214,16 +214,16 @@ class McpManager:
                         connection.cancel()
         self._live = []
 
-    def _running(self, config: McpServerConfig) -> ServerConnection | None:
+    def _running(self, config: McpServerConfig) -> ServerLink | None:
         """The connection of the server ``config`` is, if started (never for a disabled one)."""
         return self._servers.get(config.identity) if config.enabled else None
 
-    def _start(self, config: McpServerConfig) -> ServerConnection:
+    def _start(self, config: McpServerConfig) -> ServerLink:
         # Imported here: the mcp SDK costs ~0.5 s to import, paid when a server is first needed.
-        from ._connection import ServerConnection
+        from ._link import ServerLink
 
         self._live = [c for c in self._live if not c.done.is_set()]
-        connection = ServerConnection(config, self._log_dir)
+        connection = ServerLink(config, self._log_dir)
         self._servers[config.identity] = connection
         self._live.append(connection)
         self._nursery.start_soon(connection.run, name=f"mcp server {config.name}")
@@ -242,7 +242,7 @@ class McpManager:
             connection.stop()
             self._nursery.start_soon(self._retire, connection)
 
-    async def _retire(self, old: ServerConnection) -> None:
+    async def _retire(self, old: ServerLink) -> None:
         """Give a stopped server CLOSE_TIMEOUT to close, then cancel it."""
         with trio.move_on_after(CLOSE_TIMEOUT):
             await old.done.wait()

@@ -63,7 +63,7 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE stre
 _CLIENT = mcp_types.Implementation(name="roost", version=roost.__version__)
 
 
-class ServerConnection:
+class ServerLink:
     """One server's connection, shared by every session whose config has its identity.
 
     ``config`` is the one it was started with; its name is the one our notes use (callers
