@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from roost.protocol import RpcError
+from roost.protocol import MODES, RpcError
 
 from ._connect import connect, refused, resolve_session, socket_path
 from ._follow import follow
@@ -44,7 +44,7 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
 @click.command()
 @click.argument("session", required=False)
 @click.option("--agent", "-a", help="Show it for this agent (default: the session's last).")
-@click.option("--mode", type=click.Choice(["plan", "agent", "full", "exec"]), help="Show it for this mode.")
+@click.option("--mode", type=click.Choice(MODES), help="Show it for this mode.")
 @click.option("--json", "as_json", is_flag=True, help="Print the layers as JSON.")
 @click.pass_obj
 def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: str | None, as_json: bool) -> None:

@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import click
 
+from roost.protocol import SUCCESS_REASONS
+
 #: Exit status of ``roost dispatch`` by the reason the run ended.
 EXIT_STATUS = {
     "done": 0,
@@ -177,7 +179,7 @@ class Renderer:
 
     def _run_finished(self, e: dict[str, Any]) -> None:
         self._end_line()
-        good = e.get("reason") in ("done", "check_passed")
+        good = e.get("reason") in SUCCESS_REASONS
         self._out(summary(e), bold=True, fg="green" if good else "yellow")
 
 

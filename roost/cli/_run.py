@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import click
 
-from roost.protocol import Client, RpcError
+from roost.protocol import MODES, SANDBOX_MODES, Client, RpcError
 
 from ._approvals import prompt_answer
 from ._connect import connect, refused, resolve_session, socket_path
@@ -30,8 +30,8 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
 @click.option("--agent", "-a", help="The agent to run (default: default); see roost agents.")
 @click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
-@click.option("--mode", type=click.Choice(["plan", "agent", "full", "exec"]), help="plan: one reply, a plan, no tools; agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes. Default: the agent's mode.")
-@click.option("--sandbox", type=click.Choice(["workspace", "read-only", "off"]), envvar="ROOST_SANDBOX", help="Where commands run: workspace (the folder and a private /tmp writable, the rest read-only, credentials hidden, no network), read-only, or off. Default: the agent's, else [sandbox] mode in config.toml, else workspace; a project's config may narrow it.  [env: ROOST_SANDBOX]")
+@click.option("--mode", type=click.Choice(MODES), help="plan: one reply, a plan, no tools; agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes. Default: the agent's mode.")
+@click.option("--sandbox", type=click.Choice(SANDBOX_MODES), envvar="ROOST_SANDBOX", help="Where commands run: workspace (the folder and a private /tmp writable, the rest read-only, credentials hidden, no network), read-only, or off. Default: the agent's, else [sandbox] mode in config.toml, else workspace; a project's config may narrow it.  [env: ROOST_SANDBOX]")
 @click.option("--yes", "-y", is_flag=True, help="Approve every call that no deny rule refuses.")
 @click.option("--allow", multiple=True, metavar="RULE", help="Allow calls matching RULE in this run, e.g. 'bash(npm test)' (repeatable).")
 @click.option("--ask", multiple=True, metavar="RULE", help="Ask before calls matching RULE (repeatable).")

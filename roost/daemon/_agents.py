@@ -32,7 +32,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from roost.loop import MODES, Rule, RuleError, parse_rule
+from roost.loop import Rule, RuleError, parse_rule
+from roost.protocol import MODES
 
 from .sandbox import MODES as SANDBOX_MODES
 

@@ -18,7 +18,6 @@ import trio
 import roost
 from roost.loop import (
     EVENT_TYPES,
-    MODES,
     REASONING_DELTA,
     TEXT_DELTA,
     HumanAnswered,
@@ -33,6 +32,7 @@ from roost.protocol import (
     API_LEVEL,
     METHODS,
     METHODS_BY_NAME,
+    MODES,
     PROTOCOL_VERSION,
     ErrorCode,
     Notification,

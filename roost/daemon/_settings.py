@@ -21,7 +21,8 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Mapping
 
-from roost.loop import MODES, Guardrail, Policy, RunState
+from roost.loop import Guardrail, Policy, RunState
+from roost.protocol import MODES
 
 from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
 from ._config import ConfigError, parse_rules

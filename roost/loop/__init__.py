@@ -13,9 +13,8 @@ from ._commands import WILD, Command, Judgement, judge
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
 from ._context import cut_point, estimate, visible
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
-from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, STOP_REASONS, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
+from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
 from ._inputs import (
-    MODES,
     Abort,
     CheckFinished,
     Compact,
@@ -56,7 +55,6 @@ __all__ = [
     "InvalidInput",
     "Judgement",
     "LIVE_TYPES",
-    "MODES",
     "ModelFailed",
     "ModelFinished",
     "PHASE_INPUTS",
@@ -70,7 +68,6 @@ __all__ = [
     "RunState",
     "RunTool",
     "SECRET_PATTERNS",
-    "STOP_REASONS",
     "SessionState",
     "StartClock",
     "StartSubagent",

@@ -82,13 +82,6 @@ EVENT_TYPES: Mapping[str, str] = {
 #: Published to attached clients but never stored.
 LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA, TOOL_PROGRESS})
 
-#: Why a run ends.
-STOP_REASONS = (
-    "done", "max_turns", "max_tokens", "aborted", "error", "check_passed", "check_failed", "timeout",
-    "guardrail", "stuck",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class Event:
     """One thing that happened in a session.

@@ -11,9 +11,6 @@ from typing import Any, Mapping, Union
 from ._guardrails import Guardrail
 from ._permissions import Policy
 
-#: Run modes: one model call that plans, the tool loop with approvals, without them, and
-#: the edit-run-check-fix harness.
-MODES = ("plan", "agent", "full", "exec")
 
 
 @dataclass(frozen=True, slots=True)

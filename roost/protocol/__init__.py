@@ -32,6 +32,7 @@ from ._methods import (
 )
 from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
+from ._vocabulary import MODES, SANDBOX_MODES, STOP_REASONS, SUCCESS_REASONS
 
 __all__ = [
     "API_COMPATIBLE",
@@ -45,6 +46,7 @@ __all__ = [
     "FrameTooLarge",
     "METHODS",
     "METHODS_BY_NAME",
+    "MODES",
     "Message",
     "Method",
     "NotPrivate",
@@ -57,6 +59,9 @@ __all__ = [
     "RoostError",
     "RpcError",
     "RpcSession",
+    "SANDBOX_MODES",
+    "STOP_REASONS",
+    "SUCCESS_REASONS",
     "Timeout",
     "check_peer",
     "check_private_dir",

@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any, Iterable
 
+from roost.protocol import SUCCESS_REASONS
+
 from .._render import sandbox_line, summary, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, RunStats, SessionView, ToolCall
@@ -231,7 +233,7 @@ def answered(request: dict[str, Any] | None, e: dict[str, Any]) -> Lines:
 
 def run_finished(e: dict[str, Any]) -> Lines:
     """The run's last line: how it ended, turns, tokens, cost, time."""
-    good = e.get("reason") in ("done", "check_passed")
+    good = e.get("reason") in SUCCESS_REASONS
     return [[("class:ok.bold" if good else "class:warn.bold", summary(e))]]
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Run modes the shell offers (the daemon says which it accepts).
-MODES = ("plan", "agent", "full", "exec")
+from roost.protocol import MODES
+
 #: Scopes of an approval.
 SCOPES = ("once", "session")
 

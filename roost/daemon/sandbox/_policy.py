@@ -13,10 +13,12 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
+from roost.protocol import SANDBOX_MODES
+
 #: The sandbox modes: the session folder writable; nothing writable but a private /tmp;
 #: no sandbox.
-WORKSPACE, READ_ONLY, OFF = "workspace", "read-only", "off"
-MODES = (WORKSPACE, READ_ONLY, OFF)
+MODES = SANDBOX_MODES
+WORKSPACE, READ_ONLY, OFF = MODES
 #: How much each mode holds back: a project may only move up this scale.
 _STRICTNESS = {OFF: 0, WORKSPACE: 1, READ_ONLY: 2}
 
