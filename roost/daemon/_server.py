@@ -82,6 +82,8 @@ class Daemon:
         self._connections: set[Connection] = set()
         #: Who is attached to which session (set once the store is open).
         self.fanout: Fanout | None = None
+        #: The tools, and the worker threads they share (set once the store is open).
+        self.tools: ToolRegistry | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly.
@@ -122,8 +124,9 @@ class Daemon:
                 if not availability.available:
                     log.warning("commands will run unsandboxed: %s", availability.reason)
                 self.fanout = Fanout(store.events)
+                self.tools = ToolRegistry()
                 conductor = Conductor(
-                    store, self.fanout, providers, ToolRegistry(), nursery, ledger, mcp, trust, sandbox
+                    store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox
                 )
                 await conductor.start()
                 api = Api(conductor, str(self.socket_path), self.stopping)
