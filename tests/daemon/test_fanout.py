@@ -109,7 +109,7 @@ async def test_a_slow_follower_that_lags_again_and_again_never_hangs(
                 if event.get("type") == "lagged":
                     lags.set()
                 seen.append(event)
-                threading.Event().wait(0.005)  # a slow terminal
+                threading.Event().wait(0.01)  # a slow terminal
 
             return follow(client, run["session"], on_event, since=0, until_run=run["run"], attached=True)
 
