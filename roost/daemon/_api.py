@@ -1,8 +1,9 @@
 """The method table: each RPC method's handler, and the checks every request goes through.
 
 Params are checked against the catalogue in :mod:`roost.protocol` (one map, required keys,
-types) before a handler runs. Handlers raise :class:`RpcError` with a stable code; anything
-else is a bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
+types) before a handler runs. Handlers raise :class:`RpcError` with a stable code; the
+store's errors become ``STORE_FULL`` / ``STORE_UNAVAILABLE`` here, once; anything else is a
+bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ._config import Config, ConfigError, parse_rules, price_map
 from ._prompt import compose, render
 from ._files import read_bounded
 from ._setup import FolderSetup
+from ._store import StoreError, StoreFull
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from .sandbox import MODES as SANDBOX_MODES, WORKSPACE, build_policy
@@ -113,6 +115,8 @@ class Api:
             result = await self._handlers[request.method](connection, params)
         except RpcError as exc:
             return encode(Response(request.msgid, exc.to_wire(), None))
+        except StoreError as exc:
+            return encode(Response(request.msgid, store_refusal(exc).to_wire(), None))
         except Exception:
             log.exception("internal error in %s", request.method)
             error = RpcError(ErrorCode.INTERNAL, f"internal error in {request.method}; see the daemon log")
@@ -159,7 +163,8 @@ class Api:
         out = []
         for row in await self.conductor.store.sessions():
             session = loaded.get(row.id)
-            status = row.last_status or "new"
+            # A run that ended in memory, its end not stored yet (a full disk).
+            status = "error" if row.id in self.conductor.sessions.unsettled else row.last_status or "new"
             events = row.events
             clients = 0
             if session is not None:
@@ -587,6 +592,12 @@ class Api:
     def _refuse_when_stopping(self) -> None:
         if self._shutdown.is_set():
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+
+
+def store_refusal(error: StoreError) -> RpcError:
+    """A store's error as the error response it is."""
+    code = ErrorCode.STORE_FULL if isinstance(error, StoreFull) else ErrorCode.STORE_UNAVAILABLE
+    return RpcError(code, str(error), {"database": str(error.path)})
 
 
 def _agent(name: str | None, setup: FolderSetup) -> Agent:

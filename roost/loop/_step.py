@@ -58,6 +58,8 @@ Everything that decides what a run does next lives in this module. The rules:
   never finished are answered "interrupted", never run again. When calls of the step wait
   for a person, the run goes on waiting (their clocks start again); otherwise it ends ``error``.
   An exec run goes on instead, where it was (see ``_resume_exec``).
+- ``RunFailed`` (the daemon could not store the run's events) needs a run in flight: its
+  calls are answered with the message, ``error``, and the run ends ``error``.
 - A run that ends otherwise closes its open requests first (``permission.resolved`` deny,
   ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
 - Every run ends with ``run.finished`` and FinishRun.
@@ -96,6 +98,7 @@ from ._inputs import (
     ModelFailed,
     ModelFinished,
     PermissionDecided,
+    RunFailed,
     Steer,
     Submit,
     Summarized,
@@ -689,6 +692,12 @@ def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
 
 
+def _run_failed(b: _Builder, input: RunFailed) -> None:
+    b.require(b.state.run is not None, "no run in flight")
+    b.emit(ev.ERROR, message=input.message)
+    b.stop("error", input.message, "not finished: " + input.message)
+
+
 def _resume_exec(b: _Builder) -> None:
     """An exec run goes on after a restart, where it was: tools that were running are
     reported interrupted (never run again), a model call or check in flight starts over,
@@ -724,6 +733,7 @@ _HANDLERS: dict[type, Any] = {
     Steer: _steer,
     Abort: _abort,
     Interrupted: _interrupted,
+    RunFailed: _run_failed,
     CheckFinished: _check_finished,
     TimeUp: _time_up,
     PermissionDecided: _permission_decided,
