@@ -12,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -72,11 +72,18 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 class Api:
-    """Answers requests on behalf of one daemon."""
+    """Answers requests on behalf of one daemon.
 
-    def __init__(self, conductor: Conductor, socket: str, shutdown: trio.Event) -> None:
+    ``notices`` are what the user should hear of (a damaged database set aside): ``hello``
+    and ``status`` carry them.
+    """
+
+    def __init__(
+        self, conductor: Conductor, socket: str, shutdown: trio.Event, notices: Sequence[str] = ()
+    ) -> None:
         self.conductor = conductor
         self.socket = socket
+        self.notices = notices
         self.started = time.monotonic()
         self._shutdown = shutdown
         self._handlers: dict[str, Handler] = {
@@ -111,7 +118,7 @@ class Api:
     async def answer(self, connection: Connection, request: Request) -> bytes:
         """Run one request and return the encoded response (never raises)."""
         try:
-            params = _check(request)
+            params = check_params(request)
             result = await self._handlers[request.method](connection, params)
         except RpcError as exc:
             return encode(Response(request.msgid, exc.to_wire(), None))
@@ -124,23 +131,7 @@ class Api:
         return encode(Response(request.msgid, None, result))
 
     async def hello(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        protocol = params.get("protocol", PROTOCOL_VERSION)
-        if protocol != PROTOCOL_VERSION:
-            raise RpcError(
-                ErrorCode.UNSUPPORTED_PROTOCOL,
-                f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
-            )
-        connection.client = str(params.get("client", "unknown"))
-        return {
-            "api_level": API_LEVEL,
-            "api_compatible": API_COMPATIBLE,
-            "version": roost.__version__,
-            "protocol": PROTOCOL_VERSION,
-            "pid": os.getpid(),
-            "methods": [m.describe() for m in METHODS],
-            "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
-            "errors": error_table(),
-        }
+        return hello_result(connection, params, self.notices)
 
     async def status(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -151,7 +142,9 @@ class Api:
             "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.runs_in_flight(),
             "database": str(self.conductor.store.path),
+            "store": {"ok": True},
             "sandbox": self.conductor.sandbox.availability.to_map(),
+            "notices": list(self.notices),
         }
 
     async def shutdown(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -594,6 +587,28 @@ class Api:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
 
 
+def hello_result(connection: Connection, params: dict[str, Any], notices: Sequence[str]) -> dict[str, Any]:
+    """What ``hello`` answers (and the name the client gave, kept on its connection)."""
+    protocol = params.get("protocol", PROTOCOL_VERSION)
+    if protocol != PROTOCOL_VERSION:
+        raise RpcError(
+            ErrorCode.UNSUPPORTED_PROTOCOL,
+            f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
+        )
+    connection.client = str(params.get("client", "unknown"))
+    return {
+        "api_level": API_LEVEL,
+        "api_compatible": API_COMPATIBLE,
+        "version": roost.__version__,
+        "protocol": PROTOCOL_VERSION,
+        "pid": os.getpid(),
+        "methods": [m.describe() for m in METHODS],
+        "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
+        "errors": error_table(),
+        "notices": list(notices),
+    }
+
+
 def store_refusal(error: StoreError) -> RpcError:
     """A store's error as the error response it is."""
     code = ErrorCode.STORE_FULL if isinstance(error, StoreFull) else ErrorCode.STORE_UNAVAILABLE
@@ -694,7 +709,8 @@ def _chat_tools(raw: list[Any]) -> tuple[ToolSpec, ...]:
     return tuple(tools)
 
 
-def _check(request: Request) -> dict[str, Any]:
+def check_params(request: Request) -> dict[str, Any]:
+    """The request's one map of params, checked against the catalogue (raises RpcError)."""
     method = METHODS_BY_NAME.get(request.method)
     if method is None:
         raise RpcError(ErrorCode.UNKNOWN_METHOD, f"no method {request.method!r}")

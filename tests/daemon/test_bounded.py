@@ -4,6 +4,7 @@ clear error while the daemon serves on, and runs work again once there is room."
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 import trio
 
+from roost.daemon.__main__ import _PrivateLog
 from roost.daemon._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
@@ -159,3 +161,22 @@ def _integrity_ok(db: Path) -> None:
         assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         check.close()
+
+
+def test_a_log_on_a_full_disk_says_so_once_and_goes_on(small_disk: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    handler = _PrivateLog(small_disk / "roostd.log")
+    record = logging.LogRecord("roost", logging.INFO, __file__, 1, "x" * 20000, None, None)
+    try:
+        filler = fill(small_disk)
+        for _ in range(3):
+            handler.emit(record)
+        err = capsys.readouterr().err
+        assert err == (
+            f"roost daemon: cannot write the log {small_disk / 'roostd.log'}: No space left on device; "
+            "records may be lost until it works again\n"
+        )
+        filler.unlink()
+        handler.emit(record)
+        assert not handler.failing and capsys.readouterr().err == ""
+    finally:
+        handler.close()
