@@ -10,6 +10,8 @@ from typing import Iterator
 
 import pytest
 
+from tests._disk import small_disk  # noqa: F401  (a fixture for every test folder)
+
 
 @pytest.fixture(autouse=True)
 def roost_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:

@@ -76,7 +76,17 @@ def connect(path: str, *, start: bool = True) -> Client:
     if not start:
         raise DaemonError(f"no roost daemon is running on {path}")
     start_daemon(path)
-    return Client.connect(path, client="roost-cli", timeout=call_timeout())
+    client = Client.connect(path, client="roost-cli", timeout=call_timeout())
+    report_notices(client)
+    return client
+
+
+def report_notices(client: Client) -> None:
+    """Print on stderr what a daemon just started says its user should hear of (its
+    database was damaged and set aside, and how to recover it): said once, by the
+    command that started it; ``roost status`` shows it again."""
+    for notice in client.info.get("notices") or []:
+        click.echo(f"roost: {notice}", err=True)
 
 
 def try_connect(path: str) -> Client | None:

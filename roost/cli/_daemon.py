@@ -12,15 +12,16 @@ import click
 
 from roost.protocol import ConnectionClosed
 
-from ._connect import DaemonError, connect, socket_path, start_daemon, try_connect
+from ._connect import DaemonError, connect, report_notices, socket_path, start_daemon, try_connect
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 @click.pass_obj
 def status(obj: dict[str, Any], as_json: bool) -> None:
-    """Show the daemon's pid, version, socket, uptime, sessions and runs in flight, and
-    whether commands can run sandboxed (and if not, why).
+    """Show the daemon's pid, version, socket, uptime, sessions and runs in flight, its
+    database (and what is wrong with it, if anything), whether commands can run sandboxed
+    (and if not, why), and notices (a damaged database set aside).
 
     Does not start a daemon: exits 10 when none is running.
     """
@@ -29,18 +30,23 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(info))
         return
+    store = info.get("store") or {}
     click.echo(
         f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])}\n"
         f"socket   {info['socket']}\n"
-        f"database {info.get('database', '?')}\n"
-        f"sessions {info['sessions']} · runs in flight {info['runs']}"
+        f"database {info.get('database', '?')}"
     )
+    if store.get("ok") is False:
+        click.secho(f"         UNAVAILABLE: {store.get('error')}", fg="red")
+    click.echo(f"sessions {info['sessions']} · runs in flight {info['runs']}")
     sandbox = info.get("sandbox")
     if sandbox is not None:
         if sandbox.get("available"):
             click.echo(f"sandbox  {sandbox.get('backend')} ({sandbox.get('program')})")
         else:
             click.echo(f"sandbox  UNAVAILABLE: {sandbox.get('reason')}; commands run unsandboxed (with approvals)")
+    for notice in info.get("notices") or []:
+        click.secho(f"notice   {notice}", fg="yellow")
 
 
 @click.command()
@@ -82,6 +88,10 @@ def daemon(obj: dict[str, Any], foreground: bool) -> None:
         return
     pid = start_daemon(path)
     click.echo(f"started roost daemon (pid {pid}) on {path}")
+    client = try_connect(path)
+    if client is not None:
+        with client:
+            report_notices(client)
 
 
 def _duration(seconds: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import logging.handlers
 import os
@@ -50,17 +51,49 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class _PrivateLog(logging.handlers.RotatingFileHandler):
-    """``roostd.log`` and its rotations, each 0600."""
+    """``roostd.log`` and its rotations, each 0600.
+
+    A record that cannot be written (a full disk) is dropped, and said once on stderr
+    until writing works again, instead of a traceback on stderr for every record.
+    """
+
+    #: Writing failed, and was said so; ``_dropped``: the record being written was dropped.
+    failing = False
+    _dropped = False
 
     def _open(self) -> IO[str]:
         # The handler opens every new file (at start and after each rotation) here.
         return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private_opener)
 
+    def emit(self, record: logging.LogRecord) -> None:
+        self._dropped = False
+        super().emit(record)
+        if not self._dropped:
+            self.failing = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self._dropped = True
+        if not self.failing:
+            self.failing = True
+            with contextlib.suppress(OSError):
+                print(f"roost daemon: cannot write the log {self.baseFilename}: {error.strerror or error}; "
+                      "records may be lost until it works again", file=sys.stderr, flush=True)
+
 
 def _setup_logging(foreground: bool) -> None:
     folder = log_dir()
-    ensure_private_dir(folder)
-    handlers: list[logging.Handler] = [_PrivateLog(folder / "roostd.log", maxBytes=5 * 2**20, backupCount=3)]
+    handlers: list[logging.Handler] = []
+    try:
+        ensure_private_dir(folder)
+        handlers.append(_PrivateLog(folder / "roostd.log", maxBytes=5 * 2**20, backupCount=3))
+    except OSError as exc:
+        # A full disk must not keep the daemon from starting: it logs to stderr only.
+        print(f"roost daemon: cannot open the log in {folder}: {exc.strerror or exc}; logging to stderr", file=sys.stderr)
+        foreground = True
     if foreground:
         handlers.append(logging.StreamHandler())
     logging.basicConfig(

@@ -1,8 +1,9 @@
 """The method table: each RPC method's handler, and the checks every request goes through.
 
 Params are checked against the catalogue in :mod:`roost.protocol` (one map, required keys,
-types) before a handler runs. Handlers raise :class:`RpcError` with a stable code; anything
-else is a bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
+types) before a handler runs. Handlers raise :class:`RpcError` with a stable code; the
+store's errors become ``STORE_FULL`` / ``STORE_UNAVAILABLE`` here, once; anything else is a
+bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -49,6 +50,7 @@ from ._prompt import compose, render
 from ._files import read_bounded
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
 from ._setup import FolderSetup
+from ._store import StoreError, StoreFull
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
@@ -68,11 +70,18 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 
 class Api:
-    """Answers requests on behalf of one daemon."""
+    """Answers requests on behalf of one daemon.
 
-    def __init__(self, conductor: Conductor, socket: str, shutdown: trio.Event) -> None:
+    ``notices`` are what the user should hear of (a damaged database set aside): ``hello``
+    and ``status`` carry them.
+    """
+
+    def __init__(
+        self, conductor: Conductor, socket: str, shutdown: trio.Event, notices: Sequence[str] = ()
+    ) -> None:
         self.conductor = conductor
         self.socket = socket
+        self.notices = notices
         self.started = time.monotonic()
         self._shutdown = shutdown
         self._handlers: dict[str, Handler] = {
@@ -107,10 +116,12 @@ class Api:
     async def answer(self, connection: Connection, request: Request) -> bytes:
         """Run one request and return the encoded response (never raises)."""
         try:
-            params = _check(request)
+            params = check_params(request)
             result = await self._handlers[request.method](connection, params)
         except RpcError as exc:
             return encode(Response(request.msgid, exc.to_wire(), None))
+        except StoreError as exc:
+            return encode(Response(request.msgid, store_refusal(exc).to_wire(), None))
         except Exception:
             log.exception("internal error in %s", request.method)
             error = RpcError(ErrorCode.INTERNAL, f"internal error in {request.method}; see the daemon log")
@@ -118,23 +129,7 @@ class Api:
         return encode(Response(request.msgid, None, result))
 
     async def hello(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        protocol = params.get("protocol", PROTOCOL_VERSION)
-        if protocol != PROTOCOL_VERSION:
-            raise RpcError(
-                ErrorCode.UNSUPPORTED_PROTOCOL,
-                f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
-            )
-        connection.client = str(params.get("client", "unknown"))
-        return {
-            "api_level": API_LEVEL,
-            "api_compatible": API_COMPATIBLE,
-            "version": roost.__version__,
-            "protocol": PROTOCOL_VERSION,
-            "pid": os.getpid(),
-            "methods": [m.describe() for m in METHODS],
-            "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
-            "errors": error_table(),
-        }
+        return hello_result(connection, params, self.notices)
 
     async def status(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -145,7 +140,9 @@ class Api:
             "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.runs_in_flight(),
             "database": str(self.conductor.store.path),
+            "store": {"ok": True},
             "sandbox": self.conductor.sandbox.availability.to_map(),
+            "notices": list(self.notices),
         }
 
     async def shutdown(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -157,7 +154,8 @@ class Api:
         out = []
         for row in await self.conductor.store.sessions():
             session = loaded.get(row.id)
-            status = row.last_status or "new"
+            # A run that ended in memory, its end not stored yet (a full disk).
+            status = "error" if row.id in self.conductor.sessions.unsettled else row.last_status or "new"
             events = row.events
             clients = 0
             if session is not None:
@@ -556,6 +554,34 @@ class Api:
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
 
 
+def hello_result(connection: Connection, params: dict[str, Any], notices: Sequence[str]) -> dict[str, Any]:
+    """What ``hello`` answers (and the name the client gave, kept on its connection)."""
+    protocol = params.get("protocol", PROTOCOL_VERSION)
+    if protocol != PROTOCOL_VERSION:
+        raise RpcError(
+            ErrorCode.UNSUPPORTED_PROTOCOL,
+            f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
+        )
+    connection.client = str(params.get("client", "unknown"))
+    return {
+        "api_level": API_LEVEL,
+        "api_compatible": API_COMPATIBLE,
+        "version": roost.__version__,
+        "protocol": PROTOCOL_VERSION,
+        "pid": os.getpid(),
+        "methods": [m.describe() for m in METHODS],
+        "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
+        "errors": error_table(),
+        "notices": list(notices),
+    }
+
+
+def store_refusal(error: StoreError) -> RpcError:
+    """A store's error as the error response it is."""
+    code = ErrorCode.STORE_FULL if isinstance(error, StoreFull) else ErrorCode.STORE_UNAVAILABLE
+    return RpcError(code, str(error), {"database": str(error.path)})
+
+
 def _widening_files(setup: FolderSetup) -> dict[str, str]:
     """The files that widen, with the digests of their content as it was read."""
     return {item.source: item.digest for item in setup.widening}
@@ -632,7 +658,8 @@ def _chat_tools(raw: list[Any]) -> tuple[ToolSpec, ...]:
     return tuple(tools)
 
 
-def _check(request: Request) -> dict[str, Any]:
+def check_params(request: Request) -> dict[str, Any]:
+    """The request's one map of params, checked against the catalogue (raises RpcError)."""
     method = METHODS_BY_NAME.get(request.method)
     if method is None:
         raise RpcError(ErrorCode.UNKNOWN_METHOD, f"no method {request.method!r}")

@@ -8,6 +8,13 @@ about the run itself (that is :func:`roost.loop.step`); failures of IO come back
 Resource handling:
     Each run owns a nursery inside the daemon's nursery. CancelRun cancels it, which closes
     the model's HTTP stream and kills tool process groups at once.
+
+Error handling:
+    Events that cannot be stored (:class:`StoreError`: a full disk) were never stepped as
+    far as anyone can tell: the state does not advance. The run in flight ends ``error``
+    (``RunFailed``) if that can be stored; if not, it ends in memory only and the session is
+    dropped until its end can be stored (``SessionTable.forget``). Either way ``feed``
+    raises the error, so a request answers it and an effect's task just ends.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from roost.loop import (
     ModelFinished,
     PermissionDecided,
     RunCheck,
+    RunFailed,
     RunState,
     RunTool,
     SessionState,
@@ -70,7 +78,7 @@ from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
-from ._store import EventStore
+from ._store import EventStore, StoreError
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
@@ -97,6 +105,8 @@ SUBAGENT_SCHEMA = {
 }
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
+#: Seconds between tries to store the end of a run that ended in memory only (a full disk).
+SETTLE_RETRY = 5.0
 #: Compaction: what the summarizing call is told, and how the summary is introduced to
 #: later calls (the last layer of their system prompt).
 SUMMARIZER = (
@@ -134,7 +144,7 @@ class Conductor:
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
-        self.sessions = SessionTable(store)
+        self.sessions = SessionTable(store, self._settle)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
 
@@ -172,7 +182,13 @@ class Conductor:
                     await self._resume(session, setup, run)
             if setup is None or session.settings is None:
                 subruns = {}
-            await self._nursery.start(self._run, session, Interrupted(time.time(), _children((), subruns)))
+            try:
+                await self._nursery.start(self._run, session, Interrupted(time.time(), _children((), subruns)))
+            except StoreError as exc:
+                # A full disk must not keep the daemon from serving: the run stays open in
+                # the log, and is ended when it is next loaded with room to store that.
+                log.error("session %s: the interrupted run could not be ended yet: %s", session_id, exc)
+                continue
             for path, state in sorted(subruns.items(), key=lambda item: len(item[0])):
                 parent = session if len(path) == 1 else session.subruns.get(path[:-1])
                 if parent is not None and parent.run_nursery is not None and parent.state.run is not None:
@@ -498,6 +514,8 @@ class Conductor:
                     await self.abort(session, "the daemon shut down")
                 except InvalidInput:
                     continue
+                except StoreError:
+                    pass  # ended in memory; the next daemon finds the run open and ends it
                 if session.run_done is not None:
                     waits.append(session.run_done)
             with trio.move_on_after(SHUTDOWN_GRACE):
@@ -514,30 +532,77 @@ class Conductor:
 
         Raises:
             InvalidInput: the input is not allowed now; nothing was stored.
+            StoreError: the events could not be stored; the run in flight was ended (see
+                the module's docstring).
         """
         track = session if track is None else track
         async with session.lock:
             transition = step(track.state, input)
-            events = transition.events
-            if track.path:
-                events = tuple(replace(e, data={**e.data, "path": list(track.path)}) for e in events)
             # Once stepped, the events must be stored and the state advanced together.
             with trio.CancelScope(shield=True):
-                stored = await self.store.append(events)
-            if isinstance(track, Subrun):
-                track.state = transition.state
-                # The session's own state only counts a sub-agent's events.
-                session.state = fold(stored, session.state) if stored else session.state
-                track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
-            else:
-                state = transition.state
-                if stored:
-                    state = replace(state, last_seq=stored[-1].seq)
-                session.state = state
-            for event in stored:
-                self.fanout.publish(event.to_map())
-            self._perform(session, track, transition.effects)
+                try:
+                    stored = await self.store.append(_on_track(track, transition.events))
+                except StoreError as exc:
+                    await self._unstored(session, track, exc)
+                    raise
+            self._advance(session, track, transition, stored)
         return transition
+
+    def _advance(self, session: Session, track: Session | Subrun, transition: Transition, stored: list[Event]) -> None:
+        """The step's events are stored: advance the state, publish them, perform the effects."""
+        if isinstance(track, Subrun):
+            track.state = transition.state
+            # The session's own state only counts a sub-agent's events.
+            session.state = fold(stored, session.state) if stored else session.state
+            track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
+        else:
+            state = transition.state
+            if stored:
+                state = replace(state, last_seq=stored[-1].seq)
+            session.state = state
+        for event in stored:
+            self.fanout.publish(event.to_map())
+        self._perform(session, track, transition.effects)
+
+    async def _unstored(self, session: Session, track: Session | Subrun, error: StoreError) -> None:
+        """A step's events could not be stored: end the track's run (else the session's, if
+        that cannot be stored) with what can still be stored, or in memory only. Under the
+        session's lock, shielded."""
+        log.error("session %s: events not stored: %s", session.id, error)
+        if track.state.run is None:
+            return  # a run that was to start did not: nothing to end
+        why = f"the run's events could not be stored, so it was ended: {error}"
+        for ending in dict.fromkeys((track, session)):
+            if ending.state.run is None:
+                continue
+            transition = step(ending.state, RunFailed(why, time.time()))
+            try:
+                stored = await self.store.append(_on_track(ending, transition.events))
+            except StoreError:
+                continue
+            self._advance(session, ending, transition, stored)
+            return
+        log.error("session %s: its run ended in memory only, and in the log once there is room", session.id)
+        first = session.id not in self.sessions.unsettled
+        run = session.state.run.id if session.state.run is not None else None
+        self.sessions.forget(session, why)
+        if first:
+            note = Event("error", session.id, run, time.time(), {"message": why, "stored": False})
+            self.fanout.publish(note.to_map())
+            self._nursery.start_soon(self._settle_later, session.id)
+
+    async def _settle(self, session: Session, why: str) -> None:
+        """Store the end of a run that ended in memory only (see :meth:`_unstored`)."""
+        await self.feed(session, RunFailed(why, time.time()))
+
+    async def _settle_later(self, session_id: str) -> None:
+        """Try to store a forgotten run's end now and then, until it is (or the daemon stops)."""
+        while session_id in self.sessions.unsettled:
+            await trio.sleep(SETTLE_RETRY)
+            try:
+                await self.sessions.get(session_id)
+            except StoreError:
+                continue
 
     def _perform(self, session: Session, track: Session | Subrun, effects: tuple[Effect, ...]) -> None:
         nursery = track.run_nursery
@@ -569,18 +634,26 @@ class Conductor:
     async def _run(self, session: Session, first: Submit | Compact | Interrupted, *, task_status: Any) -> None:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
+        unstored: StoreError | None = None
         try:
             with self._holding(session.mcp_servers):
                 async with trio.open_nursery() as nursery:
                     session.run_nursery = nursery
-                    await self.feed(session, first)
-                    task_status.started()
-                    # The run lasts until FinishRun cancels this scope, even while nothing
-                    # runs in it (a call waiting for a person).
-                    await trio.sleep_forever()
+                    try:
+                        await self.feed(session, first)
+                    except StoreError as exc:
+                        unstored = exc  # the run never started, or was ended at once
+                        nursery.cancel_scope.cancel()
+                    else:
+                        task_status.started()
+                        # The run lasts until FinishRun cancels this scope, even while
+                        # nothing runs in it (a call waiting for a person).
+                        await trio.sleep_forever()
         finally:
             session.run_nursery = None
             done.set()
+        if unstored is not None:
+            raise unstored
 
     async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()
@@ -685,10 +758,15 @@ class Conductor:
                 with self._holding(child.mcp_servers):
                     async with trio.open_nursery() as nursery:
                         child.run_nursery = nursery
-                        await self.feed(session, first, child)
-                        task_status.started()
-                        # Until its run.finished cancels this scope (FinishRun).
-                        await trio.sleep_forever()
+                        try:
+                            await self.feed(session, first, child)
+                        except StoreError:
+                            nursery.cancel_scope.cancel()  # it never started (feed said why)
+                            task_status.started()
+                        else:
+                            task_status.started()
+                            # Until its run.finished cancels this scope (FinishRun).
+                            await trio.sleep_forever()
         finally:
             child.run_nursery = None
             session.subruns.pop(path, None)
@@ -841,6 +919,8 @@ class Conductor:
         except InvalidInput as exc:
             # The run moved on (aborted while this effect finished): the result is stale.
             log.debug("session %s: stale result dropped: %s", session.id, exc)
+        except StoreError:
+            pass  # not stored: feed ended the run and logged why
         except Exception:
             # A bug must cost this run, not the daemon and every other session.
             log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
@@ -869,6 +949,13 @@ class Conductor:
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _on_track(track: Session | Subrun, events: tuple[Event, ...]) -> tuple[Event, ...]:
+    """A sub-agent's events carry its path."""
+    if not track.path:
+        return events
+    return tuple(replace(e, data={**e.data, "path": list(track.path)}) for e in events)
 
 
 def _resolve(cwd: str, content: Iterable[Mapping[str, Any]]) -> dict[str, str]:

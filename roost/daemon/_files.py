@@ -4,7 +4,8 @@ A project's files are written by whoever wrote the repository. Anything the daem
 because a project names it (config, agents, skills, instructions, memory, scripted models)
 goes through here, so that no file can freeze the daemon (a FIFO, a device) or bloat it (a
 huge or endless file): the file is opened without blocking, must be a regular file, and at
-most ``limit`` bytes are read. Callers run these functions in a worker thread.
+most ``limit`` bytes are read. Callers run these functions in a worker thread. The tools
+open the files a model names with :func:`open_regular` for the same reasons.
 
 Error handling: every refusal is a :class:`FileRefused` (an ``OSError``) whose message names
 the file and the reason; a missing file is the usual ``FileNotFoundError``.
@@ -50,17 +51,48 @@ def read_head(path: str | os.PathLike[str], limit: int, *, within: Path | None =
     return _read(path, limit, within)
 
 
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor on the regular file ``path``, opened without waiting.
+
+    The caller owns the descriptor and closes it.
+
+    Raises:
+        FileNotFoundError: no such file.
+        IsADirectoryError: a folder.
+        FileRefused: anything else that is not a regular file (a FIFO, a device, a socket).
+    """
+    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for ever. It changes
+    # nothing for a regular file's reads; the rest is refused before it is read.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, f"{path} is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            raise FileRefused(errno.EINVAL, f"{path} is not a regular file ({_kind(mode)}); it is not read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a file"
+
+
 def _read(path: str | os.PathLike[str], limit: int, within: Path | None) -> bytes:
     if within is not None:
         real = os.path.realpath(path)
         if not Path(real).is_relative_to(os.path.realpath(within)):
             raise FileRefused(errno.EACCES, f"{path} leads outside {within} (to {real}); it is not read")
-    # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for ever.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    fd = open_regular(path)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRefused(errno.EINVAL, f"{path} is not a regular file; it is not read")
         chunks, size = [], 0
         while size < limit:
             chunk = os.read(fd, min(limit - size, 1 << 20))

@@ -1,5 +1,12 @@
 """The daemon's lifetime: lock, socket, store, connections, signals, clean shutdown.
 
+The database: a damaged one (not a database, malformed) is never written to: it is set
+aside (``roost.db.corrupt-<time>``), the daemon starts with a new one, and ``hello`` and
+``status`` carry a notice saying where the old one went and how to recover its sessions.
+One that does not open otherwise (a full disk, an I/O error, no permission) does not stop
+the daemon from starting: it answers what needs no database and refuses the rest with the
+reason (see :mod:`._unavailable`) until the database opens.
+
 Error handling:
     A client's mistake or disappearance ends that connection only; it is logged and never
     reaches the server nursery. Bytes that are not msgpack get an ``error`` notification and
@@ -16,6 +23,7 @@ import logging
 import os
 import signal
 import socket as stdsocket
+import sys
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,8 +49,9 @@ from ._connection import Connection
 from ._fanout import Fanout
 from ._paths import ensure_private_dir, log_dir, private_opener, state_dir
 from ._project import user_config_file
-from ._store import EventStore
+from ._store import EventStore, StoreDamaged, StoreError, set_aside
 from ._trust import TrustStore
+from ._unavailable import RETRY, Unavailable
 from .mcp import McpManager
 from .providers import ProviderRegistry
 from .sandbox import Sandbox, default_backend
@@ -82,6 +91,11 @@ class Daemon:
         self._connections: set[Connection] = set()
         #: Who is attached to which session (set once the store is open).
         self.fanout: Fanout | None = None
+        #: The tools, and the worker threads they share (set once the store is open).
+        self.tools: ToolRegistry | None = None
+        #: What the user should hear of (a damaged database set aside): hello and status.
+        self.notices: list[str] = []
+        self._told = False
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly.
@@ -98,16 +112,81 @@ class Daemon:
                 listener = trio.SocketListener(trio.socket.from_stdlib_socket(activated))
             else:
                 listener = await _listen(self.socket_path)
-            store = EventStore.open(self.database, sync=self.sync)
             try:
-                await self._serve(listener, store, task_status)
+                try:
+                    store: EventStore | None = self._open_store()
+                except StoreError as exc:
+                    store = await self._serve_without_store(listener, exc, task_status)
+                if store is not None:
+                    try:
+                        await self._serve(listener, store, task_status)
+                    finally:
+                        store.close()
             finally:
-                store.close()
                 if activated is None:
                     with contextlib.suppress(FileNotFoundError):
                         self.socket_path.unlink()
         finally:
             lock.close()
+
+    def _open_store(self) -> EventStore:
+        """The database, opened (blocking). A damaged one is never written to: it is set
+        aside, a new one is made, and :attr:`notices` says where the old one went.
+
+        Raises:
+            StoreError: it cannot be opened (a full disk, an I/O error, no permission).
+        """
+        try:
+            return EventStore.open(self.database, sync=self.sync)
+        except StoreDamaged as exc:
+            aside = set_aside(self.database)
+            notice = (
+                f"{exc}: it was moved to {aside} (with its -wal and -shm files, if any) and roost "
+                f"started with an empty database. Its sessions may be recovered with "
+                f"`sqlite3 {aside} .recover | sqlite3 {aside}.recovered`; to use that file, stop "
+                f"the daemon (roost stop) and put it in place of {self.database}"
+            )
+            log.error("%s", notice)
+            print(f"roost daemon: {notice}", file=sys.stderr, flush=True)
+            self.notices.append(notice)
+            return EventStore.open(self.database, sync=self.sync)
+
+    async def _serve_without_store(
+        self, listener: trio.SocketListener, error: StoreError, task_status: Any
+    ) -> EventStore | None:
+        """Serve what needs no database (see :mod:`._unavailable`) and try to open it every
+        few seconds; the store once it opens, None when the daemon is stopped first."""
+        log.error("%s; serving without it until it opens", error)
+        api = Unavailable(str(self.socket_path), error, self.stopping, self.notices)
+        store = None
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_signals)
+            nursery.start_soon(self._accept, listener, api, nursery)
+            self._listening(task_status)
+            while store is None and not self.stopping.is_set():
+                with trio.move_on_after(RETRY):
+                    await self.stopping.wait()
+                if self.stopping.is_set():
+                    break
+                try:
+                    store = await trio.to_thread.run_sync(self._open_store)
+                except StoreError as exc:
+                    api.error = exc
+            if store is not None:
+                log.info("the database opened: %s", self.database)
+            # Connections of this phase end with it (clients connect again); what they
+            # were answered goes out first.
+            with trio.move_on_after(2):
+                for connection in list(self._connections):
+                    connection.close_outbox()
+            nursery.cancel_scope.cancel()
+        return store
+
+    def _listening(self, task_status: Any) -> None:
+        """Tell whoever started the daemon that it listens (once)."""
+        if not self._told:
+            self._told = True
+            task_status.started()
 
     async def _serve(self, listener: trio.SocketListener, store: EventStore, task_status: Any) -> None:
         providers = ProviderRegistry()
@@ -122,15 +201,16 @@ class Daemon:
                 if not availability.available:
                     log.warning("commands will run unsandboxed: %s", availability.reason)
                 self.fanout = Fanout(store.events)
+                self.tools = ToolRegistry()
                 conductor = Conductor(
-                    store, self.fanout, providers, ToolRegistry(), nursery, ledger, mcp, trust, sandbox
+                    store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox
                 )
                 await conductor.start()
-                api = Api(conductor, str(self.socket_path), self.stopping)
+                api = Api(conductor, str(self.socket_path), self.stopping, self.notices)
                 nursery.start_soon(self._watch_signals)
                 nursery.start_soon(self._accept, listener, api, nursery)
                 log.info("listening on %s (pid %d)", self.socket_path, os.getpid())
-                task_status.started()
+                self._listening(task_status)
                 await self.stopping.wait()
                 log.info("shutting down")
                 await listener.aclose()
@@ -167,7 +247,7 @@ class Daemon:
                 self.stopping.set()
                 return
 
-    async def _accept(self, listener: trio.SocketListener, api: Api, nursery: trio.Nursery) -> None:
+    async def _accept(self, listener: trio.SocketListener, api: Api | Unavailable, nursery: trio.Nursery) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -181,7 +261,7 @@ class Daemon:
                 raise
             nursery.start_soon(self._handle, stream, api)
 
-    async def _handle(self, stream: trio.SocketStream, api: Api) -> None:
+    async def _handle(self, stream: trio.SocketStream, api: Api | Unavailable) -> None:
         connection = Connection(stream)
         self._connections.add(connection)
         try:
@@ -212,7 +292,7 @@ class Daemon:
         # way the connection is over.
         scope.cancel()
 
-    async def _read(self, connection: Connection, api: Api) -> None:
+    async def _read(self, connection: Connection, api: Api | Unavailable) -> None:
         decoder = Decoder(self.max_frame)
         limiter = trio.Semaphore(REQUESTS_PER_CONNECTION)
         async with trio.open_nursery() as answers:
@@ -245,7 +325,7 @@ class Daemon:
         connection.close_outbox()
 
     async def _answer(
-        self, connection: Connection, api: Api, request: Request, limiter: trio.Semaphore
+        self, connection: Connection, api: Api | Unavailable, request: Request, limiter: trio.Semaphore
     ) -> None:
         try:
             await connection.send(await api.answer(connection, request))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import secrets
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 import trio
 
@@ -134,13 +134,25 @@ class SessionNotFound(KeyError):
     """No session with that id."""
 
 
-class SessionTable:
-    """Sessions by id, loaded from the store on first use."""
+#: Ends, in the store, a run that could only be ended in memory: (session, why).
+Settle = Callable[[Session, str], Awaitable[Any]]
 
-    def __init__(self, store: EventStore) -> None:
+
+class SessionTable:
+    """Sessions by id, loaded from the store on first use.
+
+    A session whose run could only be ended in memory (nothing could be stored: see
+    :meth:`forget`) is dropped, so that what is in memory always is the fold of the log;
+    the next time it is loaded, ``settle`` stores the end of that run first.
+    """
+
+    def __init__(self, store: EventStore, settle: Settle | None = None) -> None:
         self._store = store
         self._sessions: dict[str, Session] = {}
         self._loading = trio.Lock()
+        self._settle = settle
+        #: Sessions forgotten with a run their log still has open: id -> why it ended.
+        self.unsettled: dict[str, str] = {}
 
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
@@ -151,6 +163,7 @@ class SessionTable:
 
         Raises:
             SessionNotFound: no such session.
+            StoreError: it cannot be read, or its forgotten run cannot be ended yet.
         """
         session = self._sessions.get(session_id)
         if session is not None:
@@ -163,15 +176,37 @@ class SessionTable:
                 events = await self._store.events(session_id)
                 state = fold(events, SessionState(session_id))
                 session = self._sessions[session_id] = Session(state)
+                why = self.unsettled.get(session_id)
+                if why is not None and self._settle is not None and state.run is not None:
+                    # Forgotten again (and raising) if it still cannot be stored.
+                    await self._settle(session, why)
+                self.unsettled.pop(session_id, None)
         return session
 
+    def forget(self, session: Session, why: str) -> None:
+        """Drop ``session``, whose run in flight is over in memory only, its end unstored.
+
+        Its run nursery is cancelled (and its sub-agents' with it), and its state and its
+        sub-agents' lose their run, so that results still arriving are dropped; the next
+        :meth:`get` loads it from the store again and settles it.
+        """
+        if session.run_nursery is not None:
+            session.run_nursery.cancel_scope.cancel()
+        for track in (session, *session.subruns.values()):
+            track.state = replace(track.state, run=None)
+        self._sessions.pop(session.id, None)
+        self.unsettled[session.id] = why
+
     async def create(self, cwd: str) -> tuple[Session, list]:
-        """A new session in ``cwd``; returns it and its stored first events."""
+        """A new session in ``cwd``; returns it and its stored first events.
+
+        Raises:
+            StoreError: it could not be stored; there is no such session.
+        """
         session_id = secrets.token_hex(6)
         now = time.time()
         transition = step(SessionState(session_id), CreateSession(session_id, cwd, now))
-        await self._store.create_session(session_id, cwd, now)
-        stored = await self._store.append(transition.events)
+        stored = await self._store.create_session(session_id, cwd, now, transition.events)
         session = Session(fold(stored, SessionState(session_id)))
         self._sessions[session_id] = session
         return session, stored

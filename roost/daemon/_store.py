@@ -4,16 +4,32 @@ Design: every stored event gets the next per-session ``seq`` the moment it is ap
 the trio thread, so numbering follows call order), then joins a batch that one writer task
 commits in a single transaction on a worker thread. ``append`` returns only once the batch
 is committed, so an event is durable before anyone publishes it. Reads use a second
-connection (WAL lets them run beside the writer).
+connection (WAL lets them run beside the writer). The store's worker threads are its own
+(a limiter of two: the writer and the reader), so no amount of other work in threads (tool
+calls, config reads) can keep it from committing.
 
 Migrations are numbered and named; applied names are recorded in ``_migrations``.
+
+Error handling:
+    What SQLite and the file system report is translated here, once::
+
+        StoreError        the database cannot do what was asked (the message names the file)
+        ├── StoreFull     the disk (or quota) holding it is full
+        └── StoreDamaged  the file is not a database, or is malformed
+
+    A commit that fails stores nothing of its appends (the transaction is rolled back, the
+    file stays whole) and gives their seq numbers back; the appends batched with it are
+    committed again one by one, so that one that cannot be stored (a large one on a nearly
+    full disk) fails alone. Once there is room again, the next commit works.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -48,6 +64,62 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
 ]
 
+#: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
+#: some writes that found no room, such as growing the -shm file, as I/O errors).
+_NEARLY_FULL = 1 << 20
+
+
+class StoreError(Exception):
+    """The database cannot do what was asked; the message says why, naming the file."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreFull(StoreError):
+    """The disk (or the quota) holding the database is full: nothing was stored."""
+
+
+class StoreDamaged(StoreError):
+    """The database file is not a database, or is malformed."""
+
+
+def store_error(exc: sqlite3.Error | OSError, path: Path) -> StoreError:
+    """What SQLite or the file system said, as a :class:`StoreError` about ``path``."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    detail = str(exc) if isinstance(exc, sqlite3.Error) else (exc.strerror or str(exc))
+    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or primary == sqlite3.SQLITE_FULL
+    if full or (primary == sqlite3.SQLITE_IOERR and _nearly_full(path)):
+        return StoreFull(path, f"the disk holding the database {path} is full ({detail}); free some space there")
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return StoreDamaged(path, f"the database {path} is damaged ({detail})")
+    return StoreError(path, f"the database {path} cannot be used ({detail})")
+
+
+def _nearly_full(path: Path) -> bool:
+    try:
+        info = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return info.f_bavail * info.f_frsize < _NEARLY_FULL
+
+
+def set_aside(path: Path) -> Path:
+    """Move the damaged database ``path`` (and its ``-wal`` and ``-shm`` files) aside, to
+    ``<name>.corrupt-<time>``, never over an existing file; return where it went."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    n = 1
+    while any(os.path.lexists(f"{aside}{suffix}") for suffix in ("", "-wal", "-shm")):
+        n += 1
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(f"{path}{suffix}", f"{aside}{suffix}")
+    return aside
+
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
@@ -65,7 +137,11 @@ class EventStore:
 
     Resource handling:
         Open with :meth:`open`; run :meth:`run_writer` in a nursery (``nursery.start``) for
-        the store's lifetime; :meth:`close` when done.
+        the store's lifetime; :meth:`close` when done. Its worker threads come from its
+        own limiter.
+
+    Error handling:
+        Every method that reads or writes raises :class:`StoreError` (see the module).
     """
 
     def __init__(self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection) -> None:
@@ -73,6 +149,8 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self._read_lock = trio.Lock()
+        # One thread commits, one reads (under _read_lock): two are all the store uses.
+        self._threads = trio.CapacityLimiter(2)
         self._next_seq: dict[str, int] = {}
         self._queue_send, self._queue_receive = trio.open_memory_channel[
             tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
@@ -93,16 +171,26 @@ class EventStore:
 
         Raises:
             NotPrivate: ``path`` is a symbolic link.
+            StoreFull: no room on the disk to open it (SQLite needs some for ``-wal``,
+                ``-shm``, and to create or migrate the file).
+            StoreDamaged: the file is not a database, or is malformed; it was not changed.
+            StoreError: the file cannot be opened or read otherwise.
         """
         if sync not in ("normal", "full"):
             raise ValueError(f"sync must be normal or full, not {sync!r}")
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _make_private(path)
-        writer = _connect(path)
-        writer.execute(f"PRAGMA synchronous={sync.upper()}")
-        _migrate(writer)
-        reader = _connect(path)
-        return cls(path, writer, reader)
+        opened: list[sqlite3.Connection] = []
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _make_private(path)
+            opened.append(writer := _connect(path))
+            writer.execute(f"PRAGMA synchronous={sync.upper()}")
+            _migrate(writer)
+            opened.append(reader := _connect(path))
+            return cls(path, writer, reader)
+        except (sqlite3.Error, OSError) as exc:
+            for db in opened:
+                db.close()
+            raise store_error(exc, path) from exc
 
     def close(self) -> None:
         """Close both connections."""
@@ -120,19 +208,39 @@ class EventStore:
                         batch.append(self._queue_receive.receive_nowait())
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
-                rows = [row for rows, _, _ in batch for row in rows]
-                try:
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(self._commit, rows)
-                except Exception as exc:
-                    for _, _, errors in batch:
-                        errors.append(exc)
+                # Once numbered, the rows must reach the disk even if the daemon is stopping.
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
                 for _, done, _ in batch:
                     done.set()
 
     def stop_writer(self) -> None:
         """Let the writer finish the queued batches and return."""
         self._queue_send.close()
+
+    def _commit_batch(self, batch: list[tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]]) -> None:
+        """Commit a batch of appends in one transaction (blocking); when that fails, each
+        append alone, and record the error of each that fails."""
+        try:
+            self._commit([row for rows, _, _ in batch for row in rows])
+            return
+        except (sqlite3.Error, OSError) as exc:
+            if len(batch) == 1:
+                batch[0][2].append(store_error(exc, self.path))
+                return
+        failed: dict[str, StoreError] = {}
+        for rows, _, errors in batch:
+            # A session's later append must not be stored when its earlier one was not.
+            earlier = next((failed[r[1]] for r in rows if r[1] in failed), None)
+            if earlier is not None:
+                errors.append(type(earlier)(earlier.path, str(earlier)))
+                continue
+            try:
+                self._commit(rows)
+            except (sqlite3.Error, OSError) as exc:
+                error = store_error(exc, self.path)
+                errors.append(error)
+                failed.update((r[1], error) for r in rows)
 
     def _commit(self, rows: list[tuple[Any, ...]]) -> None:
         with _transaction(self._writer):
@@ -143,16 +251,48 @@ class EventStore:
             if events:
                 self._writer.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
 
-    async def create_session(self, session: str, cwd: str, created: float) -> None:
-        """Record a new session (durably)."""
-        self._next_seq.setdefault(session, 1)
-        await self._submit([("session", session, cwd, created)])
+    async def create_session(self, session: str, cwd: str, created: float, first: Sequence[Event] = ()) -> list[Event]:
+        """Record a new session and its ``first`` events, durably and together (a session
+        is never stored without them); return the events numbered."""
+        numbered, rows = self._number(first)
+        if session in self._next_seq:
+            raise ValueError(f"session {session} exists")
+        self._next_seq[session] = len(numbered) + 1
+        try:
+            await self._submit([("session", session, cwd, created), *rows])
+        except BaseException:
+            del self._next_seq[session]
+            raise
+        return numbered
 
     async def append(self, events: Sequence[Event]) -> list[Event]:
         """Number ``events`` and store them durably; return the numbered events.
 
         Live events are not accepted: they are never stored.
+
+        Raises:
+            StoreError: nothing was stored (:class:`StoreFull` when the disk is full); the
+                seq numbers were not used up.
         """
+        numbered, rows = self._number(events)
+        if not rows:
+            return numbered
+        # Numbers are taken only once every row is packed, and given back if the commit
+        # fails: a failed append never leaves a gap in a session's seqs.
+        last = {e.session: e.seq + 1 for e in numbered if e.seq is not None}
+        before = {session: self._next_seq.get(session, 1) for session in last}
+        self._next_seq.update(last)
+        try:
+            await self._submit(rows)
+        except BaseException:
+            for session, first in before.items():
+                if self._next_seq.get(session) == last[session]:
+                    self._next_seq[session] = first
+            raise
+        return numbered
+
+    def _number(self, events: Sequence[Event]) -> tuple[list[Event], list[tuple[Any, ...]]]:
+        """``events`` numbered after what each session has, and their rows (packed)."""
         numbered = []
         rows = []
         next_seq: dict[str, int] = {}
@@ -166,20 +306,7 @@ class EventStore:
             rows.append(
                 ("event", event.session, seq, event.run, event.type, event.ts, _pack(event.to_map()))
             )
-        if not rows:
-            return numbered
-        # Numbers are taken only once every row is packed, and given back if the commit
-        # fails: a failed append never leaves a gap in a session's seqs.
-        before = {session: self._next_seq.get(session, 1) for session in next_seq}
-        self._next_seq.update(next_seq)
-        try:
-            await self._submit(rows)
-        except BaseException:
-            for session, first in before.items():
-                if self._next_seq.get(session) == next_seq[session]:
-                    self._next_seq[session] = first
-            raise
-        return numbered
+        return numbered, rows
 
     async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
         done = trio.Event()
@@ -256,7 +383,12 @@ class EventStore:
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         async with self._read_lock:
-            return await trio.to_thread.run_sync(lambda: self._reader.execute(sql, args).fetchall())
+            try:
+                return await trio.to_thread.run_sync(
+                    lambda: self._reader.execute(sql, args).fetchall(), limiter=self._threads
+                )
+            except sqlite3.Error as exc:
+                raise store_error(exc, self.path) from exc
 
 
 def _make_private(path: Path) -> None:
@@ -293,10 +425,14 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("BEGIN IMMEDIATE")
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # SQLite may have rolled back already (a full disk at COMMIT does): roll back only
+        # what is still open, and let the first error be the one reported.
+        if db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")
 
 
 def _pack(obj: Any) -> bytes:

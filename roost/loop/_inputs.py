@@ -193,7 +193,16 @@ class Interrupted:
     resumed: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    """The daemon cannot carry the run on (its events could not be stored); ``message``
+    says why."""
+
+    message: str
+    ts: float
+
+
 Input = Union[
     CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted,
-    CheckFinished, TimeUp, PermissionDecided, HumanAnswered, Compact, Summarized,
+    CheckFinished, TimeUp, PermissionDecided, HumanAnswered, Compact, Summarized, RunFailed,
 ]

@@ -60,6 +60,8 @@ Everything that decides what a run does next lives in this module. The rules:
   calls are not answered), the run goes on waiting (their clocks start again); otherwise it
   ends ``error``.
   An exec run goes on instead, where it was (see ``_resume_exec``).
+- ``RunFailed`` (the daemon could not store the run's events) needs a run in flight: its
+  calls are answered with the message, ``error``, and the run ends ``error``.
 - A run that ends otherwise closes its open requests first (``permission.resolved`` deny,
   ``human.answered`` cancelled, by ``roost``): every request gets exactly one resolution.
 - Every run ends with ``run.finished`` and FinishRun.
@@ -100,6 +102,7 @@ from ._inputs import (
     ModelFailed,
     ModelFinished,
     PermissionDecided,
+    RunFailed,
     Steer,
     Submit,
     Summarized,
@@ -739,6 +742,11 @@ def _interrupted(b: _Builder, input: Interrupted) -> None:
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
 
 
+def _run_failed(b: _Builder, input: RunFailed) -> None:
+    b.emit(ev.ERROR, message=input.message)
+    b.stop("error", input.message, "not finished: " + input.message)
+
+
 def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
     """An exec run goes on after a restart, where it was: tools that were running are
     reported interrupted (never run again), a model call or check in flight starts over,
@@ -768,7 +776,7 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
 #: The state table (h11's ``_state.py`` is the anchor): the inputs each phase takes. ``step``
 #: refuses any other before a rule runs; a handler checks only what the phase cannot say
 #: (which call, which request, values in range).
-_IN_A_RUN = (Steer, Abort, Interrupted, TimeUp)
+_IN_A_RUN = (Steer, Abort, Interrupted, TimeUp, RunFailed)
 PHASE_INPUTS: Mapping[Phase, frozenset[type]] = {
     # No run: a new session's first event, a task, or a compaction.
     Phase.IDLE: frozenset({CreateSession, Submit, Compact}),
@@ -791,6 +799,7 @@ _HANDLERS: dict[type, Any] = {
     Steer: _steer,
     Abort: _abort,
     Interrupted: _interrupted,
+    RunFailed: _run_failed,
     CheckFinished: _check_finished,
     TimeUp: _time_up,
     PermissionDecided: _permission_decided,

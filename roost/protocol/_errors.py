@@ -50,6 +50,13 @@ class ErrorCode(enum.IntEnum):
     MODEL_FAILED = 22
     #: ``trust.add``: a file changed since ``trust.show`` showed it; look again.
     TRUST_CHANGED = 23
+    #: The disk holding the daemon's database is full: what the request would have stored
+    #: was not (a run in flight was ended). The daemon serves on, and works again once
+    #: there is room; the message names the file.
+    STORE_FULL = 24
+    #: The daemon's database cannot be used (it could not be opened, or it is damaged);
+    #: the message names the file and what to do.
+    STORE_UNAVAILABLE = 25
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = 30
     #: A bug in the daemon; the details are in its log.
@@ -154,6 +161,8 @@ _DOCS = {
     ErrorCode.CONFIG_INVALID: "a config file cannot be read; the message names it",
     ErrorCode.MODEL_FAILED: "the model call failed after retries",
     ErrorCode.TRUST_CHANGED: "a file changed since trust.show showed it; nothing was trusted",
+    ErrorCode.STORE_FULL: "the disk holding the database is full; nothing was stored (a run in flight ended)",
+    ErrorCode.STORE_UNAVAILABLE: "the database cannot be used (not opened, or damaged); the message says what to do",
     ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
     ErrorCode.INTERNAL: "a bug in the daemon; see its log",
 }

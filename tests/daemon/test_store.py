@@ -1,15 +1,19 @@
-"""The event store on a real SQLite file: numbering, durability, migrations, reads."""
+"""The event store on a real SQLite file: numbering, durability, migrations, reads, its own
+threads, a full disk (a small tmpfs), a damaged file."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 
-from roost.daemon._store import MIGRATIONS, EventStore
+from roost.daemon._store import MIGRATIONS, EventStore, StoreDamaged, StoreFull, set_aside
 from roost.loop import Event
+from tests._disk import fill
 
 
 async def _with_store(path: Path, body, **kwargs) -> None:
@@ -91,3 +95,89 @@ async def test_live_events_are_never_stored(tmp_path: Path) -> None:
             await store.append([Event("text.delta", "s", "r", 1.0, {"text": "x"})])
 
     await _with_store(tmp_path / "db", body)
+
+
+async def test_the_store_commits_and_reads_on_threads_of_its_own(tmp_path: Path) -> None:
+    default = trio.to_thread.current_default_thread_limiter()
+    holders = [object() for _ in range(int(default.total_tokens))]
+
+    async def body(store: EventStore) -> None:
+        for holder in holders:
+            default.acquire_on_behalf_of_nowait(holder)
+        try:
+            # Every one of trio's default worker threads is taken (tools stuck on a slow
+            # file system, say): events are still stored and read.
+            with trio.fail_after(5):
+                await store.create_session("s", "/p", 1.0)
+                await store.append([Event("message.user", "s", "r", 2.0, {"text": "x"})])
+                assert [e.seq for e in await store.events("s")] == [1]
+        finally:
+            for holder in holders:
+                default.release_on_behalf_of(holder)
+
+    await _with_store(tmp_path / "db", body)
+
+
+async def test_a_full_disk_fails_the_append_alone_and_stores_nothing(small_disk: Path) -> None:
+    db = small_disk / "roost.db"
+    big = {"text": os.urandom(1 << 20).hex()}  # 2 MB of text: more than the disk has left
+
+    async def body(store: EventStore) -> None:
+        await store.create_session("a", "/p", 1.0, [Event("message.user", "a", "r", 1.0, {"text": "one"})])
+        await store.create_session("b", "/p", 1.0)
+        filler = fill(small_disk, leave=200 << 10)
+        outcomes: dict[str, Any] = {}
+
+        async def append(session: str, data: dict[str, Any]) -> None:
+            try:
+                outcomes[session] = await store.append([Event("message.user", session, "r", 2.0, data)])
+            except StoreFull as exc:
+                outcomes[session] = exc
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(append, "a", big)
+            nursery.start_soon(append, "b", {"text": "small"})
+        assert isinstance(outcomes["a"], StoreFull)
+        assert str(outcomes["a"]) == (
+            f"the disk holding the database {db} is full (database or disk is full); free some space there"
+        )
+        # The small append, in the same batch or not, was stored; the big one took no seq.
+        assert [e.seq for e in outcomes["b"]] == [1]
+        assert store.last_seq("a") == 1
+        with pytest.raises(StoreFull):
+            await store.create_session("c", "/p", 3.0, [Event("message.user", "c", "r", 3.0, big)])
+        assert not store.has_session("c")
+        filler.unlink()
+        # Room again: the same store goes on, with no gap.
+        assert [e.seq for e in await store.append([Event("message.user", "a", "r", 4.0, big)])] == [2]
+
+    await _with_store(db, body)
+    check = sqlite3.connect(db)
+    try:
+        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert check.execute("SELECT session, seq FROM events ORDER BY session, seq").fetchall() == [
+            ("a", 1), ("a", 2), ("b", 1),
+        ]  # fmt: skip
+        assert check.execute("SELECT id FROM sessions ORDER BY id").fetchall() == [("a",), ("b",)]
+    finally:
+        check.close()
+
+
+def test_a_damaged_file_is_refused_unchanged_and_set_aside_whole(tmp_path: Path) -> None:
+    db = tmp_path / "roost.db"
+    garbage = b"this is not a database, " * 100
+    db.write_bytes(garbage)
+    (tmp_path / "roost.db-wal").write_bytes(b"wal")
+    with pytest.raises(StoreDamaged) as info:
+        EventStore.open(db)
+    assert str(info.value) == f"the database {db} is damaged (file is not a database)"
+    assert db.read_bytes() == garbage
+    aside = set_aside(db)
+    assert aside.name.startswith("roost.db.corrupt-") and aside.read_bytes() == garbage
+    assert Path(f"{aside}-wal").read_bytes() == b"wal"
+    assert not db.exists() and not Path(f"{db}-wal").exists()
+    # Never over an earlier one.
+    db.write_bytes(b"again")
+    second = set_aside(db)
+    assert second != aside and second.read_bytes() == b"again" and aside.read_bytes() == garbage
+    EventStore.open(db).close()

@@ -3,14 +3,18 @@ real files and a real git repository), and the process ledger."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
 from pathlib import Path
+from unittest.mock import patch
 
 import trio
+from hypothesis import given
+from hypothesis import strategies as st
 
-from roost.daemon.tools import ProcessLedger, ToolContext, ToolRegistry
+from roost.daemon.tools import ProcessLedger, ToolContext, ToolRegistry, _lines
 from tests._procs import alive
 
 
@@ -293,3 +297,107 @@ def _file(path: Path, text: str, age: int = 0) -> None:
     path.write_text(text)
     when = 1_700_000_000 - age * 3600
     os.utime(path, (when, when))
+
+
+async def test_read_goes_only_as_far_as_its_lines_and_says_where_to_read_on(tmp_path: Path) -> None:
+    (tmp_path / "ten.txt").write_text("".join(f"line {n}\n" for n in range(1, 11)))
+    (tmp_path / "empty.txt").write_text("")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    some = await tools.call("read", {"path": "ten.txt", "offset": 3, "limit": 2}, ctx)
+    assert some.text == "3\tline 3\n4\tline 4\n[more lines follow; read on with offset 5]"
+    assert (some.meta["lines"], some.meta["more"], some.meta["bytes"]) == (2, True, 71)
+    last = await tools.call("read", {"path": "ten.txt", "offset": 9, "limit": 2}, ctx)
+    assert last.text == " 9\tline 9\n10\tline 10" and last.meta["more"] is False
+    past = await tools.call("read", {"path": "ten.txt", "offset": 12}, ctx)
+    assert past.text == "[the file has 10 lines; offset 12 is past the end]"
+    assert (await tools.call("read", {"path": "empty.txt"}, ctx)).text == "[empty file]"
+    # No more lines than the output limit shows: the note says where the next one starts.
+    narrow = await tools.call("read", {"path": "ten.txt"}, ToolContext(str(tmp_path), output_limit=40))
+    assert narrow.text.endswith("[more lines follow; read on with offset 4]"), narrow.text
+
+
+async def test_read_cuts_a_huge_line_and_stops_after_it(tmp_path: Path) -> None:
+    with open(tmp_path / "one-line.log", "wb") as f:
+        f.write(b"head\n")
+        f.truncate(200 << 20)  # a 200 MB line of NUL bytes, never loaded
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    # Line 2 does not fit in what the output shows after line 1: the read stops before it.
+    first = await tools.call("read", {"path": "one-line.log"}, ctx)
+    assert first.text == "1\thead\n[more lines follow; read on with offset 2]"
+    result = await tools.call("read", {"path": "one-line.log", "offset": 2}, ctx)
+    assert not result.is_error and result.text.startswith("2\t\0")
+    assert result.text.endswith("[line 2 is longer than 65,536 characters and was cut there; read on with offset 3]")
+    assert "output truncated" in result.text and result.meta["cut"] and result.meta["bytes"] == 200 << 20
+    after = await tools.call("read", {"path": "one-line.log", "offset": 3}, ctx)
+    assert after.text == "[the file has 2 lines; offset 3 is past the end]"
+
+
+async def test_read_edit_and_grep_never_wait_on_a_fifo_or_a_device(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    _file(tmp_path / "a.txt", "needle\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path), outside_ok=True)
+    with trio.fail_after(5):
+        read = await tools.call("read", {"path": "pipe"}, ctx)
+        assert read.is_error and read.text == f"cannot read pipe: {tmp_path}/pipe is not a regular file (a FIFO); it is not read"
+        device = await tools.call("read", {"path": "/dev/zero"}, ctx)
+        assert device.is_error and "/dev/zero is not a regular file (a device)" in device.text
+        edit = await tools.call("edit", {"path": "pipe", "old": "a", "new": "b"}, ctx)
+        assert edit.is_error and edit.text.startswith("cannot edit pipe:") and "FIFO" in edit.text
+        # Not a git work tree: the plain walk lists the FIFO, and the search skips it.
+        found = await tools.call("grep", {"pattern": "needle"}, ctx)
+        assert found.text == "a.txt:1:needle"
+        named = await tools.call("grep", {"pattern": "x", "path": "pipe"}, ctx)
+        assert named.is_error and "is not a regular file" in named.text
+
+
+async def test_edit_refuses_files_larger_than_it_reads(tmp_path: Path) -> None:
+    with open(tmp_path / "big.txt", "wb") as f:
+        f.write(b"old\n")
+        f.truncate(9 << 20)
+    result = await ToolRegistry().call("edit", {"path": "big.txt", "old": "old", "new": "new"}, ToolContext(str(tmp_path)))
+    assert result.is_error and result.text == (
+        "big.txt is larger than 8 MiB, more than edit reads; change it with bash (sed, a script)"
+    )
+    assert (tmp_path / "big.txt").read_bytes()[:4] == b"old\n"
+
+
+async def test_read_and_grep_count_lines_alike(tmp_path: Path) -> None:
+    # \r, \r\n, a form feed and U+2028 each end a line, as str.splitlines says.
+    (tmp_path / "mixed.txt").write_bytes("a\rb\r\nc\x0cd\u2028needle\n".encode())
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    read = await tools.call("read", {"path": "mixed.txt", "offset": 5, "limit": 1}, ctx)
+    assert read.text == "5\tneedle"
+    assert (await tools.call("grep", {"pattern": "needle"}, ctx)).text == "mixed.txt:5:needle"
+
+
+@given(
+    data=st.lists(st.sampled_from([b"a", b"\n", b"\r", b"\r\n", b"\x0c", "\u00e9".encode(), b"\xff", b"\xe2\x80"]), max_size=40),
+    block=st.integers(1, 6),
+    limit=st.integers(1, 8),
+)
+def test_text_lines_are_splitlines_read_a_block_at_a_time(data: list[bytes], block: int, limit: int) -> None:
+    raw = b"".join(data)
+    with patch.object(_lines, "_BLOCK", block):
+        got = list(_lines.text_lines(io.BytesIO(raw), limit))
+    assert got == [(line[:limit], len(line) > limit) for line in raw.decode("utf-8", "replace").splitlines()]
+
+
+async def test_tool_threads_are_the_registrys_own(tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("x\n")
+    tools = ToolRegistry(threads=2)
+    default = trio.to_thread.current_default_thread_limiter()
+    holders = [object() for _ in range(int(default.total_tokens))]
+    for holder in holders:
+        default.acquire_on_behalf_of_nowait(holder)
+    try:
+        # trio's default threads all taken: file tools still run, on the registry's. (Only
+        # starting a process, git for a listing or bash, takes one of trio's for a moment.)
+        ctx = ToolContext(str(tmp_path))
+        with trio.fail_after(5):
+            assert (await tools.call("read", {"path": "f.txt"}, ctx)).text == "1\tx"
+            assert not (await tools.call("edit", {"path": "f.txt", "old": "x", "new": "y"}, ctx)).is_error
+            assert not (await tools.call("write", {"path": "g.txt", "content": "z"}, ctx)).is_error
+    finally:
+        for holder in holders:
+            default.release_on_behalf_of(holder)
+    assert tools.threads.total_tokens == 2 and tools.threads.borrowed_tokens == 0

@@ -25,6 +25,7 @@ from roost.loop import (
     PermissionDecided,
     Phase,
     Policy,
+    RunFailed,
     Steer,
     Submit,
     Summarized,
@@ -38,7 +39,7 @@ from .test_fold import SETTINGS, sessions
 
 INPUT_TYPES = (
     CreateSession, Submit, Compact, ModelFinished, ModelFailed, ToolFinished, PermissionDecided,
-    HumanAnswered, CheckFinished, Summarized, Steer, Abort, Interrupted, TimeUp,
+    HumanAnswered, CheckFinished, Summarized, Steer, Abort, Interrupted, TimeUp, RunFailed,
 )
 
 
@@ -104,6 +105,7 @@ def sample(kind: type, d: Driver) -> Input:
         Abort: lambda: Abort(ts),
         Interrupted: lambda: Interrupted(ts),
         TimeUp: lambda: TimeUp(ts),
+        RunFailed: lambda: RunFailed("the disk is full", ts),
     }
     return samples[kind]()
 

@@ -17,6 +17,7 @@ from roost.loop import (
     ModelFinished,
     Phase,
     RunCheck,
+    RunFailed,
     RunTool,
     SessionState,
     StartClock,
@@ -373,6 +374,27 @@ def test_abort_while_the_model_runs():
     d.reject(ModelFinished((text("late"),), "end_turn", d.tick()))
 
 
+def test_run_failed_ends_the_run_error_in_any_phase():
+    d = Driver()
+    d.submit()
+    d.reply(tool_use("c1", "read"), tool_use("c2", "bash"))
+    d.finish_tool("c1", "fine")
+    t = d.feed(RunFailed("the events could not be stored", d.tick()))
+    assert types(t) == ["error", "tool.finished", "run.finished"]
+    assert only(t, "tool.finished").data["result"] == "not finished: the events could not be stored"
+    assert t.effects == (CancelRun("r1"), FinishRun("r1", "error"))
+    finished = only(t, "run.finished")
+    assert (finished.data["reason"], finished.data["error"]) == ("error", "the events could not be stored")
+    assert d.state.phase is Phase.IDLE
+    check_history(d.state.messages, complete=True)
+    waiting = Driver()
+    waiting.submit()
+    waiting.reply(tool_use("c1", "ask_human", {"question": "which?"}))
+    t = waiting.feed(RunFailed("full", waiting.tick()))
+    assert types(t) == ["error", "human.answered", "tool.finished", "run.finished"]
+    assert waiting.state.phase is Phase.IDLE and not waiting.state.run
+
+
 # -- interrupted (daemon restart) ---------------------------------------------------------------
 
 
@@ -501,6 +523,7 @@ ILLEGAL = [
     ("abort while idle", idle, lambda d: Abort(d.tick())),
     ("abort after the run", after_a_run, lambda d: Abort(d.tick())),
     ("interrupted while idle", idle, lambda d: Interrupted(d.tick())),
+    ("run failed while idle", idle, lambda d: RunFailed("full", d.tick())),
     ("max_turns 0", idle, lambda d: Submit("r1", "task", d.tick(), MODEL, max_turns=0)),
     ("max_turns negative", after_a_run, lambda d: Submit("r2", "task", d.tick(), MODEL, max_turns=-3)),
     ("create an existing session", after_a_run, lambda d: CreateSession(SESSION, "/elsewhere", d.tick())),

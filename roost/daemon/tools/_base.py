@@ -8,13 +8,17 @@ import signal
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
+
+import trio
 
 from .._environ import tool_environment
 
 if TYPE_CHECKING:
     from ..sandbox import Confinement
     from ._ledger import ProcessLedger
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +46,22 @@ class ToolContext:
     read_permission: Callable[[str], str] | None = None
     #: The sandbox a command runs in (None: it runs as it is).
     sandbox: Confinement | None = None
+    #: The worker threads a tool's blocking work runs on (see :meth:`in_thread`); the
+    #: registry sets its own, shared by its tools and nothing else (None: trio's default).
+    threads: trio.CapacityLimiter | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""
         return dict(self.env) if self.env is not None else tool_environment(os.environ)
+
+    async def in_thread(self, fn: Callable[..., _T], *args: Any, abandon_on_cancel: bool = False) -> _T:
+        """``fn(*args)`` in a worker thread of the tools' own (:attr:`threads`).
+
+        Tools never borrow the threads the store commits with: files that are slow to read
+        (a network file system) or many tool calls at once can make runs wait for tool
+        threads, never stop the daemon storing events.
+        """
+        return await trio.to_thread.run_sync(fn, *args, limiter=self.threads, abandon_on_cancel=abandon_on_cancel)
 
 
 @dataclass(frozen=True, slots=True)

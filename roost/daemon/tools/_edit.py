@@ -4,15 +4,18 @@ The old string must appear exactly once, unless ``replace_all`` says to replace 
 occurrence; a missing or ambiguous old string is an error, never a guess. Bytes that are
 not UTF-8 survive an edit unchanged (they are carried as surrogate escapes). Paths that
 resolve outside the working directory are refused.
+
+An edit reads the whole file, so it takes regular files of at most :data:`EDIT_LIMIT`
+bytes, opened without blocking: a larger file, a FIFO or a device is an error result.
 """
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any, Mapping
 
-import trio
-
+from .._files import FileRefused, read_bounded
 from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
 from ._write import write_atomic
 
@@ -33,6 +36,8 @@ _SCHEMA = {
 
 #: Lines shown before and after the first change.
 _CONTEXT_LINES = 3
+#: The largest file edit reads (whole: it is searched, changed and written back).
+EDIT_LIMIT = 8 << 20
 
 
 class _EditFailed(Exception):
@@ -42,11 +47,18 @@ class _EditFailed(Exception):
 def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
     """Make the edit (blocking); return the count, the new bytes and the lines around it."""
     try:
-        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+        text = read_bounded(path, EDIT_LIMIT).decode("utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise _EditFailed(f"no such file: {name}") from None
     except IsADirectoryError:
         raise _EditFailed(f"{name} is a directory, not a file") from None
+    except FileRefused as exc:
+        if exc.errno == errno.EFBIG:
+            raise _EditFailed(
+                f"{name} is larger than {EDIT_LIMIT >> 20} MiB, more than edit reads; change it with "
+                "bash (sed, a script)"
+            ) from None
+        raise _EditFailed(f"cannot edit {name}: {exc.strerror}") from None
     count = text.count(old)
     if count == 0:
         raise _EditFailed(f"old string not found in {name}")
@@ -90,9 +102,7 @@ async def _run_edit(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if old == new:
         return ToolResult("old and new are the same; nothing to change", is_error=True)
     try:
-        count, data, around = await trio.to_thread.run_sync(
-            _edit, path, name, old, new, bool(input.get("replace_all", False))
-        )
+        count, data, around = await ctx.in_thread(_edit, path, name, old, new, bool(input.get("replace_all", False)))
     except _EditFailed as exc:
         return ToolResult(str(exc), is_error=True)
     except OSError as exc:

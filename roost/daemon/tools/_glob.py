@@ -43,10 +43,13 @@ _SCHEMA = {
 _LIMIT = 1000
 
 
-async def list_files(root: Path, keep: Callable[[str], bool] = lambda path: True) -> list[str]:
+async def list_files(
+    root: Path, keep: Callable[[str], bool] = lambda path: True, *, threads: trio.CapacityLimiter | None = None
+) -> list[str]:
     """The files under the folder ``root`` a search should see, as relative POSIX paths.
 
-    ``keep`` filters the paths before any of them is looked at on disk.
+    ``keep`` filters the paths before any of them is looked at on disk. The walk and the
+    stat calls run in worker threads of ``threads`` (None: trio's default limiter).
 
     Error handling: a folder that is not in a git work tree, or git failing or missing,
     falls back to a plain walk; listing never fails because of git.
@@ -68,9 +71,9 @@ async def list_files(root: Path, keep: Callable[[str], bool] = lambda path: True
         # back as folders. Keep what is a file now.
         wanted = [p for p in listed if keep(p)]
         return await trio.to_thread.run_sync(
-            lambda: [p for p in wanted if (root / p).is_file()], abandon_on_cancel=True
+            lambda: [p for p in wanted if (root / p).is_file()], limiter=threads, abandon_on_cancel=True
         )
-    return await trio.to_thread.run_sync(_walk, root, keep, abandon_on_cancel=True)
+    return await trio.to_thread.run_sync(_walk, root, keep, limiter=threads, abandon_on_cancel=True)
 
 
 def _walk(root: Path, keep: Callable[[str], bool]) -> list[str]:
@@ -118,9 +121,9 @@ async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     except re.error as exc:
         return ToolResult(f"invalid glob pattern {pattern!r}: {exc}", is_error=True)
     with trio.move_on_after(ctx.timeout) as scope:
-        files = await list_files(root, matches)
-        files = await trio.to_thread.run_sync(readable, root, files, ctx, abandon_on_cancel=True)
-        files = await trio.to_thread.run_sync(_newest_first, root, files, abandon_on_cancel=True)
+        files = await list_files(root, matches, threads=ctx.threads)
+        files = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
+        files = await ctx.in_thread(_newest_first, root, files, abandon_on_cancel=True)
     if scope.cancelled_caught:
         meta = {"outside": not inside}
         return ToolResult(f"glob timed out after {ctx.timeout:g} s", is_error=True, meta=meta)

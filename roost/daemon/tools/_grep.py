@@ -5,24 +5,31 @@ respected the same way, and a symlink out of the searched folder is followed onl
 read of its target would be allowed); files with a NUL byte in their first 8 KiB are binary and
 skipped. Output is ``path:line:text`` for a matching line and ``path-line-text`` for a
 context line, groups apart separated by ``--``, as grep prints them. Line numbers count as
-``read`` counts them. Files are read and matched in a worker thread, so a large tree never
-blocks the daemon's event loop; a cancelled call tells the thread to stop.
+``read`` counts them (the same line reader: a file is read a block at a time, never
+whole, and a line past 65,536 characters is cut). Only regular files are searched, opened
+without blocking: a FIFO or a device in the tree is skipped, never waited on. Files are
+read and matched in a worker thread of the tools' own, so a large tree never blocks the
+daemon's event loop; a cancelled call tells the thread to stop.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 import trio
 
 from roost.loop import glob_matcher
 
+from .._files import open_regular
 from ._base import Tool, ToolContext, ToolResult, outside_result, readable, resolve_path, truncate
 from ._glob import display_prefix, list_files
+from ._lines import LINE_LIMIT, text_lines
 
 _SCHEMA = {
     "type": "object",
@@ -75,36 +82,63 @@ def _search(
         if stop.is_set():
             break
         try:
-            with open(root / name, "rb") as file:
-                data = file.read(_BINARY_PROBE)
-                if b"\0" in data:
-                    continue
-                data += file.read()
+            fd = open_regular(root / name)
         except OSError:
-            continue
-        lines = data.decode("utf-8", errors="replace").splitlines()
-        hits = [n for n, line in enumerate(lines) if regex.search(line)]
-        if not hits:
-            continue
-        found.matches += len(hits)
-        found.files += 1
-        shown = hits[: max_results - found.shown]
-        found.shown += len(shown)
-        hit_set = set(hits)
-        chosen = sorted(
-            {n for hit in shown for n in range(max(0, hit - context), min(len(lines), hit + context + 1))}
-        )
-        previous = None
-        for n in chosen:
-            if context and found.lines and (previous is None or n != previous + 1):
-                found.lines.append("--")
-            mark = ":" if n in hit_set else "-"
-            line = lines[n]
-            if len(line) > _LINE_LIMIT:
-                line = f"{line[:_LINE_LIMIT]}[... {len(line) - _LINE_LIMIT} more characters]"
-            found.lines.append(f"{prefix}{name}{mark}{n + 1}{mark}{line}")
-            previous = n
+            continue  # gone since it was listed, unreadable, or not a file (never waited on)
+        with open(fd, "rb") as file:
+            if b"\0" in os.pread(fd, _BINARY_PROBE, 0):
+                continue
+            _search_file(file, f"{prefix}{name}", regex, context, max_results, found, stop)
     return found
+
+
+def _search_file(
+    file: BinaryIO,
+    label: str,
+    regex: re.Pattern[str],
+    context: int,
+    max_results: int,
+    found: _Found,
+    stop: threading.Event,
+) -> None:
+    """Add one file's matches to ``found``, reading it line by line (memory: ``context``
+    lines). Every match is counted; those past ``max_results`` are not shown, unless they
+    fall among the context lines of one that is."""
+    before: deque[tuple[int, str, bool]] = deque(maxlen=context)
+    after = 0
+    previous: int | None = None
+    hits = 0
+
+    def show(n: int, text: str, cut: bool, mark: str) -> None:
+        nonlocal previous
+        if context and found.lines and (previous is None or n != previous + 1):
+            found.lines.append("--")
+        if cut:
+            text = f"{text[:_LINE_LIMIT]}[... the line goes on past {LINE_LIMIT:,} characters]"
+        elif len(text) > _LINE_LIMIT:
+            text = f"{text[:_LINE_LIMIT]}[... {len(text) - _LINE_LIMIT} more characters]"
+        found.lines.append(f"{label}{mark}{n + 1}{mark}{text}")
+        previous = n
+
+    for n, (text, cut) in enumerate(text_lines(file, stop=stop)):
+        hit = regex.search(text) is not None
+        hits += hit
+        if hit and found.shown < max_results:
+            found.shown += 1
+            for m, earlier, earlier_cut in before:
+                show(m, earlier, earlier_cut, "-")
+            before.clear()
+            show(n, text, cut, ":")
+            after = context
+        elif after:
+            # A match past max_results is still marked as one among a shown match's context.
+            show(n, text, cut, ":" if hit else "-")
+            after -= 1
+        elif context and found.shown < max_results:
+            before.append((n, text, cut))
+    if hits:
+        found.matches += hits
+        found.files += 1
 
 
 def _file_filter(pattern: str | None) -> Callable[[str], bool]:
@@ -132,17 +166,19 @@ async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(f"invalid glob pattern {input['glob']!r}: {exc}", is_error=True)
     if not root.exists():
         return ToolResult(f"{where} does not exist", is_error=True)
+    if not (root.is_dir() or root.is_file()):
+        return ToolResult(f"{where} is not a regular file (a FIFO, a device or a socket); grep searches files", is_error=True)
     max_results = input.get("max_results", _DEFAULT_MAX_RESULTS)
     stop = threading.Event()
     with trio.move_on_after(ctx.timeout) as scope:
         if root.is_dir():
-            files = sorted(await list_files(root, keep))
+            files = sorted(await list_files(root, keep, threads=ctx.threads))
         else:
             # One file, named on purpose: searched whatever the glob and .gitignore say.
             root, files = root.parent, [root.name]
-        files = await trio.to_thread.run_sync(readable, root, files, ctx, abandon_on_cancel=True)
+        files = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
         try:
-            found = await trio.to_thread.run_sync(
+            found = await ctx.in_thread(
                 _search,
                 root,
                 files,

@@ -1,16 +1,31 @@
 """The ``read`` tool: a text file's lines, numbered, with an optional range.
 
+A read goes only as far as the lines it returns, so its memory never depends on the file's
+size: the file is opened without blocking and must be a regular file (a FIFO, a device or
+a socket is an error at once, never a wait); lines are read one at a time (see
+``_lines``), a line longer than 65,536 characters is cut there and the read stops after it, and
+no more lines are taken than the output limit can show. The result ends by saying whether
+more lines follow and the offset to read on from; the rest of the file is never counted,
+since counting would read all of it. Skipping to a far ``offset`` reads the lines before
+it (one at a time, within the call's timeout).
+
 A path outside the working directory is read only when the call was allowed to go there
 (the permission policy asks first); it is marked ``meta["outside"]``.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 import trio
 
+from .._files import FileRefused, open_regular
 from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._lines import LINE_LIMIT, text_lines
 
 _SCHEMA = {
     "type": "object",
@@ -26,42 +41,114 @@ _SCHEMA = {
 _DEFAULT_LIMIT = 2000
 
 
+@dataclass(slots=True)
+class _Excerpt:
+    """What one read found."""
+
+    #: The file's size in bytes (from fstat: nothing is read to learn it).
+    size: int
+    #: The lines returned, the first being line ``offset``.
+    lines: list[str] = field(default_factory=list)
+    #: Lines seen: the whole file's count when the read reached its end.
+    seen: int = 0
+    #: The last line returned was cut at LINE_LIMIT; the read stopped there.
+    cut: bool = False
+    #: Another line follows the last one returned.
+    more: bool = False
+
+
+def _excerpt(path: Path, offset: int, limit: int, budget: int, stop: threading.Event) -> _Excerpt:
+    """Lines ``offset`` to ``offset + limit - 1`` of ``path`` (blocking), as many as fit in
+    ``budget`` characters (at least one)."""
+    fd = open_regular(path)
+    with open(fd, "rb") as file:
+        found = _Excerpt(os.fstat(fd).st_size)
+        lines = text_lines(file, stop=stop)
+        chars = 0
+        for text, cut in lines:
+            found.seen += 1
+            if found.seen < offset:
+                continue
+            if found.lines and chars + len(text) > budget:
+                found.more = True
+                break
+            found.lines.append(text)
+            chars += len(text) + 8
+            if cut:
+                # Whether more lines follow is only known past the rest of this line:
+                # not worth reading a huge line through to say so.
+                found.cut = True
+                break
+            if len(found.lines) == limit:
+                found.more = next(lines, None) is not None
+                break
+    return found
+
+
 async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    path, inside = resolve_path(ctx, input["path"])
-    refused = None if inside else outside_result(input["path"], path, ctx)
+    name = input["path"]
+    path, inside = resolve_path(ctx, name)
+    refused = None if inside else outside_result(name, path, ctx)
     if refused is not None:
         return refused
     if ctx.read_permission is not None and ctx.read_permission(str(path)) == "deny":
         # Decided on where it led then; a link changed since must not reach a denied file.
-        return ToolResult(f"{input['path']} resolves to {path}, which the rules deny reading", is_error=True)
+        return ToolResult(f"{name} resolves to {path}, which the rules deny reading", is_error=True)
     offset = input.get("offset", 1)
     limit = input.get("limit", _DEFAULT_LIMIT)
+    stop = threading.Event()
     try:
-        data = await trio.Path(path).read_bytes()
+        with trio.move_on_after(ctx.timeout) as scope:
+            try:
+                found = await ctx.in_thread(
+                    _excerpt, path, offset, limit, ctx.output_limit, stop, abandon_on_cancel=True
+                )
+            finally:
+                stop.set()
     except FileNotFoundError:
-        return ToolResult(f"no such file: {input['path']}", is_error=True)
+        return ToolResult(f"no such file: {name}", is_error=True)
     except IsADirectoryError:
-        return ToolResult(f"{input['path']} is a directory, not a file", is_error=True)
+        return ToolResult(f"{name} is a directory, not a file", is_error=True)
+    except FileRefused as exc:
+        return ToolResult(f"cannot read {name}: {exc.strerror}", is_error=True)
     except OSError as exc:
-        return ToolResult(f"cannot read {input['path']}: {exc.strerror}", is_error=True)
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    chosen = lines[offset - 1 : offset - 1 + limit]
+        return ToolResult(f"cannot read {name}: {exc.strerror or exc}", is_error=True)
+    if scope.cancelled_caught:
+        return ToolResult(
+            f"read timed out after {ctx.timeout:g} s (reading the lines before offset {offset})", is_error=True
+        )
+    return ToolResult(_render(found, offset, ctx.output_limit), meta=_meta(found, inside))
+
+
+def _render(found: _Excerpt, offset: int, output_limit: int) -> str:
+    chosen = found.lines
+    if not chosen:
+        if found.seen == 0:
+            return "[empty file]"
+        return f"[the file has {found.seen} lines; offset {offset} is past the end]"
     width = len(str(offset + len(chosen)))
     text = "\n".join(f"{n:>{width}}\t{line}" for n, line in enumerate(chosen, start=offset))
-    if offset - 1 + limit < len(lines):
-        text += f"\n[{len(lines) - (offset - 1 + limit)} more lines; read on with offset]"
-    if not lines:
-        text = "[empty file]"
-    elif not chosen:
-        text = f"[the file has {len(lines)} lines; offset {offset} is past the end]"
-    return ToolResult(
-        truncate(text, ctx.output_limit), meta={"bytes": len(data), "lines": len(lines), "outside": not inside}
-    )
+    # The notes come after the cut, so that a long output never hides where to read on.
+    text = truncate(text, output_limit)
+    after = offset + len(chosen)
+    if found.cut:
+        text += (
+            f"\n[line {after - 1} is longer than {LINE_LIMIT:,} characters and was cut there; "
+            f"read on with offset {after}]"
+        )
+    elif found.more:
+        text += f"\n[more lines follow; read on with offset {after}]"
+    return text
+
+
+def _meta(found: _Excerpt, inside: bool) -> dict[str, Any]:
+    return {"bytes": found.size, "lines": len(found.lines), "more": found.more, "cut": found.cut, "outside": not inside}
 
 
 READ = Tool(
     "read",
-    "Read a text file. Lines are numbered; use offset and limit for a range of a large file.",
+    "Read a text file. Lines are numbered; use offset and limit for a range of a large file. "
+    "The end of the output says whether more lines follow and the offset to read on from.",
     _SCHEMA,
     _run_read,
     read_only=True,

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any, Iterable, Mapping
+
+import trio
 
 from ._ask_human import ASK_HUMAN
 from ._base import Tool, ToolContext, ToolResult
@@ -25,13 +28,24 @@ log = logging.getLogger(__name__)
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN, SKILL, REMEMBER)
 
+#: Worker threads the tools of one registry (one daemon) use at most, all calls together.
+TOOL_THREADS = 16
+
 
 class ToolRegistry:
-    """Tools by name."""
+    """Tools by name, and the worker threads their calls share.
 
-    def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS) -> None:
+    Resource handling:
+        Owns :attr:`threads`, a capacity limiter of :data:`TOOL_THREADS` that every call's
+        blocking work (file reads, walks, searches, writes) runs under, apart from trio's
+        default limiter and the store's: a call that waits for a thread delays other tool
+        calls only.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS, *, threads: int = TOOL_THREADS) -> None:
         self._tools = {tool.name: tool for tool in tools}
         self._validators: dict[str, Any] = {}
+        self.threads = trio.CapacityLimiter(threads)
 
     def names(self) -> tuple[str, ...]:
         """Every tool's name."""
@@ -52,6 +66,8 @@ class ToolRegistry:
         problem = self._check(tool, input)
         if problem is not None:
             return ToolResult(f"invalid input for {name}: {problem}", is_error=True)
+        if ctx.threads is None:
+            ctx = replace(ctx, threads=self.threads)
         try:
             result = await tool.run(input, ctx)
         except Exception as exc:

@@ -8,10 +8,13 @@ next session.
 from __future__ import annotations
 
 import datetime
+import errno
+import os
+import stat
+from pathlib import Path
 from typing import Any, Mapping
 
-import trio
-
+from .._files import FileRefused
 from .._project import memory_files
 from ._base import Tool, ToolContext, ToolResult
 
@@ -29,13 +32,23 @@ _SCHEMA = {
 }
 
 
+def _append(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # O_NONBLOCK: a FIFO put there must be refused, not waited on.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+    with open(fd, "a", encoding="utf-8") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused(errno.EINVAL, f"{path} is not a regular file; nothing was written")
+        f.write(f"- {line} ({datetime.date.today().isoformat()})\n")
+
+
 async def _run_remember(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     scope = input.get("scope", "project")
-    path = trio.Path(memory_files(ctx.cwd)[scope])
-    await path.parent.mkdir(parents=True, exist_ok=True)
-    line = " ".join(input["text"].split())
-    async with await path.open("a", encoding="utf-8") as f:
-        await f.write(f"- {line} ({datetime.date.today().isoformat()})\n")
+    path = memory_files(ctx.cwd)[scope]
+    try:
+        await ctx.in_thread(_append, path, " ".join(input["text"].split()))
+    except OSError as exc:
+        return ToolResult(f"cannot remember: {exc.strerror or exc}", is_error=True)
     return ToolResult(f"remembered in {path}", meta={"path": str(path), "scope": scope})
 
 

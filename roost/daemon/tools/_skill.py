@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import trio
-
 from .._project import find_skills, project_root, read_skill, user_config_file
 from ._base import Tool, ToolContext, ToolResult, truncate
 
@@ -23,7 +21,7 @@ _SCHEMA = {
 
 
 async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    skills = await trio.to_thread.run_sync(find_skills, ctx.cwd, ctx.trusted_folder)
+    skills = await ctx.in_thread(find_skills, ctx.cwd, ctx.trusted_folder)
     found = skills.get(input["name"])
     if found is None:
         known = ", ".join(sorted(skills)) or "none"
@@ -32,7 +30,7 @@ async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     ours = path.is_relative_to(user_config_file().parent)
     within = None if ours or ctx.trusted_folder else project_root(ctx.cwd)
     try:
-        text = await trio.to_thread.run_sync(read_skill, path, within)
+        text = await ctx.in_thread(read_skill, path, within)
     except OSError as exc:
         return ToolResult(f"cannot read the skill {input['name']!r}: {exc.strerror or exc}", is_error=True)
     others = sorted(p.name for p in path.parent.iterdir() if p.name != "SKILL.md")

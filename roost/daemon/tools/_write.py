@@ -13,8 +13,6 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
-import trio
-
 from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path
 
 _SCHEMA = {
@@ -74,7 +72,7 @@ async def _run_write(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     except UnicodeEncodeError as exc:
         return ToolResult(f"cannot write {name}: the content is not valid text ({exc.reason})", is_error=True)
     try:
-        created = await trio.to_thread.run_sync(_write, path, data)
+        created = await ctx.in_thread(_write, path, data)
     except (FileExistsError, NotADirectoryError):
         return ToolResult(f"cannot write {name}: a folder on its path is a file", is_error=True)
     except OSError as exc:
