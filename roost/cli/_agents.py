@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from roost.protocol import MODES, RpcError
+from roost.protocol import MODES
 
-from ._connect import connect, refused, resolve_session, socket_path
+from ._connect import connect, daemon, resolve_session, socket_path
 from ._follow import follow
 from ._render import exit_status
 
@@ -53,15 +53,12 @@ def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: st
     Layers come stable first (agent, mode, bootstrap, instructions, skills, memory, repo map,
     summary) so that a provider's prompt cache covers the longest prefix.
     """
-    with connect(socket_path(obj["socket"])) as client:
+    with daemon(obj) as client:
         params: dict[str, Any] = {"session": resolve_session(client, session)} if session else {"cwd": os.getcwd()}
         for key, value in (("agent", agent), ("mode", mode)):
             if value:
                 params[key] = value
-        try:
-            result = client.call("prompt", params)
-        except RpcError as exc:
-            raise refused(exc) from None
+        result = client.call("prompt", params)
     if as_json:
         click.echo(json.dumps(result))
         return
@@ -84,16 +81,13 @@ def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: in
     Runs also compact on their own when a model call would fill most of the model's
     context window ([compaction] and [context_windows] in config.toml).
     """
-    with connect(socket_path(obj["socket"])) as client:
+    with daemon(obj) as client:
         params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True, "env": dict(os.environ)}
         if model:
             params["model"] = model
         if keep_turns:
             params["keep_turns"] = keep_turns
-        try:
-            started = client.call("compact", params)
-        except RpcError as exc:
-            raise refused(exc) from None
+        started = client.call("compact", params)
         done: dict[str, Any] = {}
 
         def on_event(event: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ import click
 
 from roost.protocol import Client, RpcError
 
-from ._connect import connect, refused, resolve_session, socket_path
+from ._connect import connect, daemon, resolve_session, socket_path
 from ._render import brief, session_offer
 
 
@@ -100,11 +100,8 @@ def answer_hint(row: dict[str, Any]) -> str:
 
 
 def _respond(obj: dict[str, Any], method: str, session: str, call_id: str, **params: Any) -> None:
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            client.call(method, session=resolve_session(client, session), call_id=call_id, **params)
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        client.call(method, session=resolve_session(client, session), call_id=call_id, **params)
 
 
 def prompt_answer(client: Client, event: dict[str, Any]) -> None:

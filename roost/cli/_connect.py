@@ -13,6 +13,8 @@ import math
 import os
 import sys
 import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
 
 import click
 
@@ -87,6 +89,18 @@ def report_notices(client: Client) -> None:
     command that started it; ``roost status`` shows it again."""
     for notice in client.info.get("notices") or []:
         click.echo(f"roost: {notice}", err=True)
+
+
+@contextmanager
+def daemon(obj: Mapping[str, Any], *, start: bool = True) -> Iterator[Client]:
+    """The daemon, for one command: a client connected to it (started first if need be,
+    unless ``start`` is false); an error response inside the block becomes the command's
+    error message and exit status (:func:`refused`)."""
+    with connect(socket_path(obj["socket"]), start=start) as client:
+        try:
+            yield client
+        except RpcError as exc:
+            raise refused(exc) from None
 
 
 def try_connect(path: str) -> Client | None:

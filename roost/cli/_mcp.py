@@ -8,9 +8,8 @@ from typing import Any
 
 import click
 
-from roost.protocol import RpcError
 
-from ._connect import connect, refused, socket_path
+from ._connect import daemon
 from ._render import untrusted
 
 
@@ -35,11 +34,8 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    with connect(socket_path(ctx.obj["socket"])) as client:
-        try:
-            listing = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(ctx.obj) as client:
+        listing = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))
     if as_json:
         click.echo(json.dumps(listing))
         return
@@ -63,12 +59,9 @@ def restart(obj: dict[str, Any], name: str) -> None:
     """Restart the MCP server NAME is in this folder's config now (no backoff), and wait
     until it is ready or failed. Sessions of other folders that share that server see the
     restart too; another folder's server of the same name is not touched."""
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            client.call("mcp.restart", name=name, cwd=os.getcwd(), env=dict(os.environ))
-            servers = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))["servers"]
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        client.call("mcp.restart", name=name, cwd=os.getcwd(), env=dict(os.environ))
+        servers = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))["servers"]
     server = next((s for s in servers if s["name"] == name), None)
     if server is None:
         click.echo(f"restarted {name}")

@@ -9,9 +9,8 @@ from typing import Any
 
 import click
 
-from roost.protocol import RpcError
 
-from ._connect import connect, refused, socket_path
+from ._connect import daemon
 from ._follow import print_json
 from ._run import think_value
 
@@ -26,11 +25,8 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
     the project's .roost/config.toml (a trusted one). Keys are read from this terminal's
     environment.
     """
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            listing = client.call("providers.list", cwd=os.getcwd(), env=dict(os.environ))
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        listing = client.call("providers.list", cwd=os.getcwd(), env=dict(os.environ))
     if as_json:
         click.echo(json.dumps(listing))
         return
@@ -91,11 +87,8 @@ def chat(
         elif event.get("type") == "reasoning.delta":
             click.echo(click.style(event.get("text", ""), dim=True), nl=False)
 
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            reply = client.call_streaming("chat", {**params, "env": dict(os.environ)}, on_note)
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        reply = client.call_streaming("chat", {**params, "env": dict(os.environ)}, on_note)
     if as_json:
         print_json({"type": "chat.finished", **reply})
         return

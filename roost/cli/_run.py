@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 import click
 
-from roost.protocol import MODES, SANDBOX_MODES, Client, RpcError
+from roost.protocol import Client, MODES, RpcError, SANDBOX_MODES
 
 from ._approvals import prompt_answer
-from ._connect import connect, refused, resolve_session, socket_path
+from ._connect import daemon, resolve_session
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
 
@@ -79,7 +79,7 @@ def dispatch(
     running); closing the terminal does not stop it: follow it again with
     `roost logs SESSION --follow`.
     """
-    with connect(socket_path(obj["socket"])) as client:
+    with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets).
         params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd()), "env": dict(os.environ)}
         if session:
@@ -107,10 +107,7 @@ def dispatch(
         if request_id:
             params["request_id"] = request_id
         params["attach"] = not detach
-        try:
-            started = client.call("dispatch", params)
-        except RpcError as exc:
-            raise refused(exc) from None
+        started = client.call("dispatch", params)
         if detach:
             if as_json:
                 print_json(started)
@@ -172,11 +169,8 @@ def steer(obj: dict[str, Any], session: str, text: str) -> None:
     Example:
       roost steer 3f2a "also count hidden files"
     """
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            client.call("steer", session=resolve_session(client, session), text=text)
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        client.call("steer", session=resolve_session(client, session), text=text)
     click.echo("steering queued")
 
 
@@ -186,11 +180,8 @@ def steer(obj: dict[str, Any], session: str, text: str) -> None:
 @click.pass_obj
 def abort(obj: dict[str, Any], session: str, as_json: bool) -> None:
     """Abort the run in flight in SESSION (its tool processes are killed)."""
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            result = client.call("abort", session=resolve_session(client, session))
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        result = client.call("abort", session=resolve_session(client, session))
     click.echo(json.dumps(result) if as_json else f"aborted run {result['run']}")
 
 

@@ -8,9 +8,9 @@ from typing import Any, Callable
 
 import click
 
-from roost.protocol import Client, ConnectionClosed, RpcError
+from roost.protocol import Client, ConnectionClosed
 
-from ._connect import DaemonError, connect, refused, resolve_session, socket_path
+from ._connect import DaemonError, connect, daemon, resolve_session, socket_path
 from ._follow import follow, print_json
 from ._render import Renderer, when
 
@@ -23,7 +23,7 @@ RECONNECT_WAIT = 10.0
 @click.pass_obj
 def sessions(obj: dict[str, Any], as_json: bool) -> None:
     """List sessions: id, created, cwd, last run status, event count."""
-    with connect(socket_path(obj["socket"])) as client:
+    with daemon(obj) as client:
         rows = client.call("sessions.list")["sessions"]
     if as_json:
         click.echo(json.dumps(rows))
@@ -53,24 +53,21 @@ def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: 
     """
     on_event = print_json if as_json else Renderer().render
     path = socket_path(obj["socket"])
-    with connect(path) as client:
+    with daemon(obj) as client:
         session = resolve_session(client, session)
-        try:
-            if follow_:
-                try:
-                    _follow_across_restarts(path, client, session, on_event, since)
-                except KeyboardInterrupt:
-                    pass
-                return
-            while True:
-                page = client.call("events", session=session, since=since, limit=1000)
-                for event in page["events"]:
-                    on_event(event)
-                    since = event["seq"]
-                if len(page["events"]) < 1000:
-                    break
-        except RpcError as exc:
-            raise refused(exc) from None
+        if follow_:
+            try:
+                _follow_across_restarts(path, client, session, on_event, since)
+            except KeyboardInterrupt:
+                pass
+            return
+        while True:
+            page = client.call("events", session=session, since=since, limit=1000)
+            for event in page["events"]:
+                on_event(event)
+                since = event["seq"]
+            if len(page["events"]) < 1000:
+                break
 
 
 def _follow_across_restarts(

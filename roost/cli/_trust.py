@@ -9,9 +9,8 @@ from typing import Any
 
 import click
 
-from roost.protocol import RpcError
 
-from ._connect import connect, refused, socket_path
+from ._connect import daemon
 from ._render import when
 
 
@@ -38,32 +37,29 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
       roost trust --list
       roost untrust ~/src/app
     """
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            if as_list:
-                _show_list(client.call("trust.list")["folders"], as_json)
-                return
-            cwd = os.path.abspath(folder or os.getcwd())
-            shown = client.call("trust.show", cwd=cwd, env=dict(os.environ))
-            if as_json and not yes:
+    with daemon(obj) as client:
+        if as_list:
+            _show_list(client.call("trust.list")["folders"], as_json)
+            return
+        cwd = os.path.abspath(folder or os.getcwd())
+        shown = client.call("trust.show", cwd=cwd, env=dict(os.environ))
+        if as_json and not yes:
+            click.echo(json.dumps(shown))
+            return
+        if not as_json:
+            _show(shown)
+        if shown["trusted"] and shown["current"]:
+            if as_json:
                 click.echo(json.dumps(shown))
+            return
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.ClickException("not a terminal to ask at: add --yes to trust what is shown")
+            question = "Trust these files as they are now?" if shown["items"] else f"Trust {shown['folder']}?"
+            if not click.confirm(question, default=False):
+                click.echo("nothing was trusted")
                 return
-            if not as_json:
-                _show(shown)
-            if shown["trusted"] and shown["current"]:
-                if as_json:
-                    click.echo(json.dumps(shown))
-                return
-            if not yes:
-                if not sys.stdin.isatty():
-                    raise click.ClickException("not a terminal to ask at: add --yes to trust what is shown")
-                question = "Trust these files as they are now?" if shown["items"] else f"Trust {shown['folder']}?"
-                if not click.confirm(question, default=False):
-                    click.echo("nothing was trusted")
-                    return
-            done = client.call("trust.add", cwd=cwd, files=shown["files"], env=dict(os.environ))
-        except RpcError as exc:
-            raise refused(exc) from None
+        done = client.call("trust.add", cwd=cwd, files=shown["files"], env=dict(os.environ))
     if as_json:
         click.echo(json.dumps({**shown, "trusted": True, "current": True, "files": done["files"]}))
     else:
@@ -76,14 +72,11 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
 def untrust(obj: dict[str, Any], folder: str | None) -> None:
     """Stop trusting a project folder (default: here): what its files widen is ignored again."""
     target = os.path.abspath(folder or os.getcwd())
-    with connect(socket_path(obj["socket"])) as client:
-        try:
-            if folder is None:
-                # Here means this project's root, as roost trust recorded it.
-                target = client.call("trust.show", cwd=target)["folder"]
-            done = client.call("trust.remove", folder=target)
-        except RpcError as exc:
-            raise refused(exc) from None
+    with daemon(obj) as client:
+        if folder is None:
+            # Here means this project's root, as roost trust recorded it.
+            target = client.call("trust.show", cwd=target)["folder"]
+        done = client.call("trust.remove", folder=target)
     if done["removed"]:
         click.echo(f"no longer trusted: {done['folder']}")
     else:

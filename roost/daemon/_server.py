@@ -47,7 +47,7 @@ from ._api import Api
 from ._conductor import Conductor
 from ._connection import Connection
 from ._fanout import Fanout
-from ._paths import ensure_private_dir, log_dir, private_opener, state_dir
+from ._paths import log_dir, private_opener, state_dir
 from ._project import user_config_file
 from ._store import EventStore, StoreDamaged, StoreError, set_aside
 from ._trust import TrustStore

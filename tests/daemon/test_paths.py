@@ -12,7 +12,7 @@ import pytest
 from roost.daemon.tools import ToolContext, ToolRegistry
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import bash, events_until, finished, text, write_script
+from .conftest import bash, events_until, text, write_script
 
 SECRET = "ssh-private-key-material"
 

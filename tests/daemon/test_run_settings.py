@@ -10,7 +10,7 @@ import pytest
 from roost.protocol.trio_client import TrioClient, open_client
 from tests.fakes.anthropic_server import serve_anthropic
 
-from .conftest import events_until, finished, serving, text, trust, write_script
+from .conftest import events_until, finished, serving, text, write_script
 
 
 def _agent(project: Path, name: str, front: str) -> None:

@@ -101,7 +101,8 @@ def test_the_daemon_starts_on_a_full_disk_and_works_once_there_is_room(e2e: E2E,
     shown = e2e.ok("status").stdout
     assert f"database {database}\n         UNAVAILABLE: the disk holding the database" in shown
     listed = e2e.roost("sessions")
-    assert listed.returncode == 10 and f"roost: the disk holding the database {database} is full" in listed.stderr
+    assert listed.returncode == 10 and f"Error: the disk holding the database {database} is full" in listed.stderr
+    assert "[STORE_FULL]" in listed.stderr
     filler.unlink()
     wait_until(lambda: e2e.status()["store"]["ok"], timeout=10, what="the database to open")
     assert "three" in e2e.ok("dispatch", "--yes", "--model", e2e.script([text("three")]), "third").stdout

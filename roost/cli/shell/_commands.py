@@ -14,8 +14,9 @@ from typing import Any, Callable
 
 import click
 
+from roost.protocol import MODES
+
 from .._connect import DaemonError, call_timeout, connect, resolve_session, socket_path
-from ._slash import MODES
 
 
 def _choices(command: Callable[..., Any]) -> Callable[..., Any]:

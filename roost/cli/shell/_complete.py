@@ -13,7 +13,9 @@ from typing import Callable, Iterable
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 
-from ._slash import COMMANDS, MODES, SCOPES, find
+from roost.protocol import MODES
+
+from ._slash import COMMANDS, SCOPES, find
 
 #: At most this many entries of a folder are offered for an ``@path``.
 MAX_PATHS = 200

@@ -24,14 +24,14 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from roost.protocol import DEFAULT_TIMEOUT, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
+from roost.protocol import DEFAULT_TIMEOUT, MODES, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
 
 from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, start_daemon
 from . import _display as r
 from ._app import Screen
 from ._complete import Names, ShellCompleter
 from roost.protocol.asyncio_client import AsyncClient
-from ._slash import COMMANDS, MODES, SCOPES, find, parse
+from ._slash import COMMANDS, SCOPES, find, parse
 from ._transcript import Transcript
 from ._view import Request, SessionView
 

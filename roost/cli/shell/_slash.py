@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from roost.protocol import MODES
 
 #: Scopes of an approval.
 SCOPES = ("once", "session")
