@@ -1,7 +1,7 @@
 """Real MCP servers for the tests: ``mcp-server-time`` (PyPI) and ``server-everything`` (npm).
 
-``.ci/run`` installs both under ``.ci/mcp-servers/``; a test that needs one that is missing
-fails and says how to install it (never skips).
+They are installed the first time a test needs them (see ``tests/_servers.py``); a test that
+cannot get one fails and says why (never skips).
 """
 
 from __future__ import annotations
@@ -17,24 +17,15 @@ import pytest
 import trio
 
 from roost.daemon.mcp import McpManager, McpServerConfig
+from tests._servers import EVERYTHING_JS, TIME_EXE, ensure
 
-REPO = Path(__file__).resolve().parents[3]
-SERVERS = REPO / ".ci" / "mcp-servers"
-EVERYTHING_JS = SERVERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-TIME_EXE = SERVERS / "venv" / "bin" / "mcp-server-time"
 LOOPBACK = Path(__file__).resolve().parent / "loopback.cjs"
-
-INSTALL = (
-    "the MCP test servers are installed by .ci/run; on this machine run, from the repo root:\n"
-    "  npm install --prefix .ci/mcp-servers @modelcontextprotocol/server-everything@2026.8.31\n"
-    "  uv venv .ci/mcp-servers/venv && "
-    "uv pip install --python .ci/mcp-servers/venv/bin/python mcp-server-time==2026.10.19"
-)
 
 
 def _need(path: Path) -> None:
+    ensure()
     if not path.is_file():
-        pytest.fail(f"{path} is missing: {INSTALL}", pytrace=False)
+        pytest.fail(f"{path} is missing after installing the test MCP servers", pytrace=False)
 
 
 def everything(name: str = "everything", **changes: object) -> McpServerConfig:
