@@ -78,5 +78,5 @@ def test_shell_and_c_like_highlighting() -> None:
 
 
 def test_unknown_languages_are_shown_plain() -> None:
-    assert highlight("whatever <x>", "brainfuck") == [("class:md.codeblock", "whatever <x>")]
+    assert highlight("whatever <x>", "no-such-language") == [("class:md.codeblock", "whatever <x>")]
     assert render_markdown("```\nif x\n```")[1] == [("class:md.codeblock", "if x")]

@@ -6,9 +6,8 @@ and its language) is carried in :class:`MarkdownState`. Shown readably: headings
 numbered lists, task boxes, quotes, rules, fenced code with highlighting, and inline bold,
 italic, code and links. Tables, setext headings and HTML stay as written.
 
-Highlighting is a small tokenizer (comments, strings, numbers, keywords) for a few language
-families rather than pygments, which is not a dependency of roost (it only comes with the
-test tools). Strings and comments that span lines are not tracked.
+Code is highlighted by pygments, one line at a time (strings and comments that span lines
+are not tracked), its token types mapped onto the shell's few code styles.
 
 Output is prompt_toolkit formatted text, ``[(style, text), ...]``, built as plain lists so
 this module imports nothing from prompt_toolkit. Styles are class names (``class:md.h1``);
@@ -17,8 +16,10 @@ the shell's style sheet gives them colours.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 Fragments = list[tuple[str, str]]
 
@@ -128,82 +129,55 @@ def _join(base: str, style: str) -> str:
 # -- code ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Family:
-    comment: str  # regex of a comment that runs to the end of the line
-    keywords: frozenset[str]
-    variables: bool = False  # shell: $NAME and ${...}
-
-
-_PY = frozenset(
-    "False None True and as assert async await break class continue def del elif else except "
-    "finally for from global if import in is lambda nonlocal not or pass raise return try while "
-    "with yield match case self".split()
-)
-_SH = frozenset(
-    "if then else elif fi for while until do done case esac in function return local export "
-    "set unset readonly shift source exit echo cd test true false".split()
-)
-_C = frozenset(
-    "auto break case catch char class const constexpr continue default delete do double else "
-    "enum extern false final float fn for func go if impl import in int interface let long "
-    "match mod mut namespace new nil null package private protected pub public return self "
-    "short static struct super switch this throw true try type typedef typeof union unsafe "
-    "unsigned use var void volatile while async await export from function of yield undefined "
-    "def defer chan map range select string bool byte rune where trait loop as".split()
-)
-_DATA = frozenset("true false null yes no on off".split())
-
-_FAMILIES = {
-    "python": _Family(r"#.*", _PY),
-    "shell": _Family(r"(?<![\w$])#.*", _SH, variables=True),
-    "c": _Family(r"//.*|/\*.*?(?:\*/|$)", _C),
-    "data": _Family(r"#.*", _DATA),
-    "sql": _Family(r"--.*", frozenset(
-        "select from where insert into values update set delete create table drop alter index "
-        "join left right inner outer on group by order having limit and or not null as "
-        "primary key references begin commit".split())),
-}
-_ALIASES = {
-    "py": "python", "python": "python", "python3": "python", "pycon": "python",
-    "sh": "shell", "bash": "shell", "zsh": "shell", "shell": "shell", "console": "shell",
-    "fish": "shell", "shell-session": "shell",
-    "c": "c", "h": "c", "cpp": "c", "c++": "c", "cc": "c", "java": "c", "kotlin": "c",
-    "js": "c", "javascript": "c", "ts": "c", "typescript": "c", "jsx": "c", "tsx": "c",
-    "go": "c", "golang": "c", "rust": "c", "rs": "c", "swift": "c", "cs": "c", "csharp": "c",
-    "json": "data", "yaml": "data", "yml": "data", "toml": "data", "ini": "data",
-    "sql": "sql",
-}
-_STRING = r"\"(?:\\.|[^\"\\])*\"?|'(?:\\.|[^'\\])*'?|`[^`]*`?"
-_NUMBER = r"\b(?:0[xX][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?)\b"
-_WORD = r"[A-Za-z_][A-Za-z0-9_]*"
-_TOKENS = {
-    name: re.compile(
-        f"(?P<comment>{family.comment})|(?P<string>{_STRING})|(?P<number>{_NUMBER})"
-        + (r"|(?P<variable>\$(?:\{[^}]*\}|\w+|.))" if family.variables else "")
-        + f"|(?P<word>{_WORD})"
-    )
-    for name, family in _FAMILIES.items()
-}
-
-
 def highlight(code: str, lang: str) -> Fragments:
-    """One line of code in language ``lang`` (an alias like ``py``; unknown: unhighlighted)."""
-    family_name = _ALIASES.get(lang.lower())
-    if family_name is None:
+    """One line of code in language ``lang`` (any name or alias pygments knows; unknown:
+    unhighlighted)."""
+    lexer = _lexer(lang.lower())
+    if lexer is None:
         return [("class:md.codeblock", code)]
-    keywords = _FAMILIES[family_name].keywords
     out: Fragments = []
-    at = 0
-    for match in _TOKENS[family_name].finditer(code):
-        kind = match.lastgroup
-        if kind == "word" and match.group() not in keywords:
-            continue
-        if match.start() > at:
-            out.append(("class:md.codeblock", code[at:match.start()]))
-        style = "keyword" if kind == "word" else kind
-        out.append((f"class:md.codeblock class:code.{style}", match.group()))
-        at = match.end()
-    if at < len(code) or not out:
-        out.append(("class:md.codeblock", code[at:]))
-    return out
+    for kind, value in lexer.get_tokens(code):
+        style = _style(kind)
+        if out and out[-1][0] == style:
+            out[-1] = (style, out[-1][1] + value)
+        else:
+            out.append((style, value))
+    # pygments ends what it was given with a newline of its own.
+    if out and out[-1][1].endswith("\n") and not code.endswith("\n"):
+        out[-1] = (out[-1][0], out[-1][1][:-1])
+    return [f for f in out if f[1]] or [("class:md.codeblock", code)]
+
+
+@functools.cache
+def _lexer(lang: str) -> Any:
+    """pygments' lexer for ``lang`` (None: pygments knows no such language)."""
+    # Imported here: only a reply with a fenced code block pays for pygments.
+    from pygments.lexers import get_lexer_by_name
+    from pygments.util import ClassNotFound
+
+    try:
+        return get_lexer_by_name(lang, stripnl=False)
+    except ClassNotFound:
+        return None
+
+
+def _style(kind: Any) -> str:
+    """The shell's style class of a pygments token type (its parents count too)."""
+    while kind is not None:
+        name = _STYLES.get(str(kind))
+        if name is not None:
+            return f"class:md.codeblock class:code.{name}" if name else "class:md.codeblock"
+        kind = kind.parent
+    return "class:md.codeblock"
+
+
+#: pygments token types -> the shell's code styles ("" = plain).
+_STYLES = {
+    "Token.Keyword": "keyword",
+    "Token.Name.Builtin": "keyword",
+    "Token.Literal.String": "string",
+    "Token.Literal.Number": "number",
+    "Token.Comment": "comment",
+    "Token.Name.Variable": "variable",
+    "Token": "",
+}
