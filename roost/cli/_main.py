@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -41,6 +42,9 @@ def cli(ctx: click.Context, socket: str | None) -> None:
       roost dispatch "list the files here and count them" --model scripted/demo
     """
     ctx.obj = {"socket": socket}
+    if os.environ.get("NO_COLOR"):
+        # https://no-color.org: plain output however it is printed (piped output is anyway).
+        ctx.color = False
     if ctx.invoked_subcommand is None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             click.echo(ctx.get_help())

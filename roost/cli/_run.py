@@ -25,6 +25,7 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 )
 @click.argument("task")
 @click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
+@click.option("--continue", "-c", "continue_", is_flag=True, help="Run in this folder's last session.")
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
@@ -47,6 +48,7 @@ def dispatch(
     obj: dict[str, Any],
     task: str,
     session: str | None,
+    continue_: bool,
     model: str | None,
     cwd: str | None,
     max_turns: int | None,
@@ -72,6 +74,11 @@ def dispatch(
       roost dispatch "list the files here and count them"
       roost dispatch "..." --model scripted/demo --json | jq .type
       roost dispatch "fix the tests" --detach
+      git diff | roost dispatch "review this change"
+      roost dispatch - < task.md
+      roost dispatch -c "and now the docs"
+
+    Input piped to the command follows TASK in the task (TASK "-": the input is the task).
 
     In agent mode, writes and shell commands wait for approval: at a terminal you are
     asked here; otherwise, or from any other terminal, answer with `roost approve` or
@@ -79,11 +86,17 @@ def dispatch(
     running); closing the terminal does not stop it: follow it again with
     `roost logs SESSION --follow`.
     """
+    task = _with_piped_input(task)
+    here = os.path.abspath(cwd or os.getcwd())
     with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets).
-        params: dict[str, Any] = {"task": task, "cwd": os.path.abspath(cwd or os.getcwd()), "env": dict(os.environ)}
+        params: dict[str, Any] = {"task": task, "cwd": here, "env": dict(os.environ)}
+        if session and continue_:
+            raise click.UsageError("give --session or --continue, not both")
         if session:
             params["session"] = resolve_session(client, session)
+        elif continue_:
+            params["session"] = _last_session(client, here)
         if model:
             params["model"] = model
         if max_turns:
@@ -119,6 +132,28 @@ def dispatch(
             on_event = _answering(client, on_event)
         finished = _watch(client, started, on_event)
     raise SystemExit(exit_status(finished["reason"]) if finished else 1)
+
+
+def _with_piped_input(task: str) -> str:
+    """TASK with what was piped to the command after it (TASK ``-``: the input alone), as
+    ``llm`` does."""
+    if task == "-":
+        task = sys.stdin.read()
+    elif not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped.strip():
+            task = f"{task}\n\n{piped}"
+    if not task.strip():
+        raise click.UsageError("the task is empty")
+    return task
+
+
+def _last_session(client: Client, folder: str) -> str:
+    """The newest session whose folder is ``folder``."""
+    rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
+    if not rows:
+        raise click.UsageError(f"no session in {folder} yet to continue: roost dispatch TASK starts one")
+    return max(rows, key=lambda r: r.get("created", 0))["id"]
 
 
 def think_value(value: str | None) -> int | str | None:

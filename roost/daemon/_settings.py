@@ -17,6 +17,7 @@ there (:func:`resumed`), never from the config as it is now.
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Mapping
@@ -244,9 +245,10 @@ def find_agent(setup: FolderSetup, name: str | None) -> Agent:
                 f"the agent {name!r} ({item.source}) {item.detail}; this folder is not trusted, so it "
                 f"is not loaded: review it with roost trust {setup.root}"
             )
-    agents = ", ".join(sorted(found.agents))
-    extra = f"; skipped: {'; '.join(found.problems)}" if found.problems else ""
-    raise SettingsError(f"no agent {name!r} (agents here: {agents}){extra}")
+    close = difflib.get_close_matches(name or "", list(found.agents), n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"agents here: {', '.join(sorted(found.agents))}"
+    skipped = f"; {len(found.problems)} agent file(s) could not be read (roost agents)" if found.problems else ""
+    raise SettingsError(f"no agent {name!r} here; {hint}{skipped}")
 
 
 def _rules(asked: Asked) -> list[Any]:

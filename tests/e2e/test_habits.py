@@ -1,0 +1,59 @@
+"""CLI habits people bring from other tools: piped input, --continue, NO_COLOR, short errors,
+and no empty session left behind by a dispatch that failed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from .conftest import E2E, ROOST, bash, text
+
+
+def test_piped_input_follows_the_task_and_dash_reads_the_task(e2e: E2E) -> None:
+    model = e2e.script([text("ok")])
+    done = subprocess.run(
+        [ROOST, "dispatch", "review this", "--model", model, "--json"],
+        input="diff --git a/x b/x\n+added line\n", capture_output=True, text=True, cwd=e2e.project, env=e2e.env,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    started = next(json.loads(line) for line in done.stdout.splitlines() if '"run.started"' in line)
+    assert started["task"] == "review this\n\ndiff --git a/x b/x\n+added line\n"
+    whole = subprocess.run(
+        [ROOST, "dispatch", "-", "--model", e2e.script([text("ok")]), "--json"],
+        input="the whole task\n", capture_output=True, text=True, cwd=e2e.project, env=e2e.env, timeout=30,
+    )
+    assert '"task": "the whole task\\n"' in whole.stdout
+
+
+def test_continue_runs_in_this_folders_last_session(e2e: E2E) -> None:
+    refused = e2e.roost("dispatch", "-c", "go on", "--model", "scripted/demo")
+    assert refused.returncode == 2 and "no session in" in refused.stderr
+    model = e2e.script([text("one")], [text("two")])
+    first = json.loads(e2e.ok("dispatch", "start", "--model", model, "--json").stdout.splitlines()[0])
+    second = json.loads(e2e.ok("dispatch", "-c", "more", "--model", model, "--json").stdout.splitlines()[0])
+    assert second["session"] == first["session"]
+    assert len(e2e.json_out("sessions", "--json")) == 1
+
+
+def test_no_color_and_piped_output_are_plain(e2e: E2E) -> None:
+    model = e2e.script([bash("true")], [text("done")])
+    for env in (e2e.env, dict(e2e.env, NO_COLOR="1")):
+        out = e2e.ok("dispatch", "--yes", "go", "--model", model, env=env).stdout
+        assert "\x1b[" not in out
+        model = e2e.script([bash("true")], [text("done")])
+
+
+def test_an_unknown_agent_is_one_line_with_the_closest_names(e2e: E2E) -> None:
+    agents = e2e.project / ".roost" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "reviewer.md").write_text("---\nname: reviewer\n---\nReview.\n")
+    refused = e2e.roost("dispatch", "go", "--agent", "reviwer", "--model", "scripted/demo")
+    assert refused.returncode == 10
+    assert refused.stderr.strip().splitlines() == ["Error: no agent 'reviwer' here; did you mean reviewer? [INVALID_PARAMS]"]
+
+
+def test_a_failed_dispatch_leaves_no_session_behind(e2e: E2E) -> None:
+    for args in (("--model", "nosuch/x"), ("--agent", "nobody", "--model", "scripted/demo"), ("--allow", "bash(")):
+        assert e2e.roost("dispatch", "go", *args).returncode == 10, args
+    assert e2e.json_out("sessions", "--json") == []
