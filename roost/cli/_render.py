@@ -124,6 +124,9 @@ class Renderer:
     def _permission_requested(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"? {e.get('tool')} {brief(e.get('input'))} waits for approval ({e.get('reason')})", fg="yellow")
+        for line in str(e.get("diff") or "").splitlines():
+            color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1]) if not line.startswith(("+++", "---")) else None
+            self._out(f"  {line}", fg=color, dim=color is None)
         self._out(f"  {session_offer(e)}", dim=True)
         session, call = e.get("session"), e.get("call_id")
         scope = " [--session-scope]" if e.get("session_rules") else ""

@@ -83,7 +83,7 @@ from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
 from .sandbox import Sandbox, SandboxPolicy, Unsupported
-from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, real_path
+from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, change_preview, real_path
 
 log = logging.getLogger(__name__)
 
@@ -681,9 +681,15 @@ class Conductor:
         if isinstance(reply, ModelFailed):
             result: Input = reply
         else:
-            resolved = await trio.to_thread.run_sync(_resolve, track.state.cwd, reply.content)
+            resolved: Mapping[str, str] = {}
+            diffs: Mapping[str, str] = {}
+            if _names_paths(reply.content):
+                # A person may be asked about a change: show them what it would change.
+                run = track.state.run
+                asks = run is not None and run.mode == "agent" and not run.policy.yes
+                resolved, diffs = await trio.to_thread.run_sync(_look, track.state.cwd, reply.content, asks)
             result = ModelFinished(
-                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started, resolved
+                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started, resolved, diffs
             )
         await self._feed_result(session, track, effect.run, result)
 
@@ -958,24 +964,38 @@ def _on_track(track: Session | Subrun, events: tuple[Event, ...]) -> tuple[Event
     return tuple(replace(e, data={**e.data, "path": list(track.path)}) for e in events)
 
 
-def _resolve(cwd: str, content: Iterable[Mapping[str, Any]]) -> dict[str, str]:
-    """Where the paths that a reply's calls name really lead, with the working directory
-    and the home folder (blocking: a few lstat calls each), for ``step`` to decide on."""
-    named = {
-        path
+def _calls(content: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [
+        block
         for block in content
         if isinstance(block, Mapping) and block.get("type") == "tool_use" and isinstance(block.get("input"), Mapping)
-        for path in paths_named(str(block.get("name", "")), block["input"])
-    }
-    if not named:
-        return {}
+    ]
+
+
+def _names_paths(content: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a reply's calls name paths (most replies don't: no thread hop for them)."""
+    return any(paths_named(str(call.get("name", "")), call["input"]) for call in _calls(content))
+
+
+def _look(cwd: str, content: Iterable[Mapping[str, Any]], diffs: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """Where the paths that a reply's calls name really lead (with the working directory and
+    the home folder), for ``step`` to decide on; and, with ``diffs``, what each edit or write
+    would change. Blocking: a few lstat calls, and reads of the files edited."""
+    calls = _calls(content)
+    named = {path for call in calls for path in paths_named(str(call.get("name", "")), call["input"])}
     resolved = {}
     for path in (*named, cwd, os.path.expanduser("~")):
         try:
             resolved[path] = real_path(cwd, path)
         except (OSError, ValueError):
             continue  # an impossible path (a NUL in it): decided as named, refused by the tool
-    return resolved
+    changes = {}
+    if diffs:
+        for call in calls:
+            diff = change_preview(cwd, str(call.get("name", "")), call["input"])
+            if diff:
+                changes[str(call.get("id"))] = diff
+    return resolved, changes
 
 
 def _read_permission(state: SessionState) -> Any:

@@ -101,6 +101,9 @@ class ModelFinished:
     #: working directory and the home folder: found by the daemon, which can look, so that
     #: the permission rules judge real paths (see :func:`roost.loop.decide`).
     resolved: Mapping[str, str] = field(default_factory=dict)
+    #: What edit and write calls would change, as unified diffs by call id (shown with a
+    #: permission request; looked at by the daemon, since the loop reads no files).
+    diffs: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

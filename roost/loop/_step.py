@@ -412,7 +412,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]])
+            _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]], input.diffs.get(call["id"]))
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -444,7 +444,9 @@ def _decision(b: _Builder, name: str, input: Mapping[str, Any], resolved: Mappin
     return decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
 
 
-def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision | None) -> None:
+def _start_call(
+    b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision | None, diff: str | None = None
+) -> None:
     """A call of the reply: run it, ask about it, refuse it, or ask its question. A call that
     changes things runs when it is the first pending one (see ``_release_head``)."""
     run = b.run
@@ -484,6 +486,7 @@ def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any], 
             reason=decision.reason,
             session_rules=list(decision.session_rules),
             outside=decision.outside,
+            **({"diff": diff} if diff else {}),
             **({"deadline": deadline} if deadline is not None else {}),
         )
         if deadline is not None:

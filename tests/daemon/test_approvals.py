@@ -315,3 +315,26 @@ async def test_bad_answers_get_clear_errors(client: TrioClient, project: Path) -
     await client.call("abort", session=run["session"])
     events = await events_until(client, finished(run["run"]))
     assert of_type(events, "permission.resolved")[-1]["client"] == "roost"
+
+
+async def test_an_edit_or_write_waiting_for_approval_shows_its_diff(client: TrioClient, project: Path) -> None:
+    (project / "a.txt").write_text("one\ntwo\nthree\n")
+    calls = [
+        {"type": "tool_use", "name": "edit", "input": {"path": "a.txt", "old": "two", "new": "TWO"}},
+        {"type": "tool_use", "name": "write", "input": {"path": "new.txt", "content": "fresh\n"}},
+    ]
+    model = write_script(project, calls, [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, sandbox="off")
+    asked: list[dict[str, Any]] = []
+
+    def both_asked(event: dict[str, Any]) -> bool:
+        if event.get("type") == "permission.requested":
+            asked.append(event)
+        return len(asked) == 2
+
+    await events_until(client, both_asked)
+    edit, write = asked
+    assert edit["diff"].splitlines() == ["--- a/a.txt", "+++ b/a.txt", "@@ -1,3 +1,3 @@", " one", "-two", "+TWO", " three"]
+    assert write["diff"].splitlines()[-1] == "+fresh"
+    await client.call("abort", session=run["session"])
+

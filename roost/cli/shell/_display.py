@@ -31,6 +31,8 @@ SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 RESULT_LINES = 3
 #: Lines of a check's output, or of a long user message from a check, shown.
 NOTE_LINES = 3
+#: Lines of the diff an approval shows.
+DIFF_LINES = 30
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -292,6 +294,8 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
     lines = [[("class:request.title", f"╭ approve {request.tool}? "), ("class:tool.arg", arg)]]
     if request.reason:
         lines.append([("class:request.title", "│ "), ("class:dim", clean(request.reason))])
+    lines += [[("class:request.title", "│ "), (_diff_style(line), shorten(clean(line), width - 4))]
+              for line in request.diff.splitlines()[:DIFF_LINES]]
     # What approving for the session adds, exactly: the daemon adds nothing else.
     session = "for the session adds: " + ", ".join(request.session_rules) if request.session_rules else (
         "nothing can be approved for the session: approve once")
@@ -301,6 +305,12 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
         keys += [("class:key", "a"), ("", " approve for the session · ")]
     lines.append([("class:request.title", "╰ "), *keys, ("class:key", "n"), ("", " deny"), ("class:dim", position + left)])
     return indent(lines, request.depth)
+
+
+def _diff_style(line: str) -> str:
+    if line.startswith(("+++", "---")):
+        return "class:dim"
+    return {"+": "class:diff.add", "-": "class:diff.del", "@": "class:diff.hunk"}.get(line[:1], "")
 
 
 def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200, model: str = "",

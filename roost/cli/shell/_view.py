@@ -65,6 +65,8 @@ class Request:
     question: str = ""
     choices: tuple[str, ...] = ()
     depth: int = 0
+    #: What an edit or write would change (a unified diff), when the daemon could tell.
+    diff: str = ""
 
 
 @dataclass(slots=True)
@@ -217,6 +219,7 @@ class SessionView:
             session_rules=tuple(str(r) for r in e.get("session_rules") or ()),
             deadline=e.get("deadline"),
             depth=_depth(e),
+            diff=str(e.get("diff") or ""),
         )
 
     def _human_asked(self, e: dict[str, Any]) -> None:

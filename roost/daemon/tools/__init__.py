@@ -3,6 +3,7 @@
 from ._base import Tool, ToolContext, ToolResult, kill_group, real_path, truncate
 from ._glob import list_files
 from ._ledger import ProcessLedger
+from ._preview import change_preview
 from ._registry import BUILTIN_TOOLS, ToolRegistry
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "change_preview",
     "kill_group",
     "list_files",
     "real_path",

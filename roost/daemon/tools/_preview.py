@@ -1,0 +1,49 @@
+"""What an edit or a write would change, as a unified diff, for the person asked to approve
+it. Blocking (it reads the file): the conductor calls it in a worker thread."""
+
+from __future__ import annotations
+
+import difflib
+import os
+from typing import Any, Mapping
+
+from .._files import read_bounded
+from ._base import real_path
+from ._edit import EDIT_LIMIT
+
+#: At most this much of a diff is shown.
+PREVIEW_LINES = 80
+PREVIEW_CHARS = 8000
+
+
+def change_preview(cwd: str, name: str, input: Mapping[str, Any]) -> str | None:
+    """The diff an ``edit`` or ``write`` call would make (None: another tool, or nothing to
+    show: a file that cannot be read, an edit that would fail)."""
+    path = input.get("path")
+    if name not in ("edit", "write") or not isinstance(path, str):
+        return None
+    try:
+        before = read_bounded(real_path(cwd, path), EDIT_LIMIT).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        before = ""
+    except (OSError, ValueError):
+        return None
+    if name == "write":
+        after = input.get("content")
+    else:
+        old, new = input.get("old"), input.get("new")
+        if not isinstance(old, str) or not isinstance(new, str) or not old or old not in before:
+            return None
+        after = before.replace(old, new) if input.get("replace_all") else before.replace(old, new, 1)
+    if not isinstance(after, str):
+        return None
+    shown = os.path.normpath(path)
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(), after.splitlines(), f"a/{shown}", f"b/{shown}", n=2, lineterm=""
+        )
+    )
+    text = "\n".join(lines[:PREVIEW_LINES])
+    if len(lines) > PREVIEW_LINES:
+        text += f"\n... ({len(lines) - PREVIEW_LINES} more lines)"
+    return text[:PREVIEW_CHARS] or None
