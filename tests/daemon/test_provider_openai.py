@@ -651,3 +651,21 @@ def _post(base_url: str, body: dict[str, Any]) -> tuple[int, Any]:
         return response.status, json.loads(response.read())
     finally:
         conn.close()
+
+
+async def test_a_server_that_wants_max_completion_tokens_gets_it_and_keeps_it(start: Start) -> None:
+    # OpenAI's own words for its reasoning models.
+    message = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
+    server, provider = start([
+        {"status": 400, "error": {"message": message, "type": "invalid_request_error", "param": "max_tokens"}},
+        {"content": "first"},
+        {"content": "second"},
+    ])
+    for expected in ("first", "second"):
+        reply = await provider.stream(HI, Deltas())
+        assert reply.content == ({"type": "text", "text": expected},)
+    bodies = [r.body for r in server.requests]
+    assert "max_tokens" in bodies[0] and "max_completion_tokens" not in bodies[0]
+    assert all("max_completion_tokens" in b and "max_tokens" not in b for b in bodies[1:])
+    assert len(bodies) == 3  # asked once more, then remembered
+

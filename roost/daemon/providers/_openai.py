@@ -49,9 +49,11 @@ Request mapping (neutral :class:`ModelRequest` -> Chat Completions):
   ``redacted_thinking`` blocks (from an Anthropic model earlier in the session) are dropped:
   they cannot be replayed elsewhere.
 - tools -> ``[{type: "function", function: {name, description, parameters}}]``.
-- ``max_tokens`` is sent as ``max_tokens``, which compatible servers accept. OpenAI's
-  reasoning models (o-series, gpt-5) reject it and want ``max_completion_tokens``; talk to
-  those through a server or proxy that accepts ``max_tokens``, or extend this mapping.
+- the reply's length limit is sent as ``max_completion_tokens`` to OpenAI itself (its
+  reasoning models, o-series and gpt-5, reject ``max_tokens``; the others take either) and
+  as ``max_tokens`` elsewhere, which compatible servers (Ollama, llama.cpp, vLLM) know. A
+  server that answers 400 naming the field it was sent and the other one is asked again,
+  once, with the other, which it keeps for the rest of the daemon's life.
 - ``think`` (a token budget, or None) -> ``reasoning_effort``: ``"low"`` below 4,096,
   ``"medium"`` below 16,384, else ``"high"``; sent only when ``think`` is set, since models
   without reasoning reject the parameter.
@@ -197,6 +199,8 @@ class OpenAIProvider:
                 f"{name}: base_url {base_url!r} must start with http:// or https://")
         self._base_url = base_url.rstrip("/")
         self._url = f"{self._base_url}/chat/completions"
+        #: The name the reply's length limit goes by here (see the module docstring).
+        self._limit_field = "max_completion_tokens" if httpx2.URL(self._base_url).host == "api.openai.com" else "max_tokens"
         self._name = name
         self._timeout = timeout
         self._max_retries = max(0, max_retries)
@@ -243,8 +247,7 @@ class OpenAIProvider:
         """
         if self._closed:
             raise ProviderError(f"{self._name}: the provider is closed")
-        body = json.dumps(_request_body(request, self._name), ensure_ascii=False).encode()
-        response = await self._send(body)
+        response = await self._send_request(request)
         try:
             if response.headers.get("content-type", "").startswith("application/json"):
                 return await self._read_json(response, on_delta)
@@ -259,6 +262,21 @@ class OpenAIProvider:
             await self._client.aclose()
 
     # -- before the stream: send, retry -----------------------------------------------------
+
+    async def _send_request(self, request: ModelRequest) -> httpx2.Response:
+        """Send ``request`` with this server's name for the length limit; on a 400 that says
+        the other name is the one it takes, once more with that one."""
+        for tried in range(2):
+            body = _request_body(request, self._name)
+            body[self._limit_field] = body.pop("max_tokens")
+            try:
+                return await self._send(json.dumps(body, ensure_ascii=False).encode())
+            except ProviderError as exc:
+                other = "max_tokens" if self._limit_field == "max_completion_tokens" else "max_completion_tokens"
+                if tried or " 400 " not in exc.message or other not in exc.message:
+                    raise
+                self._limit_field = other
+        raise AssertionError("unreachable")
 
     async def _send(self, body: bytes) -> httpx2.Response:
         """POST until a 2xx response (its body unread) or a final error."""
