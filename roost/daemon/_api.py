@@ -44,7 +44,7 @@ from roost.protocol import (
     error_table,
 )
 
-from ._conductor import Conductor
+from ._conductor import Conductor, PromptBlocked
 from ._config import Config, ConfigError, price_map
 from ._prompt import compose, render
 from ._files import read_bounded
@@ -223,6 +223,8 @@ class Api:
                 )
         except SessionBusy:
             raise _busy(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("task", exc) from None
         return {"session": session.id, "run": run, "model": settings.model.model_id}
 
     def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
@@ -336,6 +338,8 @@ class Api:
             await self.conductor.steer(session, params["text"])
         except InvalidInput:
             raise _not_running(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("steering", exc) from None
         return {"ok": True}
 
     async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -695,6 +699,10 @@ def _busy(session: Session) -> RpcError:
         f"session {session.id} has a run in flight ({run}); steer it or abort it",
         {"run": run},
     )
+
+
+def _blocked(what: str, exc: PromptBlocked) -> RpcError:
+    return RpcError(ErrorCode.PROMPT_BLOCKED, f"a UserPromptSubmit hook refused the {what}: {exc}")
 
 
 def _not_running(session: Session) -> RpcError:

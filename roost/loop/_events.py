@@ -45,7 +45,8 @@ EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
     RUN_STARTED: (
         "a run started (task, agent, mode, model, max_turns, sandbox; command: the custom "
-        "command the task was expanded from; stop_hooks: Stop hooks run before it ends)"
+        "command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
+        "hook_failures: UserPromptSubmit hooks that failed)"
     ),
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "

@@ -70,6 +70,8 @@ class Submit:
     #: What the UserPromptSubmit hooks added to the task: each a user message of origin
     #: ``hook`` after it.
     context: tuple[str, ...] = ()
+    #: UserPromptSubmit hooks that failed (reported in ``run.started``; none blocked).
+    hook_failures: tuple[str, ...] = ()
     #: The custom command ``task`` was expanded from, as ``run.started`` records it
     #: (``{"name", "arguments", "source", "typed"}``; None: the task was typed as it is).
     command: Mapping[str, Any] | None = None

@@ -364,6 +364,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         ),
         **({"command": dict(input.command)} if input.command is not None else {}),
         **({"stop_hooks": True} if input.stop_hooks else {}),
+        **({"hook_failures": list(input.hook_failures)} if input.hook_failures else {}),
     )
     if input.untrusted:
         b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
