@@ -301,20 +301,25 @@ class Conductor:
         environ: Mapping[str, str],
         task: str,
         request_id: str | None = None,
+        command: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run on ``session`` as ``settings`` say; return the run id once
         ``run.started`` is stored. Its commands run under the settings' sandbox where the
         sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
 
-        The UserPromptSubmit hooks see the task first: they may refuse it or add context.
+        ``command`` is the custom command ``task`` was expanded from (``{"name",
+        "arguments", "source", "typed"}``), recorded in ``run.started``. The
+        UserPromptSubmit hooks see the task first, as it was typed: they may refuse it or
+        add context.
 
         Raises:
             InvalidInput: a run is already in flight.
             PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         agent, mode = settings.agent, settings.mode
+        typed = command["typed"] if command is not None else None
         self._equip(session, setup, environ)
-        prompt = await run_prompt_hooks(session.hooks, task, self._hook_env(session, mode))
+        prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
@@ -334,6 +339,7 @@ class Conductor:
             untrusted=setup.untrusted_notice(),
             context=prompt.context,
             hook_failures=prompt.failures,
+            command=command,
             stop_hooks=any(hook.kind == "stop" for hook in session.hooks),
         )
         self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
