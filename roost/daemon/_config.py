@@ -50,8 +50,9 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     at = 0.8                               # fill this share of the window,
     keep_turns = 6                         # keeping the last replies whole
 
-    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]
-    match = "bash"                         # tool glob (default "*")
+    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]; Claude Code's
+    match = "bash"                         # tool glob (default "*")   settings.json hooks:
+                                           # see _claude_settings
     command = "python3 .roost/hooks/check.py"
     timeout = 30
 
