@@ -62,6 +62,7 @@ class Renderer:
         if line is not None:
             warn = "unsandboxed" in line or "ignored" in line
             self._out(line, **({"fg": "yellow"} if warn else {"dim": True}))
+        self._hook_failures(e)
 
     def _project_untrusted(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -69,7 +70,12 @@ class Renderer:
 
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
-        prefix = {"steer": "steer", "nudge": "roost", "check": "check"}.get(e.get("origin", ""), "task")
+        prefix = {"steer": "steer", "nudge": "roost", "check": "check", "hook": "hook"}.get(e.get("origin", ""), "task")
+        if e.get("command"):
+            # A custom command: as typed, then what it expanded to.
+            self._out(f"{prefix}: {e['command']}", bold=True)
+            self._out(str(e.get("text", "")), dim=True)
+            return
         self._out(f"{prefix}: {e.get('text', '')}", bold=True)
 
     def _text_delta(self, e: dict[str, Any]) -> None:
@@ -110,6 +116,15 @@ class Renderer:
             self._out(f"  ✗ {first}{more}{took}", fg="red")
         else:
             self._out(f"  ✓ {first}{more}{took}", dim=True)
+
+    def _stop_hooks_finished(self, e: dict[str, Any]) -> None:
+        self._hook_failures(e)
+
+    def _hook_failures(self, e: dict[str, Any]) -> None:
+        """Hooks that failed (they blocked nothing), as the event says."""
+        for failure in e.get("hook_failures") or e.get("failures") or ():
+            self._end_line()
+            self._out(f"hook failed: {failure}", fg="yellow")
 
     def _check_started(self, e: dict[str, Any]) -> None:
         self._end_line()

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import time
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import trio
@@ -44,8 +45,9 @@ from roost.protocol import (
     error_table,
 )
 
-from ._conductor import Conductor
+from ._conductor import Conductor, PromptBlocked
 from ._config import Config, ConfigError, price_map
+from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
 from ._prompt import compose, render
 from ._files import read_bounded
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
@@ -101,6 +103,7 @@ class Api:
             "human.respond": self.human_respond,
             "pending": self.pending,
             "agents.list": self.agents_list,
+            "commands.list": self.commands_list,
             "prompt": self.prompt,
             "compact": self.compact,
             "mcp.list": self.mcp_list,
@@ -208,6 +211,16 @@ class Api:
             cwd = _cwd(params.get("cwd"))
         environ = _environ(params)
         setup = await self._folder(cwd, environ)
+        task, command = params["task"], None
+        invocation = parse_invocation(task)
+        if invocation is not None:
+            found = await self._command(setup, environ, invocation[0])
+            task = found.expand(invocation[1])
+            command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": params["task"]}
+            if found.model is not None and asked.model is UNSET:
+                asked = replace(asked, model=found.model)
+        elif task.startswith("//"):
+            task = task[1:]
         settings = self._settle(setup, asked, environ)
         if session is None:
             session = await self.conductor.create_session(cwd)
@@ -219,11 +232,27 @@ class Api:
                     since = session.state.last_seq if params.get("session") else 0
                     await self.attach(connection, {"session": session.id, "since": since})
                 run = await self.conductor.dispatch(
-                    session, settings, setup=setup, environ=environ, task=params["task"], request_id=request_id
+                    session,
+                    settings,
+                    setup=setup,
+                    environ=environ,
+                    task=task,
+                    request_id=request_id,
+                    command=command,
                 )
         except SessionBusy:
             raise _busy(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("task", exc) from None
         return {"session": session.id, "run": run, "model": settings.model.model_id}
+
+    async def _command(self, setup: FolderSetup, environ: Mapping[str, str], name: str) -> CustomCommand:
+        """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""
+        commands = await _commands(setup, environ)
+        try:
+            return commands.find(name)
+        except UnknownCommand as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
     def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
         sandbox = self.conductor.sandbox
@@ -336,6 +365,8 @@ class Api:
             await self.conductor.steer(session, params["text"])
         except InvalidInput:
             raise _not_running(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("steering", exc) from None
         return {"ok": True}
 
     async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -453,6 +484,11 @@ class Api:
             "problems": list(found.problems),
             "untrusted": [item.to_map() for item in found.widening if not item.trusted],
         }
+
+    async def commands_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        environ = _environ(params)
+        commands = await _commands(await self._folder(_cwd(params.get("cwd")), environ), environ)
+        return {"commands": commands.describe(), "problems": list(commands.problems)}
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")
@@ -582,6 +618,11 @@ def store_refusal(error: StoreError) -> RpcError:
     return RpcError(code, str(error), {"database": str(error.path)})
 
 
+async def _commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSet:
+    """The folder's custom commands, read in a worker thread."""
+    return await trio.to_thread.run_sync(load_commands, setup.cwd, environ, setup.trusted)
+
+
 def _widening_files(setup: FolderSetup) -> dict[str, str]:
     """The files that widen, with the digests of their content as it was read."""
     return {item.source: item.digest for item in setup.widening}
@@ -695,6 +736,10 @@ def _busy(session: Session) -> RpcError:
         f"session {session.id} has a run in flight ({run}); steer it or abort it",
         {"run": run},
     )
+
+
+def _blocked(what: str, exc: PromptBlocked) -> RpcError:
+    return RpcError(ErrorCode.PROMPT_BLOCKED, f"a UserPromptSubmit hook refused the {what}: {exc}")
 
 
 def _not_running(session: Session) -> RpcError:

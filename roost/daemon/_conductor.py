@@ -52,11 +52,13 @@ from roost.loop import (
     RunCheck,
     RunFailed,
     RunState,
+    RunStopHooks,
     RunTool,
     SessionState,
     StartClock,
     StartSubagent,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarize,
     Summarized,
@@ -72,7 +74,7 @@ from roost.loop import (
 
 from ._agents import Agent
 from ._config import ConfigError, price_map
-from ._hooks import run_post_hooks, run_pre_hooks
+from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._fanout import Fanout
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
@@ -299,15 +301,29 @@ class Conductor:
         environ: Mapping[str, str],
         task: str,
         request_id: str | None = None,
+        command: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run on ``session`` as ``settings`` say; return the run id once
         ``run.started`` is stored. Its commands run under the settings' sandbox where the
         sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
 
+        ``command`` is the custom command ``task`` was expanded from (``{"name",
+        "arguments", "source", "typed"}``), recorded in ``run.started``. The
+        UserPromptSubmit hooks see the task first, as it was typed: they may refuse it or
+        add context.
+
         Raises:
             InvalidInput: a run is already in flight.
+            PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         agent, mode = settings.agent, settings.mode
+        typed = command["typed"] if command is not None else None
+        self._equip(session, setup, environ)
+        prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode))
+        if prompt.failures:
+            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
+        if prompt.blocked is not None:
+            raise PromptBlocked(prompt.blocked)
         layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
         tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
         submit = self._submit(
@@ -321,8 +337,11 @@ class Conductor:
             request_id=request_id,
             check=_check_command(session.state.cwd) if mode == "exec" else None,
             untrusted=setup.untrusted_notice(),
+            context=prompt.context,
+            hook_failures=prompt.failures,
+            command=command,
+            stop_hooks=any(hook.kind == "stop" for hook in session.hooks),
         )
-        self._equip(session, setup, environ)
         self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
         await self._nursery.start(self._run, session, submit)
         if request_id:
@@ -389,7 +408,7 @@ class Conductor:
     def _equip(self, session: Session, setup: FolderSetup, environ: Mapping[str, str]) -> None:
         """Keep what the session's runs and sub-agents take from its folder and its client."""
         session.setup = setup
-        session.hooks = setup.config.hooks
+        session.hooks = setup.hooks
         session.client_env = environ
         session.environ = setup.tool_environment(environ)
 
@@ -450,8 +469,28 @@ class Conductor:
         return self._request_ids.get(request_id)
 
     async def steer(self, session: Session, text: str) -> None:
-        """Queue words for the run in flight. Raises InvalidInput when there is none."""
-        await self.feed(session, Steer(text, time.time()))
+        """Queue words for the run in flight, after the UserPromptSubmit hooks (the context
+        they add follows the words).
+
+        Raises:
+            InvalidInput: no run in flight.
+            PromptBlocked: a UserPromptSubmit hook refused the words.
+        """
+        run = session.state.run
+        if run is None:
+            raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
+        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode))
+        if prompt.failures:
+            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
+        if prompt.blocked is not None:
+            raise PromptBlocked(prompt.blocked)
+        await self.feed(session, Steer("\n\n".join((text, *prompt.context)), time.time()))
+
+    def _hook_env(self, session: Session, mode: str) -> HookEnv:
+        """Where the session's hooks run, and what they are told of it."""
+        cwd = session.state.cwd
+        root = session.setup.root if session.setup is not None else cwd
+        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger)
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).
@@ -613,6 +652,7 @@ class Conductor:
             StartSubagent: self._subagent,
             RunCheck: self._run_check,
             StartClock: self._clock,
+            RunStopHooks: self._stop_hooks,
         }
         for effect in effects:
             task = tasks.get(type(effect))
@@ -846,6 +886,15 @@ class Conductor:
             ),
         )
 
+    async def _stop_hooks(self, session: Session, track: Session | Subrun, effect: RunStopHooks) -> None:
+        run = track.state.run
+        where = self._hook_env(session, run.mode if run is not None else "agent")
+        outcome = await run_stop_hooks(session.hooks, effect.active, effect.text, where)
+        if outcome.failures:
+            log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
+        answer = StopHooksFinished(time.time(), outcome.reason, outcome.failures)
+        await self._feed_result(session, track, effect.run, answer)
+
     async def _clock(self, session: Session, track: Session | Subrun, effect: StartClock) -> None:
         await trio.sleep(max(0.0, effect.deadline - time.time()))
         if effect.call_id is None:
@@ -870,9 +919,11 @@ class Conductor:
             "cwd": cwd,
             **({"path": list(track.path)} if track.path else {}),
         }
+        run = track.state.run
+        where = self._hook_env(session, run.mode if run is not None else "agent")
         async with session.tool_limiter:
             started = time.monotonic()
-            pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger, session.environ)
+            pre = await run_pre_hooks(session.hooks, call, where)
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
             else:
@@ -897,9 +948,10 @@ class Conductor:
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger, session.environ)
+            post = await run_post_hooks(session.hooks, call, result, where)
+            result = post.result
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
-        failures = pre.failures + post_failures
+        failures = pre.failures + post.failures
         if failures:
             log.warning("session %s: %s", session.id, "; ".join(failures))
             meta["hook_failures"] = list(failures)
@@ -916,6 +968,10 @@ class Conductor:
                 meta,
             ),
         )
+        stop = pre.stop or post.stop
+        if stop is not None and track.state.run is not None and track.state.run.id == effect.run:
+            # A hook said the run must not go on ("continue": false).
+            await self._feed_result(session, track, effect.run, _abort(track, f"a hook stopped the run: {stop}"))
 
     async def _feed_result(self, session: Session, track: Session | Subrun, run: str, result: Input) -> None:
         if track.state.run is None or track.state.run.id != run:
@@ -1042,6 +1098,10 @@ def _agent_spec(agent: Agent) -> ToolSpec:
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
     """Whether an agent's tool list (``time__*``, ``everything__echo``) covers an MCP tool."""
     return "__" in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
+
+
+class PromptBlocked(Exception):
+    """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
 
 
 class _SubagentError(Exception):

@@ -50,8 +50,9 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     at = 0.8                               # fill this share of the window,
     keep_turns = 6                         # keeping the last replies whole
 
-    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]
-    match = "bash"                         # tool glob (default "*")
+    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]; Claude Code's
+    match = "bash"                         # tool glob (default "*")   settings.json hooks:
+                                           # see _claude_settings
     command = "python3 .roost/hooks/check.py"
     timeout = 30
 
@@ -86,6 +87,7 @@ from typing import Any, Mapping
 
 from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
+from ._claude import tool_matcher
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
 from ._trust import NO_TRUST, Trust, Widening, digest
@@ -98,25 +100,34 @@ BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 KINDS = ("anthropic", "openai", "scripted")
 
 
-#: The kinds of hooks: before and after a tool call.
+#: The kinds of hooks config.toml has: before and after a tool call.
 HOOK_KINDS = ("pre_tool", "post_tool")
 
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One configured hook (see roost.daemon._hooks for what hooks do)."""
+    """One configured hook (see roost.daemon._hooks for what hooks do).
+
+    ``kind`` is ``pre_tool`` or ``post_tool`` (config.toml, and Claude Code's PreToolUse and
+    PostToolUse), ``prompt`` (UserPromptSubmit) or ``stop`` (Stop).
+    """
 
     kind: str
-    #: Tool names it applies to (a glob: ``bash``, ``everything__*``, ``*``).
+    #: Tool names it applies to: a glob (``bash``, ``everything__*``, ``*``), or for a
+    #: Claude Code hook its matcher (``Bash|Edit``, ``mcp__.*``; see ``_claude``).
     match: str
     command: str
     timeout: float = 30.0
     source: str = ""
+    #: The Claude Code event of a hook from a ``settings.json`` (it gets Claude Code's
+    #: payload and is read as Claude Code reads it); None: roost's own format.
+    event: str | None = None
 
     def applies(self, tool: str) -> bool:
         """Whether the hook runs for calls of ``tool``."""
+        if self.event is not None:
+            return tool_matcher(self.match)(tool)
         return fnmatch.fnmatchcase(tool, self.match)
-
 
 
 class ConfigError(Exception):

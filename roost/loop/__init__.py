@@ -12,7 +12,18 @@ from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
 from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
 from ._context import cut_point, estimate, visible
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
+from ._effects import (
+    CallModel,
+    CancelRun,
+    Effect,
+    FinishRun,
+    RunCheck,
+    RunStopHooks,
+    RunTool,
+    StartClock,
+    StartSubagent,
+    Summarize,
+)
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
 from ._inputs import (
     Abort,
@@ -27,6 +38,7 @@ from ._inputs import (
     PermissionDecided,
     RunFailed,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarized,
     TimeUp,
@@ -68,12 +80,14 @@ __all__ = [
     "RunCheck",
     "RunFailed",
     "RunState",
+    "RunStopHooks",
     "RunTool",
     "SECRET_PATTERNS",
     "SessionState",
     "StartClock",
     "StartSubagent",
     "Steer",
+    "StopHooksFinished",
     "Submit",
     "Summarize",
     "Summarized",

@@ -20,6 +20,14 @@ Everything that decides what a run does next lives in this module. The rules:
   sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
+- Stop hooks: in a run that has them, a reply that would end the run ``done`` first yields
+  ``stop_hooks.started`` + RunStopHooks (phase STOP). ``StopHooksFinished`` with a reason
+  makes the run go on: the reason (through the input guardrails) becomes a user message of
+  origin ``hook`` and the next model call starts, unless every turn is used (``max_turns``).
+  Without one, queued steering starts the next call, else the run ends ``done``.
+- ``Submit`` may carry ``context`` (what UserPromptSubmit hooks added: user messages of
+  origin ``hook`` after the task, through the same guardrails) and ``command`` (the custom
+  command the task was expanded from, recorded in ``run.started`` and on the task's message).
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
   a later one is invalid); approved, the call runs (approved for the session, exactly the
   rules the request offered join the session's allow list; a request that offered none is
@@ -84,6 +92,7 @@ from ._effects import (
     Effect,
     FinishRun,
     RunCheck,
+    RunStopHooks,
     RunTool,
     StartClock,
     StartSubagent,
@@ -104,6 +113,7 @@ from ._inputs import (
     PermissionDecided,
     RunFailed,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarized,
     TimeUp,
@@ -352,17 +362,23 @@ def _submit(b: _Builder, input: Submit) -> None:
             if input.mode == "exec"
             else {}
         ),
+        **({"command": dict(input.command)} if input.command is not None else {}),
+        **({"stop_hooks": True} if input.stop_hooks else {}),
+        **({"hook_failures": list(input.hook_failures)} if input.hook_failures else {}),
     )
     if input.untrusted:
         b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
-    tripwire = tripped(input.guardrails, INPUT, [input.task])
+    typed = {"command": input.command["typed"]} if input.command is not None else {}
+    tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context])
     if tripwire is not None:
-        b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task")
+        b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task", **typed)
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
         return
     if input.mode == "exec":
         b.effects.append(StartClock(input.run, input.ts + input.time_box))
-    b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
+    b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed)
+    for text in input.context:
+        b.emit(ev.MESSAGE_USER, text=text, origin="hook")
     b.start_model_call()
 
 
@@ -636,7 +652,12 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
     # steering keeps the run going.
     run = b.run
     if not after_tools and not run.steering:
-        _end_attempt(b, "done")
+        if run.stop_hooks:
+            # The hooks may yet make the run go on (StopHooksFinished decides).
+            b.emit(ev.STOP_HOOKS_STARTED, active=run.stop_blocks > 0)
+            b.effects.append(RunStopHooks(run.id, run.stop_blocks > 0, run.text))
+        else:
+            _end_attempt(b, "done")
     elif run.turns - run.attempt_turns >= run.max_turns:
         _end_attempt(b, "max_turns")
     else:
@@ -653,6 +674,29 @@ def _end_attempt(b: _Builder, reason: str) -> None:
         return
     b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
     b.effects.append(RunCheck(run.id, run.attempt, run.check))
+
+
+def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
+    run = b.run
+    b.emit(
+        ev.STOP_HOOKS_FINISHED,
+        **({"reason": input.reason} if input.reason else {}),
+        **({"failures": list(input.failures)} if input.failures else {}),
+    )
+    if not input.reason and not run.steering:
+        _end_attempt(b, "done")
+        return
+    if run.turns - run.attempt_turns >= run.max_turns:
+        _end_attempt(b, "max_turns")
+        return
+    if input.reason:
+        tripwire = tripped(run.guardrails, INPUT, [input.reason])
+        if tripwire is not None:
+            b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="hook")
+            b.emit_run_finished("guardrail", tripwire, text=tripwire)
+            return
+        b.emit(ev.MESSAGE_USER, text=input.reason, origin="hook")
+    b.start_model_call()
 
 
 def _check_finished(b: _Builder, input: CheckFinished) -> None:
@@ -774,6 +818,8 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
     elif run.phase is Phase.COMPACT:
         b.emit(ev.COMPACTION_SKIPPED, reason="the daemon stopped during the summary")
         b.start_model_call(compact=False)
+    elif run.phase is Phase.STOP:
+        b.effects.append(RunStopHooks(run.id, run.stop_blocks > 0, run.text))
 
 
 #: The state table (h11's ``_state.py`` is the anchor): the inputs each phase takes. ``step``
@@ -791,6 +837,8 @@ PHASE_INPUTS: Mapping[Phase, frozenset[type]] = {
     Phase.CHECK: frozenset({CheckFinished, *_IN_A_RUN}),
     # A summary in flight: it, or its failure.
     Phase.COMPACT: frozenset({Summarized, ModelFailed, *_IN_A_RUN}),
+    # The Stop hooks in flight: their answer.
+    Phase.STOP: frozenset({StopHooksFinished, *_IN_A_RUN}),
 }
 
 _HANDLERS: dict[type, Any] = {
@@ -809,4 +857,5 @@ _HANDLERS: dict[type, Any] = {
     HumanAnswered: _human_answered,
     Compact: _compact,
     Summarized: _summarized,
+    StopHooksFinished: _stop_hooks_finished,
 }

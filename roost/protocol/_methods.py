@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 3
+API_LEVEL = 4
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -89,7 +89,13 @@ METHODS: tuple[Method, ...] = (
         "dispatch",
         "Start a run on a task; returns at once with the session and run ids.",
         (
-            Param("task", "str", True, "what to do"),
+            Param(
+                "task",
+                "str",
+                True,
+                "what to do; `/name args` runs the custom command `name` (.claude/commands), "
+                "`//...` is sent with one `/`",
+            ),
             Param("session", "str", doc="existing session (default: a new one)"),
             Param("agent", "str", doc="agent name (default: default); its model, mode, tools, limits"),
             Param("mode", "str", doc="plan, agent (default: approvals), full (no approvals) or exec"),
@@ -186,6 +192,13 @@ METHODS: tuple[Method, ...] = (
         "The agents for a folder (built-in, user, project), and files that could not be used.",
         (Param("cwd", "str", doc="where project agents are looked up"),),
         ("agents", "problems"),
+    ),
+    Method(
+        "commands.list",
+        "The custom slash commands for a folder (Claude Code's .claude/commands/*.md, the "
+        "user's and the project's), and files that could not be used.",
+        (Param("cwd", "str", doc="where project commands are looked up"), _ENV),
+        ("commands", "problems"),
     ),
     Method(
         "prompt",

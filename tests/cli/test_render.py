@@ -38,3 +38,21 @@ def test_the_run_header_says_where_commands_run() -> None:
     assert lines == ["▶ run r1 · m · session s", "sandbox: workspace (writes: /p, private /tmp; no network)"]
     shown = [shell.plain(line) for line in shell.run_started({**event, "agent": "default", "mode": "agent"})]
     assert shown[1:] == ["▶ run r1 · default · agent · m", "sandbox: workspace (writes: /p, private /tmp; no network)"]
+
+
+def test_custom_commands_hook_messages_and_hook_failures() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    render = Renderer(echo, color=False).render
+    render({"type": "run.started", "run": "r1", "model": "m", "session": "s", "hook_failures": ["hook 'x' exited with status 1"]})
+    render({"type": "message.user", "text": "Review a.py carefully.", "origin": "task", "command": "/review a.py"})
+    render({"type": "message.user", "text": "branch: main", "origin": "hook"})
+    render({"type": "stop_hooks.finished", "failures": ["hook 'y' timed out after 60 s"]})
+    assert lines == [
+        "▶ run r1 · m · session s",
+        "hook failed: hook 'x' exited with status 1",
+        "task: /review a.py",
+        "Review a.py carefully.",
+        "hook: branch: main",
+        "hook failed: hook 'y' timed out after 60 s",
+    ]

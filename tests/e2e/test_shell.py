@@ -336,3 +336,34 @@ def test_the_shell_asks_once_before_it_trusts_a_folder(e2e: E2E, tmux: Tmux) -> 
     pane.submit("once more")
     screen = pane.wait(runs_done(2))
     assert screen.count("is not trusted; its files would widen") == 1
+
+
+def test_custom_commands_complete_and_run_from_the_shell(e2e: E2E, tmux: Tmux) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    (commands / "frontend").mkdir(parents=True)
+    (commands / "review.md").write_text("---\ndescription: Review a file\nargument-hint: FILE FOCUS\n---\nReview $1 for $2.\n")
+    (commands / "frontend" / "component.md").write_text("Make a $ARGUMENTS component.\n")
+    model = e2e.script([text("Reviewed.")], [text("Made.")])
+    pane = tmux.open("shell", "--model", model, "--mode", "full")
+    pane.wait(IDLE)
+    pane.submit("/help")
+    screen = pane.wait("Custom commands")
+    assert re.search(r"/review FILE FOCUS +Review a file", screen)
+    assert re.search(r"/component +Make a \$ARGUMENTS component\.", screen)
+    pane.type("/revi")
+    pane.wait("review  FILE FOCUS Review a file")  # the completion menu
+    pane.keys("Tab")
+    pane.wait(lambda s: "\n› /review\n" in s)
+    pane.submit(" a.py speed")
+    screen = pane.wait(runs_done(1))
+    assert between(screen, "› /review a.py speed", "■ done")[:3] == [
+        "› /review a.py speed", "  Review a.py for speed.", "Reviewed."
+    ]
+    pane.wait(IDLE)
+    pane.submit("/frontend:component Button")
+    screen = pane.wait(runs_done(2))
+    assert "  Make a Button component." in screen
+    pane.wait(IDLE)
+    pane.submit("/nosuch thing")
+    screen = pane.wait("no custom command /nosuch")
+    assert "/component" in screen and "/review" in screen

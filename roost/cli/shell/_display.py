@@ -132,11 +132,17 @@ def trust_question(shown: dict[str, Any]) -> Lines:
     return out
 
 
-def user_message(text: str, origin: str) -> Lines:
-    """A task, a steer, or a note fed back by the check (folded)."""
+def user_message(text: str, origin: str, command: str = "") -> Lines:
+    """A task (with the custom ``command`` it was expanded from, if any: the command, then
+    the expansion folded), a steer, or a note fed back by the check or a hook (folded)."""
     lines = clean(text).strip("\n").split("\n")
     if origin == "check":
         return _folded([("class:dim", "◆ ")], lines, "class:dim", NOTE_LINES)
+    if origin == "hook":
+        return _folded([("class:dim", "◆ hook: ")], lines, "class:dim", NOTE_LINES)
+    if command:
+        typed = [[("class:user.marker", "› "), ("class:user", clean(command).split("\n")[0])]]
+        return typed + _folded([("", "  ")], lines, "class:dim", NOTE_LINES)
     marker = "› " if origin != "steer" else "» "
     out = [[("class:user.marker", marker), ("class:user", lines[0])]]
     out += [[("", "  "), ("class:user", line)] for line in lines[1:]]
@@ -247,6 +253,11 @@ def error(message: str) -> Lines:
 def note(text: str, style: str = "class:dim") -> Lines:
     """A line from the shell itself (not from the session)."""
     return [[(style, clean(line))] for line in text.split("\n")]
+
+
+def hook_failures(failures: Iterable[str]) -> Lines:
+    """Hooks that failed (they blocked nothing)."""
+    return [[("class:warn", clean(f"hook failed: {failure}"))] for failure in failures]
 
 
 def compacted(e: dict[str, Any], width: int) -> Lines:
@@ -444,13 +455,19 @@ def sessions_table(rows: list[dict[str, Any]], current: str) -> Lines:
     return out
 
 
-def help_lines(commands: Iterable[tuple[str, str, str]]) -> Lines:
-    """``/help``: the slash commands and the keys."""
+def help_lines(commands: Iterable[tuple[str, str, str]], custom: Iterable[tuple[str, str, str]] = ()) -> Lines:
+    """``/help``: the slash commands (built in, then custom: name, arguments, what it does)
+    and the keys."""
     out: Lines = [[("class:bold", "Type a task and press Enter; while a run is in flight, what you type steers it.")]]
     rows = [(f"/{name}", f" {args}" if args else "", doc) for name, args, doc in commands]
-    width = max((len(name + args) for name, args, _ in rows), default=0)
+    more = [(f"/{name}", f" {args}" if args else "", doc) for name, args, doc in custom]
+    width = max((len(name + args) for name, args, _ in rows + more), default=0)
     for name, args, doc in rows:
         out.append([("class:key", f"  {name}"), ("", args.ljust(width - len(name))), ("class:dim", f"  {doc}")])
+    if more:
+        out.append([("class:bold", "Custom commands (.claude/commands; the daemon expands them):")])
+    for name, args, doc in more:
+        out.append([("class:key", f"  {clean(name)}"), ("", clean(args).ljust(width - len(name))), ("class:dim", f"  {clean(doc)}")])
     keys = [
         ("Esc Enter", "new line (a paste keeps its lines)"),
         ("Tab", "complete /commands, agent and model names, @paths"),
