@@ -1,5 +1,13 @@
 """Where a project's roost files are: its root, agents, skills and memory, and the front
-matter that agent and skill files share."""
+matter that agent and skill files share.
+
+The project root decides where a project's files are looked for and what ``roost trust``
+records, so it follows version control first: the nearest folder at or above the working
+directory with ``.git`` (a folder, or a file in a git worktree), ``.hg`` or ``.jj``. Outside
+version control it is the nearest folder with ``.roost`` or ``.claude``, except that the
+home folder's ``.claude`` is the user's own (Claude Code keeps its settings there), never a
+sign that ``$HOME`` is a project; else the working directory itself.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,8 @@ from ._files import read_head
 
 #: Bytes of a SKILL.md read for its front matter and body.
 SKILL_LIMIT = 256 * 1024
+#: What marks a folder under version control (``.git`` may be a worktree's file).
+VCS_MARKERS = (".git", ".hg", ".jj")
 
 
 class FrontMatterError(ValueError):
@@ -25,14 +35,23 @@ def user_config_file() -> Path:
 
 
 def project_root(cwd: str | None) -> Path | None:
-    """The nearest folder at or above ``cwd`` holding ``.roost``, ``.claude`` or ``.git``
-    (``cwd`` itself when there is none)."""
+    """The project ``cwd`` is in: the nearest folder at or above it under version control,
+    else the nearest with ``.roost`` or ``.claude`` (never ``$HOME`` for its ``.claude``),
+    else ``cwd`` itself."""
     if not cwd:
         return None
-    for folder in (Path(cwd), *Path(cwd).parents):
-        if any((folder / marker).exists() for marker in (".roost", ".claude", ".git")):
+    folders = (Path(cwd), *Path(cwd).parents)
+    for folder in folders:
+        if any(os.path.lexists(folder / marker) for marker in VCS_MARKERS):
+            return folder
+    for folder in folders:
+        if (folder / ".roost").exists() or ((folder / ".claude").exists() and not _is_home(folder)):
             return folder
     return Path(cwd)
+
+
+def _is_home(folder: Path) -> bool:
+    return os.path.realpath(folder) == os.path.realpath(Path.home())
 
 
 def project_config_file(cwd: str | None) -> Path | None:
