@@ -30,7 +30,8 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
     for agent in result["agents"]:
         extras = [f"mode {agent['mode']}"] if agent.get("mode") else []
         if agent.get("model"):
-            extras.append(agent["model"])
+            resolved = agent.get("model_id")
+            extras.append(agent["model"] + (f" = {resolved}" if resolved and resolved != agent["model"] else ""))
         if agent.get("tools") is not None:
             extras.append("tools: " + ", ".join(agent["tools"]))
         click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))

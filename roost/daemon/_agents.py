@@ -15,7 +15,8 @@
 
 The body is the agent's instructions. Files come from the user config dir (``agents/``),
 then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as it is:
-``tools: Read, Grep`` and ``model: sonnet`` are understood), then ``.roost/agents/``; a
+``tools: Read, Grep`` and ``model: sonnet``, resolved by the config, are understood), then
+``.roost/agents/``; a
 later file of the same name overrides an earlier one and the built-in. A file that cannot
 be used is reported with its path (and line) and the others still load.
 
@@ -45,15 +46,10 @@ from ._trust import NO_TRUST, Trust, Widening, digest
 DEFAULT_AGENT = "default"
 #: Thinking budgets (tokens) for the words ``think`` accepts.
 THINK_LEVELS = {"off": 0, "low": 2048, "medium": 8192, "high": 24576}
-#: Claude Code's names for its tools and models, as roost names them.
+#: Claude Code's names for its tools, as roost names them.
 _CLAUDE_TOOLS = {
     "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit", "Bash": "bash",
     "Glob": "glob", "Grep": "grep", "LS": "glob",
-}
-_CLAUDE_MODELS = {
-    "sonnet": "anthropic/claude-sonnet-4-6",
-    "opus": "anthropic/claude-opus-4-5",
-    "haiku": "anthropic/claude-haiku-4-5",
 }
 
 
@@ -231,7 +227,8 @@ def _model(value: Any, where: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise AgentError(f"{where}model must be provider/model, or sonnet, opus, haiku, inherit")
-    return _CLAUDE_MODELS.get(value, value)
+    # sonnet, opus and haiku stay as they are: the config resolves them (Config.alias).
+    return value
 
 
 def _tools(value: Any, where: str) -> tuple[str, ...] | None:

@@ -44,6 +44,7 @@ from roost.protocol import (
     error_table,
 )
 
+from ._agents import Agent
 from ._conductor import Conductor
 from ._config import Config, ConfigError, price_map
 from ._prompt import compose, render
@@ -448,8 +449,13 @@ class Api:
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
         found = setup.agents
+
+        def listed(agent: Agent) -> dict[str, Any]:
+            model = setup.config.alias(agent.model) if agent.model else None
+            return {**agent.describe(), "model_id": model}
+
         return {
-            "agents": [a.describe() for _, a in sorted(found.agents.items())],
+            "agents": [listed(a) for _, a in sorted(found.agents.items())],
             "problems": list(found.problems),
             "untrusted": [item.to_map() for item in found.widening if not item.trusted],
         }

@@ -40,7 +40,8 @@ def test_a_claude_code_agent_file_loads_as_it_is(project: Path) -> None:
     agents, problems = found.agents, found.problems
     reviewer = agents["code-reviewer"]
     assert problems == () and found.widening == ()
-    assert reviewer.model == "anthropic/claude-sonnet-4-6"
+    # A tier name stays one: the config resolves it (to Anthropic's model unless it says).
+    assert reviewer.model == "sonnet"
     assert reviewer.tools == ("read", "grep", "glob", "time__get_current_time")
     assert reviewer.instructions == "You are a senior code reviewer. Focus on correctness."
     assert reviewer.source == str(project / ".claude" / "agents" / "reviewer.md")

@@ -1,16 +1,27 @@
-"""Claude Code's files where Claude Code keeps them: the project root."""
+"""Claude Code's files where Claude Code keeps them: the project root, model tiers."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+import pytest
+
 from roost.daemon._project import project_root
+from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
+
+from .conftest import events_until, finished, text, write_script
+
+FIXTURES = Path(__file__).parent / "claude_files"
 
 
 def home() -> Path:
     return Path(os.environ["HOME"])
+
+
+def user_dir() -> Path:
+    return Path(os.environ["XDG_CONFIG_HOME"]) / "roost"
 
 
 def write(path: Path, content: str) -> Path:
@@ -52,3 +63,26 @@ async def test_trust_is_recorded_for_the_folder_not_for_home(client: TrioClient)
     mcp = write(loose / ".mcp.json", '{"mcpServers": {"notes": {"command": "python3"}}}')
     shown = await client.call("trust.show", cwd=str(loose))
     assert shown["folder"] == str(loose) and list(shown["files"]) == [str(mcp)]
+
+
+async def test_claude_tiers_run_on_the_model_the_user_maps_them_to(client: TrioClient, project: Path) -> None:
+    write(project / ".claude" / "agents" / "explorer.md", (FIXTURES / "agents" / "code-explorer.md").read_text())
+    listed = await client.call("agents.list", cwd=str(project))
+    explorer = next(a for a in listed["agents"] if a["name"] == "code-explorer")
+    assert (explorer["model"], explorer["model_id"]) == ("sonnet", "anthropic/claude-sonnet-4-6")
+    with pytest.raises(RpcError) as info:
+        await client.call("dispatch", task="t", agent="code-explorer", cwd=str(project))
+    assert info.value.code == ErrorCode.MODEL_UNAVAILABLE and "ANTHROPIC_API_KEY" in info.value.message
+
+    # A project's [models] is someone else's word: untrusted, it maps nothing.
+    model = write_script(project, [text("Explored.")])
+    write(project / ".roost" / "config.toml", f'[models]\nsonnet = "{model}"\n')
+    listed = await client.call("agents.list", cwd=str(project))
+    assert next(a for a in listed["agents"] if a["name"] == "code-explorer")["model_id"] == "anthropic/claude-sonnet-4-6"
+    (project / ".roost" / "config.toml").unlink()
+
+    write(user_dir() / "config.toml", f'[models]\nsonnet = "{model}"\n')
+    run = await client.call("dispatch", task="explore", agent="code-explorer", cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    started = next(e for e in events if e["type"] == "run.started")
+    assert started["model"] == model and events[-1]["reason"] == "done" and events[-1]["text"] == "Explored."

@@ -15,7 +15,7 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     (e2e.project / "AGENTS.md").write_text("Always run the tests.\n")
     listed = e2e.roost("agents")
     assert listed.returncode == 0
-    assert "code-reviewer  (anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
+    assert "code-reviewer  (sonnet = anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
     assert str(agents / "reviewer.md") in listed.stdout
     assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
 
