@@ -36,7 +36,7 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
             extras.append("tools: " + ", ".join(agent["tools"]))
         click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))
         if agent.get("description"):
-            click.echo(f"  {agent['description']}")
+            click.echo(f"  {agent['description'].splitlines()[0]}")
         click.echo(click.style(f"  {agent['source']}", dim=True))
     for problem in result["problems"]:
         click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)

@@ -15,8 +15,9 @@
 
 The body is the agent's instructions. Files come from the user config dir (``agents/``),
 then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as it is:
-``tools: Read, Grep`` and ``model: sonnet``, resolved by the config, are understood), then
-``.roost/agents/``; a
+front matter that only its lenient reading accepts, such as an unquoted ``description:``
+holding ``: ``, and ``tools: Read, Grep`` and ``model: sonnet``, resolved by the config),
+then ``.roost/agents/``; a
 later file of the same name overrides an earlier one and the built-in. A file that cannot
 be used is reported with its path (and line) and the others still load.
 
@@ -190,7 +191,9 @@ def parse_agent(text: str, source: str) -> Agent:
         raise AgentError(f"{where}sandbox must be one of {', '.join(SANDBOX_MODES)}")
     return Agent(
         name=name,
-        description=_text(meta, "description", where),
+        # A one-line description writes its line ends as a backslash and n, which Claude
+        # Code reads as line ends.
+        description=_text(meta, "description", where).replace("\\n", "\n"),
         instructions=body,
         model=_model(meta.get("model"), where),
         mode=mode,

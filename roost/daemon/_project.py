@@ -7,11 +7,17 @@ directory with ``.git`` (a folder, or a file in a git worktree), ``.hg`` or ``.j
 version control it is the nearest folder with ``.roost`` or ``.claude``, except that the
 home folder's ``.claude`` is the user's own (Claude Code keeps its settings there), never a
 sign that ``$HOME`` is a project; else the working directory itself.
+
+Front matter is read as Claude Code reads it: strict YAML first; when that fails, one
+``key: value`` a line, the value being the rest of the line (so an unquoted ``description:
+Use this agent when: ...`` loads, as it does in Claude Code). A UTF-8 byte order mark and
+Windows line ends are no reason to refuse a file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +113,7 @@ def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
 
 def read_skill(path: Path, within: Path | None) -> str:
     """A SKILL.md's text (bounded; ``within``: the folder it must not lead out of)."""
-    return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace")
+    return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def memory_files(cwd: str) -> dict[str, Path]:
@@ -117,24 +123,108 @@ def memory_files(cwd: str) -> dict[str, Path]:
 
 
 def split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
-    """The YAML front matter between ``---`` lines, and the body after it.
+    """The front matter between ``---`` lines, and the body after it.
+
+    Strict YAML first, then (as Claude Code does) one ``key: value`` a line.
 
     Raises:
-        FrontMatterError: no front matter, bad YAML, or not a map.
+        FrontMatterError: no front matter, or front matter that neither reading makes a map
+            of (the message names the line).
     """
     import yaml
 
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     if not text.startswith("---"):
         raise FrontMatterError(f"{source}:1: no front matter: the file must start with a --- line")
     end = text.find("\n---", 3)
     if end == -1:
         raise FrontMatterError(f"{source}:1: the front matter has no closing --- line")
+    block = text[3:end]
+    body = text[end + 4 :].lstrip("-").strip()
     try:
-        meta = yaml.safe_load(text[3:end]) or {}
+        meta = yaml.safe_load(block) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        raise FrontMatterError(f"{source}:{line}: bad YAML: {getattr(exc, 'problem', None) or exc}") from None
+        strict_line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        try:
+            return _lenient(block), body
+        except _LineError as bad:
+            # The strict parser's words are the better ones when it stumbled on that line too.
+            why = problem if bad.line == strict_line else bad.why
+            raise FrontMatterError(f"{source}:{bad.line}: bad YAML: {why}") from None
     if not isinstance(meta, dict):
         raise FrontMatterError(f"{source}:2: the front matter must be a map of fields")
-    return meta, text[end + 4 :].lstrip("-").strip()
+    return meta, body
+
+
+#: A ``key: value`` line of the lenient reading (the value may be empty).
+_KEY_LINE = re.compile(r"([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*))?$")
+#: YAML's block scalar indicators: ``|`` keeps line ends, ``>`` folds them.
+_BLOCK_SCALARS = ("|", "|-", "|+", ">", ">-", ">+")
+
+
+class _LineError(Exception):
+    """A front matter line the lenient reading cannot use."""
+
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(f"line {line}: {why}")
+        self.line = line
+        self.why = why
+
+
+def _lenient(block: str) -> dict[str, Any]:
+    """Front matter read one ``key: value`` a line, the value being the rest of the line.
+
+    Indented lines after a key continue its value: ``- item`` lines make a list, others
+    join the text (or a ``|`` / ``>`` block). A value that reads as a YAML scalar, or a
+    ``[...]`` / ``{...}`` collection, is that; any other is the text as written.
+
+    Raises:
+        _LineError: a line that is none of these, or a ``[`` / ``{`` that does not close.
+    """
+    meta: dict[str, Any] = {}
+    key: tuple[str, str, int] | None = None
+    more: list[str] = []
+    # The block starts right after the opening ---: its first piece is the rest of line 1.
+    for number, line in enumerate(block.split("\n")[1:], start=2):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _KEY_LINE.match(line)
+        if match:
+            if key is not None:
+                meta[key[0]] = _value(key[1], more, key[2])
+            key, more = (match[1], (match[2] or "").strip(), number), []
+        elif key is not None and line[0] in " \t-":
+            more.append(line)
+        else:
+            raise _LineError(number, "not a key: value line")
+    if key is not None:
+        meta[key[0]] = _value(key[1], more, key[2])
+    return meta
+
+
+def _value(raw: str, more: list[str], line: int) -> Any:
+    """The value of one key: the rest of its line and the lines that continue it."""
+    if raw in _BLOCK_SCALARS:
+        lines = [part.strip() for part in more]
+        return ("\n" if raw[0] == "|" else " ").join(lines)
+    if not raw and more and all(part.strip().startswith("- ") for part in more):
+        return [_scalar(part.strip()[2:].strip(), line) for part in more]
+    text = " ".join([raw, *(part.strip() for part in more)]).strip()
+    return _scalar(text, line) if text else None
+
+
+def _scalar(text: str, line: int) -> Any:
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        if text.startswith(("[", "{")):
+            raise _LineError(line, "a list or map that does not close") from None
+        return text
+    # "when: the user asks" reads as a map, "- x" as a list: they were meant as text.
+    if isinstance(value, (dict, list)) and not text.startswith(("[", "{")):
+        return text
+    return value

@@ -1,4 +1,5 @@
-"""Claude Code's files where Claude Code keeps them: the project root, model tiers."""
+"""Claude Code's files where Claude Code keeps them: lenient front matter, the project
+root, model tiers."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._project import project_root
+from roost.daemon._agents import load_agents
+from roost.daemon._project import find_skills, project_root
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -28,6 +30,43 @@ def write(path: Path, content: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     return path
+
+
+def test_a_byte_order_mark_or_windows_line_ends_refuse_no_file(project: Path) -> None:
+    explorer = (FIXTURES / "agents" / "code-explorer.md").read_text()
+    planner = (FIXTURES / "agents" / "test-planner.md").read_text()
+    agents = project / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "explorer.md").write_bytes(b"\xef\xbb\xbf" + explorer.encode())
+    (agents / "planner.md").write_bytes(b"\xef\xbb\xbf" + planner.replace("\n", "\r\n").encode())
+    skill = project / ".claude" / "skills" / "pdf-tools" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_bytes(b"\xef\xbb\xbf" + (FIXTURES / "skills" / "pdf-tools" / "SKILL.md").read_bytes())
+    found = load_agents(str(project))
+    assert found.problems == ()
+    assert found.agents["code-explorer"].model == "sonnet"
+    planner = found.agents["test-planner"]
+    assert planner.description.startswith("Use this agent when: the user asks") and "\r" not in planner.description
+    assert planner.instructions.startswith("You plan tests.") and "\r" not in planner.instructions
+    [(name, (description, *_))] = find_skills(str(project)).items()
+    assert name == "pdf-tools" and description.startswith("Extract text and tables from PDF files,")
+    assert "Use when: the user mentions PDFs" in description
+
+
+@pytest.mark.parametrize(
+    ("front", "line", "problem"),
+    [
+        ("description: Use it when: asked\ntools: [Read, Grep", 3, "does not close"),
+        ("description: fine\n: :", 3, "bad YAML"),
+        ("description: Use it when: asked\nthis line is no field", 3, "not a key: value line"),
+    ],
+)
+def test_front_matter_neither_reading_accepts_is_reported_with_its_line(
+    project: Path, front: str, line: int, problem: str
+) -> None:
+    bad = write(project / ".claude" / "agents" / "bad.md", f"---\n{front}\n---\nbody\n")
+    [reported] = load_agents(str(project)).problems
+    assert reported.startswith(f"{bad}:{line}: bad YAML") and problem in reported, reported
 
 
 def test_the_project_root_is_found_by_version_control_first(tmp_path: Path) -> None:
