@@ -20,8 +20,9 @@ from ._render import exit_status
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.pass_obj
 def agents(obj: dict[str, Any], as_json: bool) -> None:
-    """List the agents for this folder: built-in, user (~/.config/roost/agents) and project
-    (.roost/agents, .claude/agents), with where each came from."""
+    """List the agents for this folder: built-in, user (~/.claude/agents,
+    ~/.config/roost/agents) and project (.claude/agents, .roost/agents, subfolders too),
+    with where each came from and the files skipped."""
     with connect(socket_path(obj["socket"])) as client:
         result = client.call("agents.list", cwd=os.getcwd())
     if as_json:

@@ -13,13 +13,14 @@
     ---
     You review changes. ...
 
-The body is the agent's instructions. Files come from the user config dir (``agents/``),
-then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as it is:
-front matter that only its lenient reading accepts, such as an unquoted ``description:``
-holding ``: ``, and ``tools: Read, Grep`` and ``model: sonnet``, resolved by the config),
-then ``.roost/agents/``; a
-later file of the same name overrides an earlier one and the built-in. A file that cannot
-be used is reported with its path (and line) and the others still load.
+The body is the agent's instructions. Files come from ``~/.claude/agents/`` and the user
+config dir (``agents/``), the user's own, then the project's ``.claude/agents/`` and
+``.roost/agents/``, subfolders included (``.claude/agents/team/reviewer.md``); a later file
+of the same name overrides an earlier one and the built-in. Claude Code's sub-agent format
+loads as it is: front matter that only its lenient reading accepts (an unquoted
+``description:`` holding ``: ``), ``tools: Read, Grep``, and ``model: sonnet`` (resolved by
+the config). A file that cannot be used is reported with its path (and line) and the
+others still load.
 
 A project's agent that widens what roost does — ``mode: full`` or ``exec``, allow rules, or
 the name ``default`` (replacing the agent every plain dispatch gets) — loads only while its
@@ -40,7 +41,7 @@ from roost.protocol import MODES
 from .sandbox import MODES as SANDBOX_MODES
 
 from ._files import read_bounded
-from ._project import FrontMatterError, agent_dirs, project_root, split_front_matter
+from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, project_root, split_front_matter
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.
@@ -125,13 +126,15 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
     problems: list[str] = []
     widening: list[Widening] = []
     root = project_root(cwd)
-    user_dir, *project_dirs = agent_dirs(cwd)
-    for folder in (user_dir, *project_dirs):
-        if not folder.is_dir():
+    for folder in agent_dirs(cwd):
+        if not folder.path.is_dir():
             continue
-        ours = folder == user_dir
-        within = None if ours or root is None or trust.has_folder(root) else root
-        for path in sorted(folder.glob("*.md")):
+        within = None if folder.own or root is None or trust.has_folder(root) else root
+        files = agent_files(folder.path)
+        if len(files) > AGENT_FILES:
+            problems.append(f"{folder.path}: more than {AGENT_FILES} agent files; the rest are not read")
+            files = files[:AGENT_FILES]
+        for path in files:
             try:
                 data = read_bounded(path, within=within)
                 agent = parse_agent(data.decode("utf-8-sig"), str(path))
@@ -140,8 +143,8 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
             else:
-                agent = replace(agent, from_project=not ours)
-                widens = None if ours else _widens(agent)
+                agent = replace(agent, from_project=not folder.own)
+                widens = None if folder.own else _widens(agent)
                 if widens is not None:
                     item = Widening("agent", agent.name, widens, str(path), digest(data), trust.covers(path, data))
                     widening.append(item)

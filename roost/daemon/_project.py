@@ -1,5 +1,5 @@
-"""Where a project's roost files are: its root, agents, skills and memory, and the front
-matter that agent and skill files share.
+"""Where things are: a project's root, the user's and the project's agent and skill
+folders, instruction and memory files; and the front matter that agent and skill files share.
 
 The project root decides where a project's files are looked for and what ``roost trust``
 records, so it follows version control first: the nearest folder at or above the working
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import platformdirs
 
@@ -27,17 +27,44 @@ from ._files import read_head
 
 #: Bytes of a SKILL.md read for its front matter and body.
 SKILL_LIMIT = 256 * 1024
+#: Bytes of a SKILL.md read to list it (its front matter).
+SKILL_HEAD = 32 * 1024
 #: What marks a folder under version control (``.git`` may be a worktree's file).
 VCS_MARKERS = (".git", ".hg", ".jj")
+#: Agent files read from one agent folder, its subfolders included.
+AGENT_FILES = 1000
 
 
 class FrontMatterError(ValueError):
     """A file whose front matter cannot be read; the message names the file and line."""
 
 
+class Folder(NamedTuple):
+    """A folder roost reads agents or skills from."""
+
+    path: Path
+    #: The user's own (in their home or config dir): it needs no trust.
+    own: bool
+
+
+class Skill(NamedTuple):
+    """A skill: a folder with a SKILL.md."""
+
+    description: str
+    #: Its SKILL.md.
+    path: Path
+    #: From the user's own folders: its files need no trust.
+    own: bool
+
+
 def user_config_file() -> Path:
     """``config.toml`` in the user config dir (``~/.config/roost``)."""
     return Path(platformdirs.user_config_dir("roost", appauthor=False)) / "config.toml"
+
+
+def claude_home() -> Path:
+    """The user's Claude Code folder, ``~/.claude`` (agents, skills, CLAUDE.md)."""
+    return Path.home() / ".claude"
 
 
 def project_root(cwd: str | None) -> Path | None:
@@ -70,36 +97,59 @@ def project_config_file(cwd: str | None) -> Path | None:
     return path if os.path.lexists(path) else None
 
 
-def agent_dirs(cwd: str | None) -> list[Path]:
-    """Where agent files are read, lowest precedence first."""
-    dirs = [user_config_file().parent / "agents"]
+def agent_dirs(cwd: str | None) -> list[Folder]:
+    """Where agent files are read, lowest precedence first: ``~/.claude/agents``,
+    ``~/.config/roost/agents``, then the project's ``.claude/agents`` and ``.roost/agents``."""
+    return _folders(cwd, "agents")
+
+
+def skill_dirs(cwd: str) -> list[Folder]:
+    """Folders holding skill folders (each with a SKILL.md), lowest precedence first, as
+    :func:`agent_dirs`."""
+    return _folders(cwd, "skills")
+
+
+def _folders(cwd: str | None, kind: str) -> list[Folder]:
+    own = [claude_home() / kind, user_config_file().parent / kind]
     root = project_root(cwd)
-    if root is not None:
-        dirs += [root / ".claude" / "agents", root / ".roost" / "agents"]
-    return dirs
+    project = [root / ".claude" / kind, root / ".roost" / kind] if root is not None else []
+    # A project at $HOME (a dotfiles repository) has the user's ~/.claude as its own: it
+    # stays the user's.
+    mine = {os.path.realpath(path) for path in own}
+    return [Folder(path, True) for path in own] + [
+        Folder(path, False) for path in project if os.path.realpath(path) not in mine
+    ]
 
 
-def skill_dirs(cwd: str) -> list[Path]:
-    """Folders holding skill folders (each with a SKILL.md), lowest precedence first."""
-    root = project_root(cwd) or Path(cwd)
-    return [user_config_file().parent / "skills", root / ".claude" / "skills", root / ".roost" / "skills"]
+def agent_files(folder: Path) -> list[Path]:
+    """The ``*.md`` files of an agent folder and its subfolders (hidden ones and links to
+    folders left out), a folder's own files before its subfolders', at most
+    ``AGENT_FILES + 1`` (more than ``AGENT_FILES`` is for the caller to report)."""
+    found: list[Path] = []
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(here, name) for name in sorted(files) if name.endswith(".md") and not name.startswith(".")]
+        if len(found) > AGENT_FILES:
+            return found[: AGENT_FILES + 1]
+    return found
 
 
-def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
-    """Skills by name: (description, path of SKILL.md); later folders override earlier.
+def find_skills(cwd: str, trusted: bool = False) -> dict[str, Skill]:
+    """Skills by name; later folders override earlier.
 
     A SKILL.md whose front matter cannot be read is named after its folder; one that is not
     a regular file, or (unless the folder is ``trusted``) leads out of the project, is left
     out. Reads files: call it in a worker thread.
     """
-    found: dict[str, tuple[str, Path]] = {}
-    user_dir, *project_dirs = skill_dirs(cwd)
-    for folder in (user_dir, *project_dirs):
-        if not folder.is_dir():
+    found: dict[str, Skill] = {}
+    root = project_root(cwd)
+    for folder in skill_dirs(cwd):
+        if not folder.path.is_dir():
             continue
-        for skill in sorted(folder.glob("*/SKILL.md")):
+        within = None if trusted or folder.own else root
+        for skill in sorted(folder.path.glob("*/SKILL.md")):
             try:
-                text = read_skill(skill, None if trusted or folder == user_dir else project_root(cwd))
+                text = read_head(skill, SKILL_HEAD, within=within).decode("utf-8", errors="replace")
             except OSError:
                 continue
             try:
@@ -107,7 +157,7 @@ def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
             except FrontMatterError:
                 meta = {}
             name = str(meta.get("name") or skill.parent.name)
-            found[name] = (str(meta.get("description", "")).strip(), skill)
+            found[name] = Skill(str(meta.get("description", "")).strip(), skill, folder.own)
     return found
 
 

@@ -159,9 +159,9 @@ def _skills(root: Path, trusted: bool) -> Layer:
     skills = find_skills(str(root), trusted)
     if not skills:
         return Layer("skills", "")
-    lines = [f"- {name}: {description}" for name, (description, _) in sorted(skills.items())]
+    lines = [f"- {name}: {skill.description}" for name, skill in sorted(skills.items())]
     text = "Skills you can read with the skill tool when one fits the task:\n" + "\n".join(lines)
-    return Layer("skills", text, ", ".join(str(path.parent) for _, path in skills.values()))
+    return Layer("skills", text, ", ".join(str(skill.path.parent) for skill in skills.values()))
 
 
 def _memory(root: Path, within: Path | None) -> Layer:

@@ -234,7 +234,7 @@ def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
     assert agents["fixer"].mode == "exec" and "reviewer" in (agents["fixer"].tools or ())
     from roost.daemon._project import find_skills
 
-    assert find_skills(str(project))["changelog"][0].startswith("How to write a CHANGELOG")
+    assert find_skills(str(project))["changelog"].description.startswith("How to write a CHANGELOG")
 
 
 @pytest.mark.parametrize("mode", ["plan", "agent", "full", "exec"])

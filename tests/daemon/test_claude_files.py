@@ -1,5 +1,5 @@
-"""Claude Code's files where Claude Code keeps them: lenient front matter, the project
-root, model tiers."""
+"""Claude Code's files where Claude Code keeps them: agents (lenient front matter,
+~/.claude, subfolders, model tiers), skills and the project root."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def write(path: Path, content: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content)
     return path
+
+
+def agent(name: str, *front: str, body: str = "Do it.") -> str:
+    return "\n".join(["---", f"name: {name}", *front, "---", body, ""])
 
 
 def test_a_byte_order_mark_or_windows_line_ends_refuse_no_file(project: Path) -> None:
@@ -67,6 +71,39 @@ def test_front_matter_neither_reading_accepts_is_reported_with_its_line(
     bad = write(project / ".claude" / "agents" / "bad.md", f"---\n{front}\n---\nbody\n")
     [reported] = load_agents(str(project)).problems
     assert reported.startswith(f"{bad}:{line}: bad YAML") and problem in reported, reported
+
+
+def test_the_users_claude_agents_need_no_trust_and_yield_to_roosts(project: Path) -> None:
+    claude = home() / ".claude" / "agents"
+    write(claude / "helper.md", agent("helper", "mode: full", body="From ~/.claude."))
+    write(claude / "solo.md", agent("solo", "mode: exec", "permissions: {allow: ['bash(*)']}"))
+    write(claude / "mine" / "nested.md", agent("nested", "model: haiku"))
+    found = load_agents(str(project))
+    assert found.widening == () and found.problems == ()
+    assert found.agents["helper"].mode == "full" and not found.agents["helper"].from_project
+    assert found.agents["solo"].mode == "exec" and found.agents["nested"].model == "haiku"
+
+    # Lowest first: built-in, ~/.claude/agents, ~/.config/roost/agents, .claude/agents, .roost/agents.
+    layers = [
+        user_dir() / "agents",
+        project / ".claude" / "agents",
+        project / ".roost" / "agents",
+    ]
+    for n, folder in enumerate(layers):
+        write(folder / "helper.md", agent("helper", body=f"layer {n}"))
+        assert load_agents(str(project)).agents["helper"].instructions == f"layer {n}"
+    assert load_agents(str(project)).agents["helper"].from_project
+
+
+def test_at_home_the_users_claude_folder_stays_the_users() -> None:
+    # A dotfiles repository makes $HOME a project; ~/.claude is still the user's own.
+    (home() / ".git").mkdir()
+    write(home() / ".claude" / "agents" / "fixer.md", agent("fixer", "mode: full"))
+    write(home() / ".claude" / "skills" / "notes" / "SKILL.md", "---\ndescription: Take notes.\n---\nx\n")
+    found = load_agents(str(home()))
+    assert found.widening == () and found.agents["fixer"].mode == "full"
+    assert found.agents["fixer"].source == str(home() / ".claude" / "agents" / "fixer.md")
+    assert find_skills(str(home()))["notes"].own
 
 
 def test_the_project_root_is_found_by_version_control_first(tmp_path: Path) -> None:
