@@ -22,7 +22,7 @@ from ._render import exit_status
 def agents(obj: dict[str, Any], as_json: bool) -> None:
     """List the agents for this folder: built-in, user (~/.claude/agents,
     ~/.config/roost/agents) and project (.claude/agents, .roost/agents, subfolders too),
-    with where each came from and the files skipped."""
+    with where each came from, the files skipped, and tool names roost has no tool for."""
     with connect(socket_path(obj["socket"])) as client:
         result = client.call("agents.list", cwd=os.getcwd())
     if as_json:
@@ -41,6 +41,10 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
         click.echo(click.style(f"  {agent['source']}", dim=True))
     for problem in result["problems"]:
         click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
+    for agent in result["agents"]:
+        if agent.get("unknown_tools"):
+            line = f"{agent['name']}: tools roost does not have: {', '.join(agent['unknown_tools'])}"
+            click.echo(click.style(line + " (its runs go without them)", fg="yellow"), err=True)
 
 
 @click.command()

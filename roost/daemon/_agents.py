@@ -18,9 +18,13 @@ config dir (``agents/``), the user's own, then the project's ``.claude/agents/``
 ``.roost/agents/``, subfolders included (``.claude/agents/team/reviewer.md``); a later file
 of the same name overrides an earlier one and the built-in. Claude Code's sub-agent format
 loads as it is: front matter that only its lenient reading accepts (an unquoted
-``description:`` holding ``: ``), ``tools: Read, Grep``, and ``model: sonnet`` (resolved by
-the config). A file that cannot be used is reported with its path (and line) and the
-others still load.
+``description:`` holding ``: ``), ``tools: Read, Grep``, its tool names (``WebFetch`` is
+``web_fetch``, ``Task`` and ``Agent`` are ``task``, ``mcp__server__tool`` is
+``server__tool``), and its model tiers (``sonnet``, ``opus``, ``haiku``, resolved by the
+config: ``Config.alias``; ``inherit``: the caller's model). A file that cannot be used is
+reported with its path (and line) and the others still load. Tool names roost has no tool
+for stay in the agent's list, and ``agents.list`` reports them (:func:`unknown_tools`); its
+runs go without them.
 
 A project's agent that widens what roost does — ``mode: full`` or ``exec``, allow rules, or
 the name ``default`` (replacing the agent every plain dispatch gets) — loads only while its
@@ -31,9 +35,10 @@ agent's ``sandbox`` may only narrow the run's sandbox, trusted or not (see ``san
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from roost.loop import Rule, RuleError, parse_rule
 from roost.protocol import MODES
@@ -48,10 +53,11 @@ from ._trust import NO_TRUST, Trust, Widening, digest
 DEFAULT_AGENT = "default"
 #: Thinking budgets (tokens) for the words ``think`` accepts.
 THINK_LEVELS = {"off": 0, "low": 2048, "medium": 8192, "high": 24576}
-#: Claude Code's names for its tools, as roost names them.
+#: Claude Code's names for its tools, as roost names them (others stay as written).
 _CLAUDE_TOOLS = {
     "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit", "Bash": "bash",
-    "Glob": "glob", "Grep": "grep", "LS": "glob",
+    "Glob": "glob", "Grep": "grep", "LS": "glob", "WebFetch": "web_fetch", "TodoWrite": "todo",
+    "Task": "task", "Agent": "task", "Skill": "skill", "AskUserQuestion": "ask_human",
 }
 
 
@@ -154,6 +160,28 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
     return AgentSet(agents, tuple(problems), tuple(widening))
 
 
+def unknown_tools(
+    agent: Agent, tools: Collection[str], servers: Collection[str], agents: Collection[str]
+) -> tuple[str, ...]:
+    """The names in ``agent``'s tool list that are no tool a run could get: not one of
+    ``tools`` (the daemon's), not an agent of ``agents`` (a sub-agent), not on an MCP
+    server of ``servers`` (``server__tool``, ``server__*``, or a glob over servers)."""
+    if agent.tools is None:
+        return ()
+    return tuple(name for name in agent.tools if not _known(name, tools, servers, agents))
+
+
+def _known(name: str, tools: Collection[str], servers: Collection[str], agents: Collection[str]) -> bool:
+    if name in tools or name in agents:
+        return True
+    server, sep, _ = name.partition("__")
+    if sep:
+        # Which tools a server has is only known once it runs: its name has to do.
+        return any(fnmatch.fnmatchcase(s, server) for s in servers)
+    # A glob with no "__" (``*``, ``git*``) selects MCP tools only (see the conductor).
+    return any(c in name for c in "*?[") and any(fnmatch.fnmatchcase(f"{s}__", name) for s in servers)
+
+
 def _widens(agent: Agent) -> str | None:
     """How a project's agent widens what roost does (None: it does not)."""
     reasons = []
@@ -247,7 +275,9 @@ def _tools(value: Any, where: str) -> tuple[str, ...] | None:
     names = []
     for tool in value:
         if tool.startswith("mcp__"):
+            # mcp__server__tool is server__tool; mcp__server alone is every tool of it.
             tool = tool[len("mcp__") :]
+            tool = tool if "__" in tool else f"{tool}__*"
         names.append(_CLAUDE_TOOLS.get(tool, tool))
     return tuple(dict.fromkeys(names))
 

@@ -44,7 +44,7 @@ from roost.protocol import (
     error_table,
 )
 
-from ._agents import Agent
+from ._agents import Agent, unknown_tools
 from ._conductor import Conductor
 from ._config import Config, ConfigError, price_map
 from ._prompt import compose, render
@@ -449,10 +449,13 @@ class Api:
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
         found = setup.agents
+        tools = self.conductor.tools.names()
+        servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
         def listed(agent: Agent) -> dict[str, Any]:
             model = setup.config.alias(agent.model) if agent.model else None
-            return {**agent.describe(), "model_id": model}
+            unknown = unknown_tools(agent, tools, servers, found.agents)
+            return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
 
         return {
             "agents": [listed(a) for _, a in sorted(found.agents.items())],

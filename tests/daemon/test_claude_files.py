@@ -1,12 +1,14 @@
 """Claude Code's files where Claude Code keeps them: agents (lenient front matter,
-~/.claude, subfolders, model tiers), skills and the project root."""
+~/.claude, subfolders, its tool names and model tiers), skills and the project root."""
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from roost.daemon._agents import load_agents
 from roost.daemon._project import find_skills, project_root
@@ -34,6 +36,42 @@ def write(path: Path, content: str) -> Path:
 
 def agent(name: str, *front: str, body: str = "Do it.") -> str:
     return "\n".join(["---", f"name: {name}", *front, "---", body, ""])
+
+
+def test_the_agents_claude_code_loads_load(project: Path) -> None:
+    shutil.copytree(FIXTURES / "agents", project / ".claude" / "agents")
+    lenient = ["code-reviewer.md", "silent-failure-hunter.md", "test-planner.md", "test-runner.md", "team/db-admin.md"]
+    for name in lenient:
+        front = (FIXTURES / "agents" / name).read_text().split("---")[1]
+        with pytest.raises(yaml.YAMLError):
+            yaml.safe_load(front)
+    found = load_agents(str(project))
+    assert found.problems == ()
+    agents = found.agents
+    assert set(agents) == {
+        "default", "code-reviewer", "code-explorer", "silent-failure-hunter", "test-planner", "test-runner", "db-admin",
+    }
+    reviewer = agents["code-reviewer"]
+    assert reviewer.description.startswith("Use this agent when you need to review code for adherence")
+    # The \n of a one-line description are line ends, as Claude Code reads them.
+    assert "Examples: <example>\nContext: The user has just implemented" in reviewer.description
+    assert reviewer.model == "opus" and reviewer.tools is None
+    assert reviewer.instructions.startswith("You are an expert code reviewer.")
+    assert agents["silent-failure-hunter"].model is None  # inherit
+    explorer = agents["code-explorer"]
+    assert explorer.tools == (
+        "glob", "grep", "read", "NotebookRead", "web_fetch", "todo", "WebSearch", "KillShell", "BashOutput",
+    )
+    assert explorer.model == "sonnet"
+    planner = agents["test-planner"]
+    assert planner.description.startswith("Use this agent when: the user asks for a test plan")
+    assert planner.tools == ("read", "grep", "bash", "task")
+    runner = agents["test-runner"]
+    assert runner.tools == ("bash", "read", "todo") and runner.max_turns == 8
+    admin = agents["db-admin"]
+    assert admin.source == str(project / ".claude" / "agents" / "team" / "db-admin.md")
+    assert admin.tools == ("read", "bash", "postgres__query", "github__*") and admin.model == "haiku"
+    assert admin.description == "Database administrator for the team. Use for: migrations, slow queries, query plans"
 
 
 def test_a_byte_order_mark_or_windows_line_ends_refuse_no_file(project: Path) -> None:
@@ -162,3 +200,19 @@ async def test_claude_tiers_run_on_the_model_the_user_maps_them_to(client: TrioC
     events = await events_until(client, finished(run["run"]))
     started = next(e for e in events if e["type"] == "run.started")
     assert started["model"] == model and events[-1]["reason"] == "done" and events[-1]["text"] == "Explored."
+
+
+async def test_agents_list_names_the_tools_roost_does_not_have(client: TrioClient, project: Path) -> None:
+    shutil.copytree(FIXTURES / "agents", project / ".claude" / "agents")
+    write(user_dir() / "config.toml", '[mcp.servers.postgres]\ncommand = "python3"\nargs = ["-c", "pass"]\n')
+    write(project / ".roost" / "agents" / "lead.md", agent("lead", "tools: [read, code-reviewer, 'post*', '*', 'nope__*']"))
+    listed = await client.call("agents.list", cwd=str(project))
+    unknown = {a["name"]: a["unknown_tools"] for a in listed["agents"]}
+    # web_fetch, todo and task are roost's names for WebFetch, TodoWrite and Task/Agent:
+    # whether this daemon has them is not this test's business.
+    mapped = {"web_fetch", "todo", "task"}
+    assert [t for t in unknown["code-explorer"] if t not in mapped] == ["NotebookRead", "WebSearch", "KillShell", "BashOutput"]
+    assert unknown["db-admin"] == ["github__*"]
+    assert unknown["lead"] == ["nope__*"]
+    assert unknown["code-reviewer"] == [] and unknown["default"] == []
+    assert [t for t in unknown["test-runner"] if t not in mapped] == []
