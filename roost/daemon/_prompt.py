@@ -4,8 +4,9 @@ longest prefix.
 1. agent: the agent's instructions
 2. mode: what the run mode expects
 3. bootstrap: OS, Python, date, project path, git branch
-4. instructions: AGENTS.md, CLAUDE.md and .roost/INSTRUCTIONS.md, from the project root down
-   to the working directory
+4. instructions: the user's ``~/.claude/CLAUDE.md``, then AGENTS.md, CLAUDE.md,
+   CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
+   directory, each followed by the files it imports (``@path``, as in Claude Code)
 5. skills: name and description of each SKILL.md folder (the ``skill`` tool reads one)
 6. memory: the user's and the project's memory files (the ``remember`` tool appends)
 7. repo map: the project's files and, for Python, their top-level definitions (bounded)
@@ -13,31 +14,40 @@ longest prefix.
 
 Each layer is read fresh for every run; its size goes into ``run.started``. Every file is
 read bounded and only if it is a regular file (``_files``); in a folder the user has not
-trusted, a project file that links out of the project is skipped.
+trusted, a project file that links out of the project is skipped, and so is a file that a
+project's instruction file imports from outside the project. The user's own files (in
+``~/.claude`` and the config dir) and what they import need no trust.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime
+import errno
+import os
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import trio
 
 from ._agents import Agent
-from ._files import read_head
-from ._project import find_skills, memory_files, project_root
+from ._files import FileRefused, read_head
+from ._project import claude_home, find_skills, memory_files, project_root
 from .tools import list_files
 
 #: Files merged into the instructions layer, in each folder from the root down.
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".roost/INSTRUCTIONS.md")
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
 #: Characters the repo map may take, and the files it looks at.
 REPO_MAP_LIMIT = 8000
 REPO_MAP_FILES = 2000
 #: Characters one instruction or memory file may add.
 FILE_LIMIT = 20000
+#: How deep ``@path`` imports nest (Claude Code's limit), and the characters all the
+#: imported files of the instructions layer may add.
+IMPORT_DEPTH = 5
+IMPORTS_LIMIT = 40000
 #: Bytes of a Python file read for the repo map's outline.
 OUTLINE_LIMIT = 512 * 1024
 
@@ -144,15 +154,97 @@ def _instructions(root: Path, cwd: Path, within: Path | None) -> Layer:
     if cwd != root and cwd.is_relative_to(root):
         for part in cwd.relative_to(root).parts:
             folders.append(folders[-1] / part)
-    parts, sources = [], []
+    found = _Instructions()
+    found.add(claude_home() / "CLAUDE.md", None)
     for folder in folders:
         for name in INSTRUCTION_FILES:
-            path = folder / name
-            text = _read(path, within)
-            if text:
-                parts.append(f"Instructions from {path}:\n{text}")
-                sources.append(str(path))
-    return Layer("instructions", "\n\n".join(parts), ", ".join(sources))
+            found.add(folder / name, within)
+    return Layer("instructions", "\n\n".join(found.parts), ", ".join(found.sources))
+
+
+#: ``@path`` at the start of a line or after a blank, as Claude Code finds imports.
+_IMPORT = re.compile(r"(?:^|(?<=\s))@([^\s`]+)")
+#: Inline code, where an ``@`` is no import.
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+#: The line that opens or closes a fenced code block.
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+class _Instructions:
+    """The instruction files of a layer, each followed by what it imports (``@path``).
+
+    Every file is read once (so a cycle of imports ends where it closes); imports nest at
+    most ``IMPORT_DEPTH`` deep and add at most ``IMPORTS_LIMIT`` characters in all. A file
+    imports with the reach it was read with: the user's anything, a project's (in a folder
+    the user has not trusted) only files inside the project.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        #: The files read, and the imports that were not (with why).
+        self.sources: list[str] = []
+        self._seen: set[str] = set()
+        self._left = IMPORTS_LIMIT
+
+    def add(self, path: Path, within: Path | None) -> None:
+        """A top-level instruction file (if there is one), then what it imports."""
+        text = self._once(path, within, FILE_LIMIT)
+        if text:
+            self.parts.append(f"Instructions from {path}:\n{text}")
+            self.sources.append(str(path))
+            self._imports(path, text, within, 1)
+
+    def _imports(self, importer: Path, text: str, within: Path | None, depth: int) -> None:
+        for name in imports(text):
+            path = Path.home() / name[2:] if name.startswith("~/") else importer.parent / name
+            if not path.exists():
+                continue  # "@someone" is often a mention, not a file
+            if self._left <= 0:
+                self.sources.append(f"{path} (not read: imports are limited to {IMPORTS_LIMIT} characters)")
+                return
+            try:
+                imported = self._once(path, within, min(FILE_LIMIT, self._left), refuse=True)
+            except FileRefused:
+                self.sources.append(f"{path} (not read: it leads outside the project, which is not trusted)")
+                continue
+            if not imported:
+                continue
+            self._left -= len(imported)
+            self.parts.append(f"Instructions from {path} (imported by {importer}):\n{imported}")
+            self.sources.append(f"{path} (imported)")
+            if depth < IMPORT_DEPTH:
+                self._imports(path, imported, within, depth + 1)
+
+    def _once(self, path: Path, within: Path | None, limit: int, refuse: bool = False) -> str:
+        """The file's text; "" when it was read before or cannot be read (with ``refuse``,
+        a file outside ``within`` raises ``FileRefused``)."""
+        real = os.path.realpath(path)
+        if real in self._seen:
+            return ""
+        text = _read(path, within, limit, refuse=refuse)
+        if text:
+            self._seen.add(real)
+        return text
+
+
+def imports(text: str) -> list[str]:
+    """The paths ``text`` imports, in order, once each: every ``@path`` at the start of a
+    line or after a blank, outside inline code and fenced code blocks."""
+    found: list[str] = []
+    fence = ""
+    for line in text.splitlines():
+        mark = _FENCE.match(line)
+        if fence:
+            if mark and mark[1][0] == fence[0] and len(mark[1]) >= len(fence):
+                fence = ""
+            continue
+        if mark:
+            fence = mark[1]
+            continue
+        for match in _IMPORT.finditer(_CODE_SPAN.sub(" ", line)):
+            # "see @docs/style.md." ends a sentence, not the file's name.
+            found.append(match[1].rstrip(".,;:!?)]}\"'"))
+    return [name for name in dict.fromkeys(found) if name]
 
 
 def _skills(root: Path, trusted: bool) -> Layer:
@@ -219,11 +311,16 @@ def _args(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return ", ".join(names)
 
 
-def _read(path: Path, within: Path | None) -> str:
+def _read(path: Path, within: Path | None, limit: int = FILE_LIMIT, *, refuse: bool = False) -> str:
+    """A file's text, cut to ``limit`` characters ("" when it cannot be read; with
+    ``refuse``, a file outside ``within`` raises ``FileRefused``)."""
     try:
-        # At most 4 bytes a character: enough bytes for FILE_LIMIT characters.
-        text = read_head(path, FILE_LIMIT * 4, within=within).decode("utf-8", errors="replace")
+        # At most 4 bytes a character: enough bytes for ``limit`` characters.
+        text = read_head(path, limit * 4, within=within).decode("utf-8", errors="replace")
+    except FileRefused as exc:
+        if refuse and exc.errno == errno.EACCES:
+            raise
+        return ""
     except OSError:
         return ""
-    return text[:FILE_LIMIT].strip()
-
+    return text.removeprefix("\ufeff")[:limit].strip()

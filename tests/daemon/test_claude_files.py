@@ -1,5 +1,6 @@
 """Claude Code's files where Claude Code keeps them: agents (lenient front matter,
-~/.claude, subfolders, its tool names and model tiers), skills and the project root."""
+~/.claude, subfolders, its tool names and model tiers), skills, CLAUDE.md with imports and
+the project root."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import yaml
 
 from roost.daemon._agents import load_agents
 from roost.daemon._project import find_skills, project_root
+from roost.daemon._prompt import IMPORT_DEPTH, imports
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import events_until, finished, text, write_script
+from .conftest import events_until, finished, text, trust, write_script
 
 FIXTURES = Path(__file__).parent / "claude_files"
 
@@ -177,6 +179,58 @@ async def test_trust_is_recorded_for_the_folder_not_for_home(client: TrioClient)
     mcp = write(loose / ".mcp.json", '{"mcpServers": {"notes": {"command": "python3"}}}')
     shown = await client.call("trust.show", cwd=str(loose))
     assert shown["folder"] == str(loose) and list(shown["files"]) == [str(mcp)]
+
+
+def test_imports_are_found_outside_code_only() -> None:
+    found = imports(
+        "Read @docs/style.md. Mail me@example.com.\n"
+        "@~/notes.md and `@not/this.md` too\n"
+        "```\n@inside/a/fence.md\n```\n"
+        "~~~md\n@nor/this.md\n~~~\n"
+        "- @docs/style.md again (once)\n"
+    )
+    assert found == ["docs/style.md", "~/notes.md"]
+
+
+async def test_instruction_files_claude_code_reads_with_their_imports(client: TrioClient, project: Path) -> None:
+    write(home() / ".claude" / "CLAUDE.md", "Mine: answer in English. @~/.claude/style.md")
+    write(home() / ".claude" / "style.md", "Mine: short sentences.")
+    write(project / "CLAUDE.md", "Root: see @docs/rules.md and @AGENTS.md\n```\n@docs/secret.md\n```\n")
+    write(project / "AGENTS.md", "Root agents: run make test.")
+    write(project / "CLAUDE.local.md", "Local: my sandbox URL is http://localhost:8000")
+    write(project / "docs" / "rules.md", "Rules: no globals. @more/deeper.md")
+    write(project / "docs" / "secret.md", "FENCED")
+    write(project / "docs" / "more" / "deeper.md", "Deeper: back to @../rules.md (a cycle)")
+    prompt = await client.call("prompt", cwd=str(project))
+    layer = next(x for x in prompt["layers"] if x["name"] == "instructions")
+    body = layer["text"]
+    order = ["Mine: answer", "Mine: short", "Root agents:", "Root: see", "Rules: no globals", "Deeper:", "Local: my"]
+    assert [body.index(part) for part in order] == sorted(body.index(part) for part in order), body
+    assert body.count("Rules: no globals") == 1 and body.count("Root agents:") == 1 and "FENCED" not in body
+    assert f"Instructions from {project / 'docs' / 'rules.md'} (imported by {project / 'CLAUDE.md'})" in body
+    assert f"{project / 'docs' / 'more' / 'deeper.md'} (imported)" in layer["source"]
+    assert str(project / "CLAUDE.local.md") in layer["source"]
+
+
+async def test_imports_stop_at_the_depth_limit(client: TrioClient, project: Path) -> None:
+    write(project / "CLAUDE.md", "Level 0 @l1.md")
+    for n in range(1, IMPORT_DEPTH + 2):
+        write(project / f"l{n}.md", f"Level {n} @l{n + 1}.md")
+    prompt = await client.call("prompt", cwd=str(project))
+    body = next(x for x in prompt["layers"] if x["name"] == "instructions")["text"]
+    assert f"Level {IMPORT_DEPTH} " in body and f"Level {IMPORT_DEPTH + 1} " not in body
+
+
+async def test_an_untrusted_project_imports_nothing_from_outside_it(client: TrioClient, project: Path) -> None:
+    secret = write(project.parent / "outside" / "notes.md", "OUTSIDE NOTES")
+    write(project / "CLAUDE.md", "Read @../outside/notes.md first.")
+    prompt = await client.call("prompt", cwd=str(project))
+    layer = next(x for x in prompt["layers"] if x["name"] == "instructions")
+    assert "OUTSIDE NOTES" not in prompt["text"]
+    assert f"{project / '..' / 'outside' / 'notes.md'} (not read: it leads outside the project" in layer["source"]
+    await trust(client, project)
+    prompt = await client.call("prompt", cwd=str(project))
+    assert "OUTSIDE NOTES" in prompt["text"] and secret.exists()
 
 
 async def test_claude_tiers_run_on_the_model_the_user_maps_them_to(client: TrioClient, project: Path) -> None:
