@@ -484,7 +484,9 @@ class Api:
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted)
+        # The tools a run of the agent would get, as far as the skills layer cares.
+        tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
+        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted)
         return {
             "agent": agent.name,
             "mode": mode,

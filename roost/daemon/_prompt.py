@@ -7,7 +7,8 @@ longest prefix.
 4. instructions: the user's ``~/.claude/CLAUDE.md``, then AGENTS.md, CLAUDE.md,
    CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
    directory, each followed by the files it imports (``@path``, as in Claude Code)
-5. skills: name and description of each SKILL.md folder (the ``skill`` tool reads one)
+5. skills: name and description of each SKILL.md folder, bounded, only for a run that has
+   the ``skill`` tool (which reads one)
 6. memory: the user's and the project's memory files (the ``remember`` tool appends)
 7. repo map: the project's files and, for Python, their top-level definitions (bounded)
 8. summary: the session's summary after a compaction
@@ -29,6 +30,7 @@ import platform
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 import trio
 
@@ -48,6 +50,9 @@ FILE_LIMIT = 20000
 #: imported files of the instructions layer may add.
 IMPORT_DEPTH = 5
 IMPORTS_LIMIT = 40000
+#: Characters the skills layer may take, and one skill's line.
+SKILLS_LIMIT = 6000
+SKILL_LINE = 200
 #: Bytes of a Python file read for the repo map's outline.
 OUTLINE_LIMIT = 512 * 1024
 
@@ -80,19 +85,24 @@ class Layer:
     source: str = ""
 
 
-async def compose(agent: Agent, mode: str, cwd: str, summary: str = "", *, trusted: bool = False) -> list[Layer]:
-    """The layers for a run of ``agent`` in ``mode`` in ``cwd``; empty ones are left out.
+async def compose(
+    agent: Agent, mode: str, cwd: str, summary: str = "", *, tools: Collection[str], trusted: bool = False
+) -> list[Layer]:
+    """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
+    empty ones are left out.
 
     ``trusted``: the user trusts the folder (its files may link outside it). Files are read
     in a worker thread, so a large project never blocks the daemon.
     """
     root = project_root(cwd) or Path(cwd)
     files = await list_files(root)
-    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted)
+    # Only a run that can read a skill gets the list (a plan gets no tools at all).
+    skills = "skill" in tools and mode != "plan"
+    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted, skills)
 
 
 def _layers(
-    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool
+    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool, skills: bool
 ) -> list[Layer]:
     within = None if trusted else root
     layers = [
@@ -100,7 +110,7 @@ def _layers(
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
         _instructions(root, Path(cwd), within),
-        _skills(root, trusted),
+        _skills(root, trusted) if skills else Layer("skills", ""),
         _memory(root, within),
         _repo_map(root, files),
         Layer("summary", summary_text(summary), "compaction"),
@@ -251,9 +261,29 @@ def _skills(root: Path, trusted: bool) -> Layer:
     skills = find_skills(str(root), trusted)
     if not skills:
         return Layer("skills", "")
-    lines = [f"- {name}: {skill.description}" for name, skill in sorted(skills.items())]
+    # The project's skills first: when the list is cut, the user's many go first.
+    ordered = sorted(skills.items(), key=lambda item: (item[1].own, item[0]))
+    lines: list[str] = []
+    size = 0
+    for shown, (name, skill) in enumerate(ordered):
+        line = f"- {name}: {_one_line(skill.description)}"
+        if size + len(line) > SKILLS_LIMIT:
+            lines.append(
+                f"- ... and {len(ordered) - shown} more skills (asked for one it does not know, the "
+                "skill tool names them all)"
+            )
+            break
+        lines.append(line)
+        size += len(line) + 1
     text = "Skills you can read with the skill tool when one fits the task:\n" + "\n".join(lines)
-    return Layer("skills", text, ", ".join(str(skill.path.parent) for skill in skills.values()))
+    folders = dict.fromkeys(str(skill.path.parent.parent) for _, skill in ordered)
+    return Layer("skills", text, ", ".join(folders))
+
+
+def _one_line(text: str) -> str:
+    """The first line of a description, cut to ``SKILL_LINE`` characters."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= SKILL_LINE else line[: SKILL_LINE - 1].rstrip() + "…"
 
 
 def _memory(root: Path, within: Path | None) -> Layer:

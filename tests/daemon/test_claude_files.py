@@ -13,7 +13,7 @@ import yaml
 
 from roost.daemon._agents import load_agents
 from roost.daemon._project import find_skills, project_root
-from roost.daemon._prompt import IMPORT_DEPTH, imports
+from roost.daemon._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -38,6 +38,14 @@ def write(path: Path, content: str) -> Path:
 
 def agent(name: str, *front: str, body: str = "Do it.") -> str:
     return "\n".join(["---", f"name: {name}", *front, "---", body, ""])
+
+
+def skills(folder: Path, count: int) -> None:
+    """``count`` skills with long descriptions of two lines."""
+    for n in range(count):
+        first = f"Skill number {n} does a thing: it is described at length. " * 8
+        front = f"name: skill-{n:03}\ndescription: |\n  {first}\n  Second line."
+        write(folder / f"skill-{n:03}" / "SKILL.md", f"---\n{front}\n---\nBody {n}.\n")
 
 
 def test_the_agents_claude_code_loads_load(project: Path) -> None:
@@ -231,6 +239,39 @@ async def test_an_untrusted_project_imports_nothing_from_outside_it(client: Trio
     await trust(client, project)
     prompt = await client.call("prompt", cwd=str(project))
     assert "OUTSIDE NOTES" in prompt["text"] and secret.exists()
+
+
+async def test_the_skills_list_is_bounded_and_goes_only_to_runs_with_the_skill_tool(
+    client: TrioClient, project: Path
+) -> None:
+    skills(home() / ".claude" / "skills", 181)
+    shutil.copytree(FIXTURES / "skills", project / ".claude" / "skills")
+    full = await client.call("prompt", cwd=str(project))
+    layer = next(x for x in full["layers"] if x["name"] == "skills")
+    assert layer["chars"] <= SKILLS_LIMIT + 200
+    lines = layer["text"].splitlines()
+    # The project's first; one line each, cut; then how many more there are.
+    assert lines[1].startswith("- pdf-tools: Extract text and tables from PDF files")
+    assert lines[2].startswith("- skill-000: Skill number 0") and lines[2].endswith("…") and "Second line" not in layer["text"]
+    more = 181 + 1 - (len(lines) - 2)
+    assert lines[-1].startswith(f"- ... and {more} more skills")
+    assert str(home() / ".claude" / "skills") in layer["source"]
+
+    write(project / ".roost" / "agents" / "reader.md", agent("reader", "tools: [read, grep]"))
+    write(project / ".roost" / "agents" / "skilled.md", agent("skilled", "tools: Read, Skill"))
+    for name, mode, has in (("reader", "agent", False), ("skilled", "agent", True), ("default", "plan", False)):
+        prompt = await client.call("prompt", cwd=str(project), agent=name, mode=mode)
+        assert ("skills" in [x["name"] for x in prompt["layers"]]) == has, (name, mode)
+
+    model = write_script(project, [{"type": "tool_use", "name": "skill", "input": {"name": "skill-180"}}], [text("ok")])
+    for name, has in (("reader", False), ("skilled", True)):
+        run = await client.call("dispatch", task="t", agent=name, model=model, cwd=str(project), attach=True)
+        events = await events_until(client, finished(run["run"]))
+        started = next(e for e in events if e["type"] == "run.started")
+        assert ("skills" in [x["name"] for x in started["prompt"]]) == has
+    # A skill left off the list is still there to read.
+    [result] = [e for e in events if e["type"] == "tool.finished"]
+    assert "Body 180." in result["result"] and not result["is_error"]
 
 
 async def test_claude_tiers_run_on_the_model_the_user_maps_them_to(client: TrioClient, project: Path) -> None:
