@@ -10,7 +10,8 @@ longest prefix.
 5. skills: name and description of each SKILL.md folder, bounded, only for a run that has
    the ``skill`` tool (which reads one)
 6. memory: the user's and the project's memory files (the ``remember`` tool appends)
-7. repo map: the project's files and, for Python, their top-level definitions (bounded)
+7. repo map: the project's files, source first and none under dot or vendored folders,
+   and for Python their top-level definitions (bounded)
 8. summary: the session's summary after a compaction
 
 Each layer is read fresh for every run; its size goes into ``run.started``. Every file is
@@ -298,8 +299,24 @@ def _memory(root: Path, within: Path | None) -> Layer:
     return Layer("memory", "\n\n".join(parts) + "\n(Add to memory with the remember tool.)", ", ".join(sources))
 
 
+#: Folders the repo map leaves out (besides those whose name starts with a dot): what
+#: other people wrote or a build made.
+_NOT_MAPPED = frozenset({"node_modules", "vendor", "third_party", "dist", "build", "target", "__pycache__", "site-packages"})
+#: What counts as source, listed before the project's other files.
+_SOURCE = frozenset(
+    ".py .pyi .js .jsx .mjs .ts .tsx .go .rs .java .kt .scala .c .h .cc .cpp .hpp .cs .rb .php .swift .lua .ex "
+    ".exs .zig .sh .sql".split()
+)
+
+
+def mapped_files(files: list[str]) -> list[str]:
+    """The files the repo map lists, source first: none under a dot or vendored folder."""
+    kept = [p for p in files if not any(part.startswith(".") or part in _NOT_MAPPED for part in p.split("/"))]
+    return sorted(kept, key=lambda p: os.path.splitext(p)[1] not in _SOURCE)
+
+
 def _repo_map(root: Path, files: list[str]) -> Layer:
-    files = files[:REPO_MAP_FILES]
+    files = mapped_files(files)[:REPO_MAP_FILES]
     lines: list[str] = []
     size = 0
     for path in files:

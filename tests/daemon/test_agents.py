@@ -133,6 +133,17 @@ async def test_the_prompt_merges_instruction_files_from_the_root_down(client: Tr
     assert result["text"].startswith(layers["agent"])
 
 
+async def test_the_repo_map_lists_source_first_and_leaves_out_what_others_wrote(
+    client: TrioClient, project: Path
+) -> None:
+    for path in ("README.md", "docs/guide.md", "src/app.ts", "node_modules/left/index.js", ".github/ci.yml", "vendor/lib.go", "src/.hidden.py"):
+        write(project / path, "x\n")
+    result = await client.call("prompt", cwd=str(project))
+    listed = next(x["text"] for x in result["layers"] if x["name"] == "repo map").splitlines()[1:]
+    files = [line for line in listed if not line.startswith(" ")]
+    assert files == ["c.py", "src/app.ts", "README.md", "a.txt", "b.txt", "docs/guide.md"]
+
+
 async def test_skill_and_remember_tools(client: TrioClient, project: Path) -> None:
     write(project / ".roost" / "skills" / "deploy" / "SKILL.md", "---\nname: deploy\ndescription: Ship it.\n---\nRun make ship.\n")
     calls: list[dict[str, Any]] = [
