@@ -45,6 +45,7 @@ from roost.protocol import (
     error_table,
 )
 
+from ._agents import Agent, unknown_tools
 from ._conductor import Conductor, PromptBlocked
 from ._config import Config, ConfigError, price_map
 from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
@@ -479,8 +480,16 @@ class Api:
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
         found = setup.agents
+        tools = self.conductor.tools.names()
+        servers = {*setup.mcp, *setup.mcp_config.untrusted}
+
+        def listed(agent: Agent) -> dict[str, Any]:
+            model = setup.config.alias(agent.model) if agent.model else None
+            unknown = unknown_tools(agent, tools, servers, found.agents)
+            return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
+
         return {
-            "agents": [a.describe() for _, a in sorted(found.agents.items())],
+            "agents": [listed(a) for _, a in sorted(found.agents.items())],
             "problems": list(found.problems),
             "untrusted": [item.to_map() for item in found.widening if not item.trusted],
         }
@@ -511,7 +520,9 @@ class Api:
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted)
+        # The tools a run of the agent would get, as far as the skills layer cares.
+        tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
+        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted)
         return {
             "agent": agent.name,
             "mode": mode,

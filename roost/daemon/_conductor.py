@@ -242,7 +242,8 @@ class Conductor:
         child.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
-            layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+            cwd = session.state.cwd
+            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted)
             sandbox = None
             if run.sandbox is not None:
                 sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
@@ -259,7 +260,7 @@ class Conductor:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted)
         agents = setup.agents.agents
         session.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
         session.mcp_servers = self._resume_mcp(setup, run.tools)
@@ -324,8 +325,8 @@ class Conductor:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
-        layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
         tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
+        layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted)
         submit = self._submit(
             settings,
             run="r" + secrets.token_hex(6),
@@ -842,8 +843,8 @@ class Conductor:
         except (SettingsError, ProviderError) as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
-        layers = await compose(agent, settings.mode, cwd, trusted=setup.trusted)
         tools, specs, servers = await self._tools_of(agent, setup)
+        layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.

@@ -25,6 +25,7 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
 
     [models]                               # aliases for whole model ids
     fast = "anthropic/claude-haiku-4-5"
+    sonnet = "openai/gpt-4o"               # Claude's tiers too (agents' model: sonnet)
 
     [prices."anthropic/claude-sonnet-4-6"] # USD per million tokens
     input = 3.0
@@ -98,6 +99,14 @@ from .sandbox import MODES as SANDBOX_MODES, SandboxConfig
 BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
 KINDS = ("anthropic", "openai", "scripted")
+
+#: Claude's model tiers, as Claude Code's agent files name them (``model: sonnet``), when
+#: no ``[models]`` alias of that name says otherwise.
+CLAUDE_TIERS: Mapping[str, str] = {
+    "sonnet": "anthropic/claude-sonnet-4-6",
+    "opus": "anthropic/claude-opus-4-5",
+    "haiku": "anthropic/claude-haiku-4-5",
+}
 
 
 #: The kinds of hooks config.toml has: before and after a tool call.
@@ -203,6 +212,13 @@ class Config:
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
     sandbox: SandboxConfig = SandboxConfig()
     project_sandbox: SandboxConfig | None = None
+
+    def alias(self, model_id: str) -> str:
+        """The model ``model_id`` names: a ``[models]`` alias, else a Claude tier
+        (``sonnet``, ``opus``, ``haiku``) as Anthropic's model, else itself. So
+        ``[models] sonnet = "openai/gpt-4o"`` runs Claude Code's agents without an
+        Anthropic key."""
+        return self.aliases.get(model_id) or CLAUDE_TIERS.get(model_id, model_id)
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None

@@ -189,7 +189,9 @@ METHODS: tuple[Method, ...] = (
     ),
     Method(
         "agents.list",
-        "The agents for a folder (built-in, user, project), and files that could not be used.",
+        "The agents for a folder (built-in, user, project), and files that could not be used; "
+        "each agent with model_id (its model as the config resolves it) and unknown_tools "
+        "(names in its tools that no tool here has).",
         (Param("cwd", "str", doc="where project agents are looked up"),),
         ("agents", "problems"),
     ),
