@@ -10,7 +10,19 @@ from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
-from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
+from ._permissions import (
+    ASK_HUMAN,
+    TODO,
+    WEB_FETCH,
+    Decision,
+    Policy,
+    Rule,
+    RuleError,
+    decide,
+    parse_rule,
+    paths_named,
+)
+from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
 from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
@@ -78,11 +90,15 @@ __all__ = [
     "Summarize",
     "Summarized",
     "TEXT_DELTA",
+    "TODO",
     "TOOL_PROGRESS",
     "TimeUp",
     "ToolFinished",
     "Transition",
+    "UrlError",
+    "WEB_FETCH",
     "WILD",
+    "WebAddress",
     "apply",
     "cost",
     "cut_point",
@@ -98,4 +114,5 @@ __all__ = [
     "secrets_guardrails",
     "step",
     "visible",
+    "web_address",
 ]
