@@ -45,7 +45,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
-from ._step import PHASE_INPUTS, InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 
 __all__ = [
     "ASK_HUMAN",
@@ -89,6 +89,7 @@ __all__ = [
     "Submit",
     "Summarize",
     "Summarized",
+    "TASK",
     "TEXT_DELTA",
     "TODO",
     "TOOL_PROGRESS",
