@@ -882,6 +882,7 @@ class Conductor:
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
                         sandbox=track.sandbox,
+                        private_network=session.setup is not None and session.setup.config.fetch_private,
                     )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
