@@ -333,7 +333,7 @@ WEB_FETCH_TOOL = Tool(
     "Fetch a web page (http or https) and read it as Markdown text; plain text, JSON and the "
     "like come as they are. Long pages are cut: the end of the output says the offset to "
     "read on from. Redirects to another host are not followed: the result names the new URL. "
-    "Pages on this machine or a private network are refused.",
+    "Addresses on this machine or a private network are refused unless the user allows them.",
     _SCHEMA,
     _run_web_fetch,
     read_only=True,
