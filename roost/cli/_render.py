@@ -1,4 +1,5 @@
-"""Events as readable terminal output: text as it streams, tool calls in brief, a summary."""
+"""Events as readable terminal output: text as it streams, tool calls in brief, the model's
+checklist when it changes, a summary."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class Renderer:
         self._color = color
         self._streamed = False
         self._mid_line = False
+        #: The last checklist shown, by the ``path`` of the agent that keeps it.
+        self._todos: dict[tuple[str, ...], list[Any]] = {}
 
     def render(self, event: dict[str, Any]) -> None:
         """Write one event."""
@@ -105,6 +108,10 @@ class Renderer:
 
     def _tool_finished(self, e: dict[str, Any]) -> None:
         self._end_line()
+        todos = (e.get("meta") or {}).get("todos")
+        if e.get("name") == "todo" and isinstance(todos, list) and not e.get("is_error"):
+            self._checklist(tuple(e.get("path") or ()), todos)
+            return
         result = str(e.get("result", ""))
         lines = result.strip().splitlines()
         first = lines[0] if lines else ""
@@ -125,6 +132,17 @@ class Renderer:
         for failure in e.get("hook_failures") or e.get("failures") or ():
             self._end_line()
             self._out(f"hook failed: {failure}", fg="yellow")
+
+    def _checklist(self, path: tuple[str, ...], todos: list[Any]) -> None:
+        items = [t for t in todos if isinstance(t, dict)]
+        done = sum(t.get("status") == "completed" for t in items)
+        changed = self._todos.get(path) != items
+        self._todos[path] = items
+        self._out(f"  ✓ todo {done}/{len(items)} done{'' if changed else ' (unchanged)'}", dim=True)
+        if changed:
+            for item in items:
+                line, style = todo_line(item)
+                self._out(f"    {line}", **style)
 
     def _check_started(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -258,14 +276,27 @@ def session_offer(request: dict[str, Any]) -> str:
     return "for the session adds: " + ", ".join(rules)
 
 
+def todo_line(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One item of the model's checklist, marked by its status, and its style: an item in
+    progress in the words of its ``activeForm``."""
+    status = item.get("status")
+    if status == "completed":
+        return f"✓ {item.get('content', '')}", {"dim": True}
+    if status == "in_progress":
+        return f"▸ {item.get('activeForm') or item.get('content', '')}", {"fg": "cyan", "bold": True}
+    return f"○ {item.get('content', '')}", {}
+
+
 def brief(value: Any, limit: int = 100) -> str:
     """A tool call's input in one short line: its main argument when it has one."""
     if isinstance(value, dict):
-        for key in ("command", "path", "pattern", "query"):
+        for key in ("command", "path", "pattern", "query", "url"):
             if isinstance(value.get(key), str):
                 text = value[key]
                 break
         else:
+            if isinstance(value.get("todos"), list):
+                return f"{len(value['todos'])} items"
             text = ", ".join(f"{k}={v!r}" for k, v in value.items())
     else:
         text = repr(value)

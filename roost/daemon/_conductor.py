@@ -32,6 +32,7 @@ import trio
 
 from roost.loop import (
     REASONING_DELTA,
+    TASK,
     TEXT_DELTA,
     TOOL_PROGRESS,
     Abort,
@@ -74,6 +75,7 @@ from roost.loop import (
 
 from ._agents import Agent
 from ._config import ConfigError, price_map
+from ._delegation import agent_specs, delegates
 from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._fanout import Fanout
 from ._prompt import compose, render, sizes, summary_text
@@ -96,15 +98,6 @@ CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
 #: How deep sub-agents may nest (a sub-agent's sub-agent is depth 2).
 SUBAGENT_DEPTH = 3
-#: What a sub-agent tool takes.
-SUBAGENT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "message": {"type": "string", "minLength": 1, "description": "the task, complete on its own"}
-    },
-    "required": ["message"],
-    "additionalProperties": False,
-}
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
 #: Seconds between tries to store the end of a run that ended in memory only (a full disk).
@@ -238,8 +231,7 @@ class Conductor:
             log.warning("session %s: sub-agent %s cannot go on: %s", session.id, run.agent, exc)
             model = None
         settings = resumed(setup, run, model) if model is not None else None
-        agents = setup.agents.agents
-        child.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        child.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
             cwd = session.state.cwd
@@ -261,8 +253,7 @@ class Conductor:
             return
         settings = resumed(setup, run, model)
         layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted)
-        agents = setup.agents.agents
-        session.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        session.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         session.mcp_servers = self._resume_mcp(setup, run.tools)
         self._set_up(session, settings, session.sandbox, render(layers))
 
@@ -325,7 +316,7 @@ class Conductor:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
-        tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
+        tools, session.agent_specs, session.mcp_servers, team = await self._tools_of(agent, setup)
         layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted)
         submit = self._submit(
             settings,
@@ -335,6 +326,7 @@ class Conductor:
             specs=session.agent_specs,
             servers=session.mcp_servers,
             layers=layers,
+            delegates=team,
             request_id=request_id,
             check=_check_command(session.state.cwd) if mode == "exec" else None,
             untrusted=setup.untrusted_notice(),
@@ -415,18 +407,20 @@ class Conductor:
 
     async def _tools_of(
         self, agent: Agent, setup: FolderSetup
-    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig]]:
-        """The tools a run of ``agent`` gets (its allow list, or every built-in), those of
-        them that are other agents, as the model sees them, and the MCP servers the others
-        are on."""
+    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig], tuple[str, ...]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in and ``task``),
+        those of them that run agents, as the model sees them, the MCP servers the others
+        are on, and the agents its ``task`` may run (see ``_delegation``)."""
         mcp_names, servers = await self._mcp_tools(agent, setup)
         names = self.tools.names() + mcp_names
-        if agent.tools is None:
-            return names, {}, servers
         agents = setup.agents.agents
-        specs = {n: _agent_spec(agents[n]) for n in agent.tools if n in agents and n not in names}
+        team = delegates(agent, agents)
+        if agent.tools is None:
+            specs = agent_specs((TASK,), team, agents)
+            return names + tuple(specs), specs, servers, team
+        specs = agent_specs((n for n in agent.tools if n not in names), team, agents)
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
-        return offered + tuple(specs), specs, servers
+        return offered + tuple(specs), specs, servers, team
 
     async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
         """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers
@@ -843,7 +837,7 @@ class Conductor:
         except (SettingsError, ProviderError) as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
-        tools, specs, servers = await self._tools_of(agent, setup)
+        tools, specs, servers, team = await self._tools_of(agent, setup)
         layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
@@ -867,6 +861,7 @@ class Conductor:
             servers=servers,
             layers=layers,
             describe_sandbox=confined is not None,
+            delegates=team,
         )
         return child, submit
 
@@ -945,6 +940,7 @@ class Conductor:
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
                         sandbox=track.sandbox,
+                        private_network=session.setup is not None and session.setup.config.fetch_private,
                     )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
@@ -1089,11 +1085,6 @@ def _history_before(messages: tuple[Mapping[str, Any], ...], call_id: str) -> tu
         if message["role"] == "assistant" and any(b.get("id") == call_id for b in message["content"]):
             return messages[:i]
     return messages
-
-
-def _agent_spec(agent: Agent) -> ToolSpec:
-    """An agent as a tool another agent may call (a sub-agent)."""
-    return ToolSpec(agent.name, agent.description or f"the {agent.name} agent", SUBAGENT_SCHEMA)
 
 
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:

@@ -60,6 +60,10 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     [tools.env]                            # secrets tools, hooks and MCP servers may see
     pass = ["GITHUB_TOKEN"]                # (others named *KEY*, *TOKEN*, ... are removed)
 
+    [tools.web_fetch]                      # your config only: a project's is not read
+    allow_private = false                  # true: web_fetch may reach this machine and
+                                           # private networks (loopback, 10/8, 192.168/16, ...)
+
     [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
     mode = "workspace"                     # workspace (default) | read-only | off
     writable = ["~/.cache"]                # more folders commands may write (workspace mode)
@@ -207,6 +211,9 @@ class Config:
     keep_turns: int = 6
     #: Secret-looking variables tool processes may still see (``[tools.env] pass``).
     tool_env_pass: tuple[str, ...] = ()
+    #: web_fetch may reach loopback, link-local and private addresses (the user's
+    #: ``[tools.web_fetch] allow_private``; a project cannot say so).
+    fetch_private: bool = False
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
@@ -278,6 +285,7 @@ def load_config(
             _merge(config, parsed, str(user)),
             tool_env_pass=_passed(parsed, str(user)),
             sandbox=_sandbox(parsed, str(user), None),
+            fetch_private=_fetch_private(parsed, str(user)),
         )
     project = project_config_file(cwd)
     if project is not None:
@@ -364,6 +372,17 @@ def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"{where}: [tools.env] pass must be a list of variable names")
     return tuple(names)
+
+
+def _fetch_private(data: Mapping[str, Any], where: str) -> bool:
+    table = _table(_table(data, "tools", where), "web_fetch", f"{where}: [tools]")
+    unknown = set(table) - {"allow_private"}
+    if unknown:
+        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} (allow_private)")
+    allowed = table.get("allow_private", False)
+    if not isinstance(allowed, bool):
+        raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
+    return allowed
 
 
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:

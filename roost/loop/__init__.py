@@ -10,7 +10,19 @@ from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
-from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
+from ._permissions import (
+    ASK_HUMAN,
+    TODO,
+    WEB_FETCH,
+    Decision,
+    Policy,
+    Rule,
+    RuleError,
+    decide,
+    parse_rule,
+    paths_named,
+)
+from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
 from ._effects import (
     CallModel,
@@ -45,7 +57,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
-from ._step import PHASE_INPUTS, InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 
 __all__ = [
     "ASK_HUMAN",
@@ -91,12 +103,17 @@ __all__ = [
     "Submit",
     "Summarize",
     "Summarized",
+    "TASK",
     "TEXT_DELTA",
+    "TODO",
     "TOOL_PROGRESS",
     "TimeUp",
     "ToolFinished",
     "Transition",
+    "UrlError",
+    "WEB_FETCH",
     "WILD",
+    "WebAddress",
     "apply",
     "cost",
     "cut_point",
@@ -112,4 +129,5 @@ __all__ = [
     "secrets_guardrails",
     "step",
     "visible",
+    "web_address",
 ]

@@ -54,8 +54,10 @@ class Submit:
     context_window: int | None = None
     compact_at: float = 0.8
     keep_turns: int = 6
-    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
+    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent. ``task``
+    #: among them runs the agent its call names, one of ``delegates``.
     subagents: tuple[str, ...] = ()
+    delegates: tuple[str, ...] = ()
     #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
     think: int | None = None
     #: Tools whose calls only read (run side by side); calls of the others run one at a

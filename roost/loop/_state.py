@@ -88,8 +88,10 @@ class RunState:
     keep_turns: int = 6
     compact_upto: int = 0
     compact_skipped: bool = False
-    #: Tools that are agents (a call runs a sub-agent).
+    #: Tools that are agents (a call runs a sub-agent), and the agents a ``task`` call may
+    #: run.
     subagents: tuple[str, ...] = ()
+    delegates: tuple[str, ...] = ()
     #: The sandbox its commands run in, as ``run.started`` recorded it (None: not said).
     sandbox: Mapping[str, Any] | None = None
     #: Tools whose calls only read: they run at once, side by side. Calls of other tools
@@ -192,6 +194,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         compact_at=d.get("compact_at", 0.8),
         keep_turns=d.get("keep_turns", 6),
         subagents=tuple(d.get("subagents", ())),
+        delegates=tuple(d.get("delegates", ())),
         sandbox=d.get("sandbox"),
         read_only=frozenset(d.get("read_only", ())),
         think=d.get("think"),

@@ -17,7 +17,10 @@ Everything that decides what a run does next lives in this module. The rules:
   allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
   StartClock when approvals time out). A call to a tool that is an agent starts it as a
-  sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
+  sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. So does a
+  call to ``task`` (:data:`TASK`), for the agent it names (``agent``, or Claude Code's
+  ``subagent_type``) among the run's ``delegates``, with its ``prompt``; an unknown agent
+  is an error result that lists them. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - Stop hooks: in a run that has them, a reply that would end the run ``done`` first yields
@@ -122,6 +125,10 @@ from ._inputs import (
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
 from ._state import Phase, RunState, SessionState, apply, cost
+
+#: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
+#: the agent it names as a sub-agent.
+TASK = "task"
 
 #: Replies running with the same tool calls before a nudge, and before the run stops.
 STUCK_NUDGE = 3
@@ -350,6 +357,7 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
         **({"subagents": list(input.subagents)} if input.subagents else {}),
+        **({"delegates": list(input.delegates)} if input.delegates else {}),
         **({"think": input.think} if input.think else {}),
         **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
@@ -481,12 +489,12 @@ def _start_call(
         return
     if name in run.subagents:
         # Delegation itself is not a risk: the sub-agent's own calls are decided one by one.
-        message = input.get("message")
-        if not isinstance(message, str) or not message.strip():
-            b.finish_call(call_id, f"invalid input for {name}: message must be a non-empty string", is_error=True)
+        target = _task_target(input, run.delegates) if name == TASK else _agent_target(name, input)
+        if isinstance(target, str):
+            b.finish_call(call_id, f"invalid input for {name}: {target}", is_error=True)
             _after_call(b)
         else:
-            b.effects.append(StartSubagent(run.id, call_id, name, message))
+            b.effects.append(StartSubagent(run.id, call_id, *target))
         return
     assert decision is not None
     if decision.action == DENY:
@@ -511,6 +519,27 @@ def _start_call(
         assert decision.action == ALLOW
         if not _changes(run, name):
             b.effects.append(RunTool(run.id, call_id, name, input, decision.outside))
+
+
+def _agent_target(name: str, input: Mapping[str, Any]) -> tuple[str, str] | str:
+    """The agent and the task of a call to the agent-tool ``name``, or what is wrong."""
+    message = input.get("message")
+    if not isinstance(message, str) or not message.strip():
+        return "message must be a non-empty string"
+    return name, message
+
+
+def _task_target(input: Mapping[str, Any], delegates: tuple[str, ...]) -> tuple[str, str] | str:
+    """The agent and the task of a ``task`` call (Claude Code's names accepted too), or what
+    is wrong: an unknown agent's error lists those there are."""
+    agent = input.get("agent", input.get("subagent_type"))
+    if not isinstance(agent, str) or agent not in delegates:
+        what = f"there is no agent {agent!r} to delegate to" if isinstance(agent, str) else "agent must name an agent"
+        return f"{what}; the agents: {', '.join(delegates) or 'none'}"
+    prompt = input.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "prompt must be a non-empty string: the task, complete on its own"
+    return agent, prompt
 
 
 def _question_problem(input: Mapping[str, Any]) -> str | None:

@@ -56,6 +56,21 @@ def test_a_long_model_name_is_cut_to_fit_the_toolbar() -> None:
     assert len(line) == 60 and line.endswith("· agent · …script.json ")
 
 
+def test_the_toolbar_shows_the_checklist() -> None:
+    view = view_with({"type": "run.started", "seq": 1, "model": "m", "agent": "a", "mode": "agent"})
+    todos = [
+        {"content": "Look", "status": "completed"},
+        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+        {"content": "Test", "status": "pending"},
+    ]
+    view.apply({"type": "tool.finished", "seq": 2, "call_id": "c", "name": "todo", "meta": {"todos": todos}})
+    line = r.plain(r.toolbar(view, 100.0, connected=True))
+    assert "│ 1/3 ✓ · now: Fixing the bug │ 0 tokens │" in line
+    assert r.checklist(todos[:1] + [{"content": "x" * 80, "status": "in_progress"}], 20) == "1/2 ✓ · now: " + "x" * 19 + "…"
+    assert r.checklist([{"content": "Look", "status": "completed"}], 20) == "1/1 ✓"
+    assert r.brief_input({"todos": todos}, 50) == "3 items"
+
+
 def test_an_approval_panel_names_the_call_and_the_keys() -> None:
     request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "rm -rf build"},
                       reason="bash asks in agent mode", session_rules=("bash(rm *)",), deadline=130.0)

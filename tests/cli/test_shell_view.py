@@ -99,3 +99,18 @@ def test_sub_agent_events_add_tools_and_tokens_but_not_run_boundaries() -> None:
     assert (view.input_tokens, view.run.steps) == (4, 0)
     view.apply(ev("run.finished", 11, path=path, reason="done"))
     assert view.run is not None
+
+
+def test_the_checklist_is_the_last_one_the_sessions_agent_wrote() -> None:
+    todos = [{"content": "a", "status": "completed"}, {"content": "b", "status": "in_progress"}]
+    view = fold(RUN)
+    view.apply(ev("tool.finished", 7, call_id="t1", name="todo", result="...", meta={"todos": todos}))
+    assert view.todos == todos
+    # a sub-agent's checklist, or a failed call, leaves it as it was
+    view.apply(ev("tool.finished", 8, call_id="t2", name="todo", result="...", meta={"todos": []}, path=["t1"]))
+    view.apply(ev("tool.finished", 9, call_id="t3", name="todo", result="bad", is_error=True))
+    assert view.todos == todos
+    view.apply(ev("run.finished", 10, reason="done"))
+    assert view.todos == todos  # still shown once the run is over
+    view.apply(ev("run.started", 11, run="r2", task="next", model="m", agent="default", mode="agent"))
+    assert view.todos == []

@@ -78,6 +78,8 @@ def brief_input(value: Any, width: int) -> str:
         for key in ("command", "path", "file_path", "pattern", "query", "url", "description", "prompt"):
             if isinstance(value.get(key), str):
                 return shorten(clean(value[key]), width)
+        if isinstance(value.get("todos"), list):
+            return f"{len(value['todos'])} items"
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items())
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
@@ -326,8 +328,8 @@ def _diff_style(line: str) -> str:
 
 def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200, model: str = "",
             agent: str = "", mode: str = "") -> Fragments:
-    """The bottom line: session, what the run is doing, tokens, cost, attached clients, then
-    agent, mode and model. ``model``, ``agent`` and ``mode`` are this shell's choices for its
+    """The bottom line: session, what the run is doing, the model's checklist, tokens, cost,
+    attached clients, then agent, mode and model. ``model``, ``agent`` and ``mode`` are this shell's choices for its
     next run; empty ones show what the last run used. The model name is cut to fit."""
     figures = f"{view.input_tokens + view.output_tokens:,} tokens"
     if view.cost is not None:
@@ -338,8 +340,10 @@ def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200,
         ("class:toolbar.session", f" {view.session} "),
         ("class:toolbar", " "),
         status(view, now, connected),
-        ("class:toolbar", f" │ {figures} │ "),
     ]
+    if view.todos:
+        out.append(("class:toolbar", " │ " + checklist(view.todos, max(10, width // 4))))
+    out.append(("class:toolbar", f" │ {figures} │ "))
     head = f"{agent or view.agent or 'default'} · {mode or view.mode or 'agent'} · "
     room = width - len(plain(out)) - len(head) - 1
     name = model or view.model or "default model"
@@ -347,6 +351,17 @@ def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200,
         name = "…" + name[len(name) - max(0, room - 1):] if room > 1 else ""
     out.append(("class:toolbar", head + name + " "))
     return out
+
+
+def checklist(todos: list[dict[str, Any]], width: int) -> str:
+    """The model's checklist in a few words: ``2/5 ✓ · now: <the item in progress>`` (that
+    item in the words of its ``activeForm``, cut to ``width``)."""
+    done = sum(t.get("status") == "completed" for t in todos)
+    text = f"{done}/{len(todos)} ✓"
+    current = next((t for t in todos if t.get("status") == "in_progress"), None)
+    if current is not None:
+        text += " · now: " + shorten(clean(str(current.get("activeForm") or current.get("content", ""))), width)
+    return text
 
 
 def status(view: SessionView, now: float, connected: bool) -> tuple[str, str]:
