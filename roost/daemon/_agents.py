@@ -45,6 +45,7 @@ from roost.protocol import MODES
 
 from .sandbox import MODES as SANDBOX_MODES
 
+from ._claude import roost_tool
 from ._files import read_bounded
 from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, project_root, split_front_matter
 from ._trust import NO_TRUST, Trust, Widening, digest
@@ -53,12 +54,6 @@ from ._trust import NO_TRUST, Trust, Widening, digest
 DEFAULT_AGENT = "default"
 #: Thinking budgets (tokens) for the words ``think`` accepts.
 THINK_LEVELS = {"off": 0, "low": 2048, "medium": 8192, "high": 24576}
-#: Claude Code's names for its tools, as roost names them (others stay as written).
-_CLAUDE_TOOLS = {
-    "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit", "Bash": "bash",
-    "Glob": "glob", "Grep": "grep", "LS": "glob", "WebFetch": "web_fetch", "TodoWrite": "todo",
-    "Task": "task", "Agent": "task", "Skill": "skill", "AskUserQuestion": "ask_human",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +273,7 @@ def _tools(value: Any, where: str) -> tuple[str, ...] | None:
             # mcp__server__tool is server__tool; mcp__server alone is every tool of it.
             tool = tool[len("mcp__") :]
             tool = tool if "__" in tool else f"{tool}__*"
-        names.append(_CLAUDE_TOOLS.get(tool, tool))
+        names.append(roost_tool(tool))
     return tuple(dict.fromkeys(names))
 
 

@@ -19,21 +19,17 @@ TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
     "read": ("Read",),
     "write": ("Write",),
     "edit": ("Edit", "MultiEdit"),
-    "glob": ("Glob",),
+    "glob": ("Glob", "LS"),
     "grep": ("Grep",),
     "web_fetch": ("WebFetch",),
     "todo": ("TodoWrite",),
-    "task": ("Task",),
+    "task": ("Task", "Agent"),
     "ask_human": ("AskUserQuestion",),
     "skill": ("Skill",),
 }
 
-#: Claude Code's model aliases, as roost names the models.
-MODELS: Mapping[str, str] = {
-    "sonnet": "anthropic/claude-sonnet-4-6",
-    "opus": "anthropic/claude-opus-4-5",
-    "haiku": "anthropic/claude-haiku-4-5",
-}
+#: roost's tools by each of Claude Code's names for them (``MultiEdit`` -> ``edit``).
+_ROOST_NAMES: Mapping[str, str] = {claude: tool for tool, names in TOOL_NAMES.items() for claude in names}
 
 #: Input fields Claude Code names differently, by roost tool: roost's name -> Claude Code's.
 _FIELDS: Mapping[str, Mapping[str, str]] = {
@@ -126,11 +122,16 @@ def tool_response(tool: str, input: Mapping[str, Any], text: str, is_error: bool
     return out
 
 
+def roost_tool(name: str) -> str:
+    """roost's name for the tool a Claude Code file names ``name`` (``Read`` -> ``read``);
+    a name roost has no tool for, as it is."""
+    return _ROOST_NAMES.get(name, name)
+
+
 def model_id(name: str) -> str:
-    """A model as a Claude Code file names it (``haiku``, ``claude-sonnet-4-6``), as
-    roost's ``provider/model`` (an id with a ``/`` is taken as it is)."""
-    if name in MODELS:
-        return MODELS[name]
+    """A model as a Claude Code file names it (``claude-sonnet-4-6``), as roost's
+    ``provider/model``. A tier (``haiku``) and an id with a ``/`` are taken as they are:
+    the config resolves tiers (``Config.alias``), so that ``[models]`` can map them."""
     return f"anthropic/{name}" if "/" not in name and name.startswith("claude-") else name
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from roost.daemon._claude import claude_input, model_id, roost_input, tool_matcher, tool_name, tool_response
+from roost.daemon._claude import claude_input, model_id, roost_input, roost_tool, tool_matcher, tool_name, tool_response
 
 
 def test_tools_go_by_claude_codes_names():
@@ -51,7 +51,13 @@ def test_inputs_take_claude_codes_field_names_and_back():
     }
 
 
+def test_claude_codes_tool_names_as_roosts():
+    assert [roost_tool(n) for n in ("Read", "MultiEdit", "LS", "Agent", "TodoWrite")] == ["read", "edit", "glob", "task", "todo"]
+    assert roost_tool("NotebookEdit") == "NotebookEdit"  # roost has none: reported, not renamed
+
+
 def test_models_go_by_roosts_ids():
-    assert model_id("haiku") == "anthropic/claude-haiku-4-5"
+    # Tiers stay tiers: the config resolves them, so that [models] can map them.
+    assert model_id("haiku") == "haiku"
     assert model_id("claude-opus-4-5") == "anthropic/claude-opus-4-5"
     assert model_id("scripted/demo") == "scripted/demo"

@@ -72,7 +72,7 @@ def test_commands_come_from_the_user_and_the_project_which_overrides(project: Pa
     assert found.find("review").scope == "project" and found.find("mine").scope == "user"
     component = found.find("component")
     assert component is found.find("frontend:component")
-    assert component.model == "anthropic/claude-haiku-4-5"
+    assert component.model == "haiku"
     assert component.allowed_tools == ("Bash(npm test:*)", "Read")
     assert component.description == "Make $1."
     with pytest.raises(LookupError, match="could be any of /backend:test, /frontend:test"):
