@@ -268,6 +268,31 @@ def when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def session_tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``sessions.list`` rows as a tree: (depth, row), each fork right after its parent
+    (depth one more), siblings in the order given. A row whose parent is not listed is a
+    root."""
+    ids = {row["id"] for row in rows}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = row.get("parent")
+        children.setdefault(parent if parent in ids else None, []).append(row)
+    out: list[tuple[int, dict[str, Any]]] = []
+    stack = [(0, row) for row in reversed(children.get(None, []))]
+    while stack:
+        depth, row = stack.pop()
+        out.append((depth, row))
+        stack.extend((depth + 1, child) for child in reversed(children.get(row["id"], [])))
+    return out
+
+
+def tree_id(depth: int, row: dict[str, Any]) -> str:
+    """A session's id indented under its parent, with the seq it was forked at."""
+    if not depth:
+        return str(row["id"])
+    return "  " * (depth - 1) + f"└ {row['id']} @{row.get('forked_at')}"
+
+
 def session_offer(request: dict[str, Any]) -> str:
     """What approving ``request`` for the session adds (the daemon adds exactly that)."""
     rules = request.get("session_rules") or []

@@ -93,6 +93,7 @@ class Api:
             "shutdown": self.shutdown,
             "sessions.list": self.sessions_list,
             "sessions.create": self.sessions_create,
+            "sessions.fork": self.sessions_fork,
             "attach": self.attach,
             "detach": self.detach,
             "dispatch": self.dispatch,
@@ -174,6 +175,8 @@ class Api:
                     "status": status,
                     "events": events,
                     "clients": clients,
+                    "parent": row.parent,
+                    "forked_at": row.forked_at,
                 }
             )
         return {"sessions": out}
@@ -182,6 +185,27 @@ class Api:
         self._refuse_when_stopping()
         session = await self.conductor.create_session(_cwd(params.get("cwd")))
         return {"session": session.id}
+
+    async def sessions_fork(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        parent = await self._session(params["session"])
+        last = parent.state.last_seq
+        at = params.get("at", last)
+        if not 1 <= at <= last:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"session {parent.id} has seqs 1 to {last}: there is no seq {at} to fork at"
+            )
+        session = await self.conductor.fork(parent, at)
+        forked_at = self.conductor.store.parent(session.id)
+        assert forked_at is not None
+        return {
+            "session": session.id,
+            "parent": parent.id,
+            "forked_at": forked_at[1],
+            "at": at,
+            "last_seq": session.state.last_seq,
+            "ended_run": session.state.last_run if session.state.last_seq > forked_at[1] else None,
+        }
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])

@@ -284,6 +284,14 @@ class Conductor:
             self.fanout.publish(event.to_map())
         return session
 
+    async def fork(self, parent: Session, at: int) -> Session:
+        """A fork of ``parent`` at seq ``at`` (or the last whole point before it: see
+        :meth:`SessionTable.fork`); its first events are stored and published."""
+        session, stored = await self.sessions.fork(parent, at)
+        for event in stored:
+            self.fanout.publish(event.to_map())
+        return session
+
     async def dispatch(
         self,
         session: Session,

@@ -10,7 +10,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 import trio
 
-from roost.loop import CreateSession, SessionState, fold, step
+from roost.loop import Abort, CreateSession, Event, SessionState, fold, fork_point, step
 
 from ._config import Hook
 from ._settings import RunSettings
@@ -208,5 +208,30 @@ class SessionTable:
         transition = step(SessionState(session_id), CreateSession(session_id, cwd, now))
         stored = await self._store.create_session(session_id, cwd, now, transition.events)
         session = Session(fold(stored, SessionState(session_id)))
+        self._sessions[session_id] = session
+        return session, stored
+
+    async def fork(self, parent: Session, at: int) -> tuple[Session, list[Event]]:
+        """A new session whose history is ``parent``'s up to the last whole point at or
+        before seq ``at`` (:func:`roost.loop.fork_point`: never between a tool call and
+        its result), shared in the store rather than copied; returns it and its own first
+        events: when the point is inside a run, that run ends there, ``aborted``, in the
+        fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
+
+        Raises:
+            StoreError: it could not be stored; there is no such session.
+        """
+        session_id = secrets.token_hex(6)
+        now = time.time()
+        history = await self._store.events(parent.id, 0, limit=at)
+        seq, state = fork_point(history, at, SessionState(session_id))
+        first: tuple[Event, ...] = ()
+        if state.run is not None:
+            why = f"the session was forked from {parent.id} at seq {seq}, inside this run"
+            first = step(state, Abort(now, why)).events
+        stored = await self._store.create_session(
+            session_id, state.cwd, now, first, parent=parent.id, forked_at=seq
+        )
+        session = Session(fold(stored, state))
         self._sessions[session_id] = session
         return session, stored

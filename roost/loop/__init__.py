@@ -57,6 +57,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
+from ._fork import fork_point, unanswered, whole
 from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 
 __all__ = [
@@ -120,6 +121,7 @@ __all__ = [
     "decide",
     "estimate",
     "fold",
+    "fork_point",
     "glob_matcher",
     "judge",
     "parse_plan",
@@ -128,6 +130,8 @@ __all__ = [
     "safe_text",
     "secrets_guardrails",
     "step",
+    "unanswered",
     "visible",
     "web_address",
+    "whole",
 ]

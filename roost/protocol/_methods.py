@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 4
+API_LEVEL = 5
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -77,6 +77,16 @@ METHODS: tuple[Method, ...] = (
         "Create an empty session.",
         (Param("cwd", "str", doc="working directory (default: the daemon's)"),),
         ("session",),
+    ),
+    Method(
+        "sessions.fork",
+        "A new session whose history is another's up to seq `at` (default: all of it), "
+        "shared, not copied. A seq between a tool call and its result is moved back to the "
+        "last point a model accepts (the end of a step, or the model call before it): "
+        "`forked_at` says where the fork starts. A run cut there ends `aborted` in the fork "
+        "(`ended_run`); the parent's goes on.",
+        (_SESSION, Param("at", "int", doc="the last seq of the parent's history to keep")),
+        ("session", "parent", "forked_at", "at", "last_seq", "ended_run"),
     ),
     Method(
         "attach",

@@ -51,7 +51,7 @@ def test_slash_commands_and_their_arguments(tmp_path: Path) -> None:
     # Not a command: text that merely contains a slash.
     assert complete("fix a/b", tmp_path) == []
     names.commands[:] = [("review", "FILE", "Review a file"), ("component", "", "Make one"), ("help", "", "mine")]
-    assert complete("/re", tmp_path, names) == [("report", -2), ("review", -2)]
+    assert complete("/re", tmp_path, names) == [("rewind", -2), ("report", -2), ("review", -2)]
     assert complete("/c", tmp_path, names) == [("compact", -1), ("component", -1)]
     assert complete("/he", tmp_path, names) == [("help", -2)]
     assert complete("/review ", tmp_path, names) == []

@@ -143,6 +143,20 @@ def test_sessions_table_marks_the_current_one() -> None:
     assert out[2].startswith("* bbb ")
 
 
+def test_sessions_table_puts_forks_under_their_parents() -> None:
+    def row(id: str, parent: str | None = None, at: int | None = None) -> dict[str, Any]:
+        return {"id": id, "created": 0, "status": "done", "events": 5, "cwd": "/x", "parent": parent, "forked_at": at}
+
+    # Listed oldest first; a fork's parent is always older, a fork of a fork deeper.
+    rows = [row("aaa"), row("bbb"), row("ccc", "aaa", 3), row("ddd", "ccc", 4), row("eee", "aaa", 2)]
+    out = text(r.sessions_table(rows, "ddd"))
+    assert [line[:16] for line in out[1:]] == [
+        "  aaa           ", "  └ ccc @3      ", "*   └ ddd @4    ", "  └ eee @2      ", "  bbb           ",
+    ]
+    # A fork whose parent is not listed is shown as a root.
+    assert text(r.sessions_table([row("ccc", "gone", 3)], ""))[1].startswith("  ccc ")
+
+
 def test_help_lists_commands_and_keys() -> None:
     out = text(r.help_lines([("abort", "", "abort it"), ("deny", "[REASON]", "deny it")]))
     assert "  /abort          abort it" in out and "  /deny [REASON]  deny it" in out

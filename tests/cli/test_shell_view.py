@@ -114,3 +114,14 @@ def test_the_checklist_is_the_last_one_the_sessions_agent_wrote() -> None:
     assert view.todos == todos  # still shown once the run is over
     view.apply(ev("run.started", 11, run="r2", task="next", model="m", agent="default", mode="agent"))
     assert view.todos == []
+
+
+def test_the_seq_of_each_task_is_kept_for_rewind() -> None:
+    view = fold(RUN)
+    view.apply(ev("run.finished", 7, reason="done", usage={}))
+    # A sub-agent's run and a compaction are not tasks of the session.
+    view.apply(ev("run.started", 8, run="r2", task="sub", mode="agent", path=["t9"]))
+    view.apply(ev("run.started", 9, run="r3", task="", mode="compact"))
+    view.apply(ev("run.finished", 10, run="r3", reason="done", usage={}))
+    view.apply(ev("run.started", 11, run="r4", task="again", mode="agent"))
+    assert view.task_seqs == [2, 11]

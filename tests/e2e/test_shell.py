@@ -367,3 +367,32 @@ def test_custom_commands_complete_and_run_from_the_shell(e2e: E2E, tmux: Tmux) -
     pane.submit("/nosuch thing")
     screen = pane.wait("no custom command /nosuch")
     assert "/component" in screen and "/review" in screen
+
+
+def test_rewind_goes_on_in_a_fork_from_before_the_last_task(e2e: E2E, tmux: Tmux) -> None:
+    model = e2e.script([text("First answer.")], [text("Second answer.")], [text("Third answer.")])
+    pane = tmux.open("shell", "--model", model)
+    pane.wait(IDLE)
+    pane.submit("first task")
+    pane.wait(runs_done(1))
+    pane.submit("second task")
+    pane.wait(runs_done(2))
+    pane.wait(IDLE)
+    session = session_of(e2e)
+    pane.submit("/rewind")
+    screen = pane.wait("(rewound 1 task: this is ")
+    fork = re.search(r"this is ([0-9a-f]+), a fork of", screen).group(1)  # type: ignore[union-attr]
+    pane.wait(IDLE)
+    # The fork's history is the first task alone: the model answers it as the second call.
+    pane.submit("another second task")
+    pane.wait(lambda s: s.count("Second answer.") == 2)
+    pane.wait(IDLE)
+    tasks = [e["text"] for e in e2e.events(fork) if e["type"] == "message.user"]
+    assert tasks == ["first task", "another second task"]
+    assert [e["text"] for e in e2e.events(session) if e["type"] == "message.user"] == ["first task", "second task"]
+    # Cut just before the second task's run started.
+    starts = [e["seq"] for e in e2e.events(session) if e["type"] == "run.started"]
+    row = e2e.session_row(fork)
+    assert (row["parent"], row["forked_at"]) == (session, starts[1] - 1)
+    pane.submit("/sessions")
+    pane.wait(f"└ {fork} @{row['forked_at']}")

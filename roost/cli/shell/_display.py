@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import sandbox_line, summary, untrusted, when
+from .._render import sandbox_line, session_tree, summary, tree_id, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, RunStats, SessionView, ToolCall
 
@@ -457,14 +457,17 @@ def table(rows: list[tuple[str, str]]) -> Lines:
 
 
 def sessions_table(rows: list[dict[str, Any]], current: str) -> Lines:
-    """``/sessions``: id, status, events, clients, cwd; the current one marked."""
+    """``/sessions``: id, status, events, clients, cwd; the current one marked, forks
+    under their parents."""
     if not rows:
         return note("no sessions")
-    out: Lines = [[("class:dim", f"  {'ID':<13} {'CREATED':<19}  {'STATUS':<9} {'EVENTS':>6} {'CLIENTS':>7}  CWD")]]
-    for row in rows:
+    tree = [(tree_id(depth, row), row) for depth, row in session_tree(rows)]
+    width = max(13, *(len(name) for name, _ in tree))
+    out: Lines = [[("class:dim", f"  {'ID':<{width}} {'CREATED':<19}  {'STATUS':<9} {'EVENTS':>6} {'CLIENTS':>7}  CWD")]]
+    for name, row in tree:
         mark = "*" if row.get("id") == current else " "
         clients = row.get("clients")
-        out.append([("class:user.marker" if mark == "*" else "", f"{mark} {row.get('id', ''):<13} "),
+        out.append([("class:user.marker" if mark == "*" else "", f"{mark} {name:<{width}} "),
                     ("", f"{when(row['created']) if row.get('created') else '':<19}  {row.get('status', ''):<9} "
                          f"{row.get('events', 0):>6} {'' if clients is None else clients:>7}  {row.get('cwd', '')}")])
     return out

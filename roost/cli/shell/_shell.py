@@ -523,6 +523,27 @@ class Shell:
         created = await client.call("sessions.create", cwd=os.getcwd())
         await self._switch(created["session"], os.getcwd())
 
+    async def _cmd_rewind(self, arg: str) -> None:
+        # A fork of this session at the end of the task before the last N: the session
+        # itself stays as it is (/switch goes back to it), and a run in flight goes on there.
+        if arg and not (arg.isdigit() and int(arg) > 0):
+            self.screen.print(r.note("/rewind takes how many tasks to go back: /rewind 2", "class:error"))
+            return
+        n = int(arg or 1)
+        tasks = self.view.task_seqs
+        if len(tasks) < n:
+            self.screen.print(r.note(f"(this session has {len(tasks)} tasks)", "class:error"))
+            return
+        client = await self._ready()
+        if not client.has("sessions.fork"):
+            self.screen.print(r.note("this daemon has no sessions.fork method yet (a newer roost will)"))
+            return
+        old = self.view.session
+        fork = await client.call("sessions.fork", session=old, at=tasks[-n] - 1)
+        await self._switch(fork["session"], self.view.cwd)
+        self.screen.print(r.note(f"(rewound {n} task{'s' if n > 1 else ''}: this is {fork['session']}, a fork of "
+                                 f"{old} at seq {fork['forked_at']}; /switch {old} goes back)"))
+
     async def _switch(self, session: str, cwd: str) -> None:
         client = await self._ready()
         if session == self.view.session:

@@ -36,6 +36,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sessions", "", "list the daemon's sessions"),
     Command("switch", "ID", "go to another session (id or unique prefix)", "session"),
     Command("new", "", "start a new session in this directory"),
+    Command("rewind", "[N]", "go on in a fork of this session from before its last N tasks (default 1)"),
     Command("abort", "", "abort the run in flight (the session stays)"),
     Command("approve", "[once|session]", "approve the open request", "scope"),
     Command("deny", "[REASON]", "deny the open request"),

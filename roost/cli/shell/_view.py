@@ -120,6 +120,9 @@ class SessionView:
         self.cost: float | None = None
         #: The model's checklist: ``{"content", "status", "activeForm"?}`` maps, in order.
         self.todos: list[dict[str, Any]] = []
+        #: The seq of each task's ``run.started``, oldest first (not compactions'): where
+        #: ``/rewind`` cuts.
+        self.task_seqs: list[int] = []
 
     def apply(self, event: dict[str, Any]) -> bool:
         """Fold one event in; False (and no change) when it is a repeat."""
@@ -169,6 +172,8 @@ class SessionView:
         self.tools.clear()
         self.step_started = None
         self.todos = []
+        if e.get("seq") is not None and self.run.mode != "compact":
+            self.task_seqs.append(int(e["seq"]))
 
     def _step_started(self, e: dict[str, Any]) -> None:
         self.step_started = float(e.get("ts", 0.0))
