@@ -15,6 +15,7 @@ from ._approvals import answer, approve, deny, pending
 from ._connect import EXIT_REFUSED, daemon_log
 from ._mcp import mcp
 from ._daemon import daemon, status, stop
+from ._export import export, import_
 from ._models import chat, providers
 from ._run import abort, dispatch, steer
 from ._sessions import fork, logs, sessions
@@ -55,7 +56,7 @@ def cli(ctx: click.Context, socket: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, fork, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_):
     cli.add_command(command)
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import time
+import weakref
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
@@ -47,6 +48,7 @@ from roost.protocol import (
 
 from ._agents import Agent, unknown_tools
 from ._conductor import Conductor, PromptBlocked
+from ._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
 from ._config import Config, ConfigError, price_map
 from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
 from ._prompt import compose, render
@@ -87,6 +89,8 @@ class Api:
         self.notices = notices
         self.started = time.monotonic()
         self._shutdown = shutdown
+        #: Imports sent in parts, by connection (they end with it) and upload id.
+        self._uploads: weakref.WeakKeyDictionary[Connection, dict[str, Importer]] = weakref.WeakKeyDictionary()
         self._handlers: dict[str, Handler] = {
             "hello": self.hello,
             "status": self.status,
@@ -94,6 +98,8 @@ class Api:
             "sessions.list": self.sessions_list,
             "sessions.create": self.sessions_create,
             "sessions.fork": self.sessions_fork,
+            "sessions.export": self.sessions_export,
+            "sessions.import": self.sessions_import,
             "attach": self.attach,
             "detach": self.detach,
             "dispatch": self.dispatch,
@@ -205,6 +211,53 @@ class Api:
             "at": at,
             "last_seq": session.state.last_seq,
             "ended_run": session.state.last_run if session.state.last_seq > forked_at[1] else None,
+        }
+
+    async def sessions_export(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        since = params.get("since", 0)
+        upto = params.get("upto") or session.state.last_seq
+        if not 0 <= since < upto <= session.state.last_seq:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"session {session.id} has seqs 1 to {session.state.last_seq}: cannot export after {since} up to {upto}",
+            )
+        lines = []
+        if since == 0:
+            [row] = await self.conductor.store.sessions(only=session.id)
+            lines.append(header_line(row, upto))
+        events = await self.conductor.store.events(session.id, since, min(PAGE_EVENTS, upto - since))
+        more, next_since = page(events, upto)
+        return {"session": session.id, "lines": lines + more, "upto": upto, "next": next_since}
+
+    async def sessions_import(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        uploads = self._uploads.setdefault(connection, {})
+        upload = params.get("upload")
+        if upload is None:
+            upload = "u" + secrets.token_hex(6)
+            uploads[upload] = Importer()
+        importer = uploads.get(upload)
+        if importer is None:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"no import {upload!r} in progress on this connection")
+        try:
+            importer.feed(params["lines"])
+            if not params.get("done"):
+                return {"upload": upload, "lines": importer.lines}
+            imported = importer.finish()
+        except ImportRefused as exc:
+            del uploads[upload]
+            raise RpcError(ErrorCode.IMPORT_INVALID, str(exc), {"line": exc.line}) from None
+        del uploads[upload]
+        meta = imported.session
+        session = await self.conductor.sessions.import_session(
+            meta["id"], meta["cwd"], meta["created"], imported.events, imported.state
+        )
+        return {
+            "session": session,
+            "original": meta["id"],
+            "events": self.conductor.store.last_seq(session),
+            "lines": importer.lines,
         }
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:

@@ -429,16 +429,16 @@ class EventStore:
             out.append(Event.from_map(event))
         return out
 
-    async def sessions(self) -> list[SessionRow]:
-        """Every session with its event count (a fork's counts what it shares) and the
-        reason its last run ended."""
+    async def sessions(self, only: str | None = None) -> list[SessionRow]:
+        """Every session (or the one named ``only``) with its event count (a fork's counts
+        what it shares) and the reason its last run ended."""
         rows = await self._read(
-            """SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
+            f"""SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
                  ORDER BY seq DESC LIMIT 1)
-               FROM sessions s ORDER BY s.created""",
-            (),
+               FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
+            (only,) if only is not None else (),
         )
         out = []
         for id, cwd, created, parent, forked_at, count, last in rows:

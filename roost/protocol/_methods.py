@@ -89,6 +89,33 @@ METHODS: tuple[Method, ...] = (
         ("session", "parent", "forked_at", "at", "last_seq", "ended_run"),
     ),
     Method(
+        "sessions.export",
+        "A session as JSON lines (format roost.session), a page at a time: the first page "
+        "(no `since`) starts with the header line; call again with `since` = `next` (and the "
+        "same `upto`) until `next` is null. Write the lines in order, one per line. A fork's "
+        "export holds its whole history.",
+        (
+            _SESSION,
+            Param("since", "int", doc="the last seq already exported (default 0: from the header)"),
+            Param("upto", "int", doc="the last seq to export (default: the last stored now)"),
+        ),
+        ("session", "lines", "upto", "next"),
+    ),
+    Method(
+        "sessions.import",
+        "Import a file made by sessions.export as a new session (the file's id unless taken), "
+        "sent in parts, one call after another: the first without `upload`, the next with the "
+        "`upload` the first returned, the last with `done`. A wrong line refuses the whole "
+        "file (IMPORT_INVALID, data.line); nothing is stored before the last part, and then "
+        "all at once.",
+        (
+            Param("lines", "list", True, "the next lines of the file (str or UTF-8 bytes, no newline)"),
+            Param("upload", "str", doc="the import these lines continue"),
+            Param("done", "bool", doc="these are the last lines: import the session"),
+        ),
+        ("upload", "lines", "session", "original", "events"),
+    ),
+    Method(
         "attach",
         "Stream a session's events: stored ones after `since`, then live ones, no gap.",
         (_SESSION, Param("since", "int", doc="last seq already seen (default 0: everything)")),
