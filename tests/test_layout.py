@@ -8,8 +8,9 @@
    ``TYPE_CHECKING`` blocks, and ``importlib.import_module("...")`` / ``__import__("...")``
    with a literal name), so a violation is reported as ``file:line`` without importing
    anything.
-2. ``import roost.cli`` (and ``roost --help`` once ``roost.cli.main`` exists) stays light: no
-   trio, anyio, anthropic, httpx, mcp, pydantic, sqlite3 or tree-sitter in ``sys.modules``.
+2. ``import roost.cli``, ``roost --help`` and ``roost --version`` stay light: no trio, anyio,
+   anthropic, httpx, mcp, pydantic, sqlite3, tree-sitter, asyncio, prompt_toolkit or pygments
+   in ``sys.modules`` (tests/e2e/test_startup.py checks the commands that reach a daemon).
 3. Every package ``__init__`` that binds names has a sorted ``__all__`` of names that exist
    and are not private.
 """
@@ -53,7 +54,11 @@ LOOP_THIRD_PARTY = frozenset({"tree_sitter", "tree_sitter_bash"})
 PROTOCOL_THIRD_PARTY = frozenset({"msgpack"})
 PROTOCOL_TRIO_MODULE = "roost.protocol.trio_client"
 # What `roost --help` must not pay for.
-CLI_HEAVY = ("trio", "anyio", "anthropic", "httpx", "httpx2", "mcp", "pydantic", "sqlite3", "tree_sitter")
+CLI_HEAVY = (
+    "trio", "anyio", "anthropic", "httpx", "httpx2", "mcp", "pydantic", "sqlite3", "tree_sitter",
+    # The shell's alone: a plain command pays for neither.
+    "asyncio", "prompt_toolkit", "pygments",
+)
 
 
 @dataclass(frozen=True)
@@ -208,14 +213,14 @@ if sys.argv[2] == "cli":
     import roost.cli
     report["import roost.cli"] = loaded()
     main = getattr(roost.cli, "main", None)
-    if main is not None:
-        sys.argv = ["roost", "--help"]
+    for args in (["--help"], ["--version"]) if main is not None else ():
+        sys.argv = ["roost", *args]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
                 main()
             except SystemExit:
                 pass
-        report["roost --help"] = loaded()
+        report["roost " + " ".join(args)] = loaded()
 print(json.dumps(report))
 """
 

@@ -24,6 +24,7 @@ import os
 import signal
 import socket as stdsocket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -69,6 +70,15 @@ class AlreadyRunning(RuntimeError):
     """Another daemon holds the lock for this socket."""
 
 
+@dataclass(frozen=True)
+class _Listening:
+    """Where connections are accepted, and whom to tell once they are."""
+
+    listener: trio.SocketListener
+    nursery: trio.Nursery
+    task_status: Any
+
+
 class Daemon:
     """One roost daemon. Use :func:`serve`."""
 
@@ -95,7 +105,8 @@ class Daemon:
         self.tools: ToolRegistry | None = None
         #: What the user should hear of (a damaged database set aside): hello and status.
         self.notices: list[str] = []
-        self._told = False
+        #: What answers requests: without a database, then the full api once it opens.
+        self.api: Api | Unavailable | None = None
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until shutdown is asked for (method or SIGTERM/SIGINT), then stop cleanly.
@@ -113,15 +124,23 @@ class Daemon:
             else:
                 listener = await _listen(self.socket_path)
             try:
-                try:
-                    store: EventStore | None = self._open_store()
-                except StoreError as exc:
-                    store = await self._serve_without_store(listener, exc, task_status)
-                if store is not None:
+                # Connections outlive the phases: one made while the database does not open
+                # goes on, served as usual, once it does.
+                async with trio.open_nursery() as connections:
+                    connections.start_soon(self._watch_signals)
+                    started = _Listening(listener, connections, task_status)
                     try:
-                        await self._serve(listener, store, task_status)
-                    finally:
-                        store.close()
+                        store: EventStore | None = self._open_store()
+                    except StoreError as exc:
+                        store = await self._serve_without_store(exc, started)
+                    if store is not None:
+                        try:
+                            await self._serve(store, started)
+                        finally:
+                            store.close()
+                    await listener.aclose()
+                    self._end_connections()
+                    connections.cancel_scope.cancel()
             finally:
                 if activated is None:
                     with contextlib.suppress(FileNotFoundError):
@@ -151,44 +170,41 @@ class Daemon:
             self.notices.append(notice)
             return EventStore.open(self.database, sync=self.sync)
 
-    async def _serve_without_store(
-        self, listener: trio.SocketListener, error: StoreError, task_status: Any
-    ) -> EventStore | None:
+    async def _serve_without_store(self, error: StoreError, started: _Listening) -> EventStore | None:
         """Serve what needs no database (see :mod:`._unavailable`) and try to open it every
         few seconds; the store once it opens, None when the daemon is stopped first."""
         log.error("%s; serving without it until it opens", error)
-        api = Unavailable(str(self.socket_path), error, self.stopping, self.notices)
-        store = None
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watch_signals)
-            nursery.start_soon(self._accept, listener, api, nursery)
-            self._listening(task_status)
-            while store is None and not self.stopping.is_set():
-                with trio.move_on_after(RETRY):
-                    await self.stopping.wait()
-                if self.stopping.is_set():
-                    break
-                try:
-                    store = await trio.to_thread.run_sync(self._open_store)
-                except StoreError as exc:
-                    api.error = exc
-            if store is not None:
+        unavailable = Unavailable(str(self.socket_path), error, self.stopping, self.notices)
+        self._answer_with(unavailable, started)
+        while not self.stopping.is_set():
+            with trio.move_on_after(RETRY):
+                await self.stopping.wait()
+            if self.stopping.is_set():
+                break
+            try:
+                store = await trio.to_thread.run_sync(self._open_store)
+            except StoreError as exc:
+                unavailable.error = exc
+            else:
                 log.info("the database opened: %s", self.database)
-            # Connections of this phase end with it (clients connect again); what they
-            # were answered goes out first.
-            with trio.move_on_after(2):
-                for connection in list(self._connections):
-                    connection.close_outbox()
-            nursery.cancel_scope.cancel()
-        return store
+                return store
+        return None
 
-    def _listening(self, task_status: Any) -> None:
-        """Tell whoever started the daemon that it listens (once)."""
-        if not self._told:
-            self._told = True
-            task_status.started()
+    def _end_connections(self) -> None:
+        # Each writer sends what clients were answered, then ends its connection.
+        for connection in list(self._connections):
+            connection.close_outbox()
 
-    async def _serve(self, listener: trio.SocketListener, store: EventStore, task_status: Any) -> None:
+    def _answer_with(self, api: Api | Unavailable, listening: _Listening) -> None:
+        """Answer requests with ``api`` from now on; the first one starts accepting
+        connections and tells whoever started the daemon that it listens."""
+        first = self.api is None
+        self.api = api
+        if first:
+            listening.nursery.start_soon(self._accept, listening.listener, listening.nursery)
+            listening.task_status.started()
+
+    async def _serve(self, store: EventStore, started: _Listening) -> None:
         providers = ProviderRegistry()
         ledger = ProcessLedger(self.socket_path.parent / (self.socket_path.name + ".tools"))
         async with trio.open_nursery() as root:
@@ -206,18 +222,13 @@ class Daemon:
                     store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox
                 )
                 await conductor.start()
-                api = Api(conductor, str(self.socket_path), self.stopping, self.notices)
-                nursery.start_soon(self._watch_signals)
-                nursery.start_soon(self._accept, listener, api, nursery)
+                self._answer_with(Api(conductor, str(self.socket_path), self.stopping, self.notices), started)
                 log.info("listening on %s (pid %d)", self.socket_path, os.getpid())
-                self._listening(task_status)
                 await self.stopping.wait()
                 log.info("shutting down")
-                await listener.aclose()
+                await started.listener.aclose()
                 await conductor.shutdown()
-                with trio.move_on_after(2):
-                    for connection in list(self._connections):
-                        connection.close_outbox()
+                self._end_connections()
                 nursery.cancel_scope.cancel()
             store.stop_writer()
         log.info("stopped")
@@ -247,7 +258,7 @@ class Daemon:
                 self.stopping.set()
                 return
 
-    async def _accept(self, listener: trio.SocketListener, api: Api | Unavailable, nursery: trio.Nursery) -> None:
+    async def _accept(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
         while True:
             try:
                 stream = await listener.accept()
@@ -259,9 +270,9 @@ class Daemon:
                     await trio.sleep(0.1)
                     continue
                 raise
-            nursery.start_soon(self._handle, stream, api)
+            nursery.start_soon(self._handle, stream)
 
-    async def _handle(self, stream: trio.SocketStream, api: Api | Unavailable) -> None:
+    async def _handle(self, stream: trio.SocketStream) -> None:
         connection = Connection(stream)
         self._connections.add(connection)
         try:
@@ -272,7 +283,7 @@ class Daemon:
                 return
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write, connection, nursery.cancel_scope)
-                await self._read(connection, api)
+                await self._read(connection)
         except Exception:
             log.exception("connection %d failed", connection.id)
         finally:
@@ -292,7 +303,7 @@ class Daemon:
         # way the connection is over.
         scope.cancel()
 
-    async def _read(self, connection: Connection, api: Api | Unavailable) -> None:
+    async def _read(self, connection: Connection) -> None:
         decoder = Decoder(self.max_frame)
         limiter = trio.Semaphore(REQUESTS_PER_CONNECTION)
         async with trio.open_nursery() as answers:
@@ -310,6 +321,10 @@ class Daemon:
                     await connection.send(_error_note(exc.code, str(exc)))
                     break
                 for message in messages:
+                    # Looked up per request: the daemon switches from answering without a
+                    # database to serving once it opens.
+                    api = self.api
+                    assert api is not None
                     if isinstance(message, Request) and message.method in _INLINE:
                         # Quick methods are answered in the reader: a task per request would
                         # cost a scheduler pass on every round trip.

@@ -155,6 +155,28 @@ async def test_a_run_whose_end_cannot_be_stored_ends_in_memory_and_is_settled_wi
     _integrity_ok(db)
 
 
+async def test_a_connection_made_before_the_database_opens_is_served_once_it_does(
+    small_disk: Path, project: Path
+) -> None:
+    db = small_disk / "roost.db"
+    filler = fill(small_disk)
+    async with serving(db) as daemon, open_client(daemon.socket_path) as client:
+        assert (await client.call("status"))["store"]["ok"] is False
+        model = write_script(project, [text("served")])
+        with pytest.raises(RpcError) as refused:
+            await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project))
+        assert refused.value.code == ErrorCode.STORE_FULL
+        filler.unlink()
+        # The same connection, asked again and again while the daemon switches over: every
+        # request is answered, none is cut off.
+        with trio.fail_after(20):
+            while not (await client.call("status"))["store"]["ok"]:
+                await trio.sleep(0.01)
+        run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
+        assert (await events_until(client, finished(run["run"])))[-1]["text"] == "served"
+    _integrity_ok(db)
+
+
 def _integrity_ok(db: Path) -> None:
     check = sqlite3.connect(db)
     try:

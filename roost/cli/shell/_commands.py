@@ -7,7 +7,6 @@ session, and only then import prompt_toolkit and run the shell.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from typing import Any, Callable
@@ -93,6 +92,9 @@ def _run(path: str, session: str, cwd: str, **choices: str | None) -> None:
         return shell
 
     try:
+        # Imported here: asyncio (~20 ms) is for the shell alone, not every command.
+        import asyncio
+
         shell = asyncio.run(main())
     except KeyboardInterrupt:
         raise SystemExit(130) from None
