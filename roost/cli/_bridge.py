@@ -3,7 +3,8 @@
 ``roost --host ssh://HOST`` runs ``ssh HOST roost bridge`` and speaks msgpack-RPC over the
 child's pipes; on HOST this command connects to that user's daemon (starting it unless
 ``--no-start``, with every check a local command makes: the socket's folder, the peer's
-uid) and copies bytes both ways until either side ends. It never reads the messages, and
+uid) and copies bytes both ways until either side ends. With ``--no-start`` and no daemon
+it exits ``BRIDGE_NO_DAEMON`` (3), so the client can tell that from a failed ssh. It never reads the messages, and
 never writes anything else to stdout: that is the stream. Plain sockets and two threads,
 one a direction, so that neither direction ever waits on the other (as on a socket).
 """
@@ -17,15 +18,15 @@ from typing import Any
 
 import click
 
-from roost.protocol import connect_unix
+from roost.protocol import BRIDGE_NO_DAEMON, connect_unix
 
-from ._connect import DaemonError, call_timeout, check_socket_dir, socket_path, start_daemon
+from ._connect import call_timeout, check_socket_dir, socket_path, start_daemon
 
 _CHUNK = 256 * 1024
 
 
 @click.command()
-@click.option("--no-start", is_flag=True, help="Fail (exit 10) instead of starting a daemon that is not running.")
+@click.option("--no-start", is_flag=True, help=f"Exit {BRIDGE_NO_DAEMON} instead of starting a daemon that is not running.")
 @click.pass_obj
 def bridge(obj: dict[str, Any], no_start: bool) -> None:
     """Relay stdin and stdout to this user's daemon (what `roost --host ssh://...` runs here).
@@ -85,7 +86,8 @@ def _connect(path: str, *, start: bool) -> Any:
             stream.socket.settimeout(None)
             return stream.socket
     if not start:
-        raise DaemonError(f"no roost daemon is running on {path}")
+        click.echo(f"roost: no roost daemon is running on {path}", err=True)
+        sys.exit(BRIDGE_NO_DAEMON)
     start_daemon(path)
     stream = connect_unix(path, timeout)
     stream.socket.settimeout(None)

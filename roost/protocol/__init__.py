@@ -17,6 +17,7 @@ from ._errors import (
     ProtocolError,
     RoostError,
     RpcError,
+    SshFailed,
     Timeout,
     error_table,
 )
@@ -33,13 +34,14 @@ from ._methods import (
 )
 from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
-from ._ssh import SshHost, control_dir, ssh_argv
+from ._ssh import BRIDGE_NO_DAEMON, SshHost, bridge_argv, control_dir, ssh_argv
 from ._streams import ProcessStream, SocketStream, Stream, connect_unix
 from ._vocabulary import MODES, SANDBOX_MODES, STOP_REASONS, SUCCESS_REASONS
 
 __all__ = [
     "API_COMPATIBLE",
     "API_LEVEL",
+    "BRIDGE_NO_DAEMON",
     "Client",
     "ConnectionClosed",
     "DEFAULT_MAX_FRAME",
@@ -67,9 +69,11 @@ __all__ = [
     "STOP_REASONS",
     "SUCCESS_REASONS",
     "SocketStream",
+    "SshFailed",
     "SshHost",
     "Stream",
     "Timeout",
+    "bridge_argv",
     "check_peer",
     "check_private_dir",
     "connect_unix",

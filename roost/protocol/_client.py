@@ -119,32 +119,43 @@ class Client:
         host: str,
         *,
         start: bool = True,
+        command: str | None = None,
         client: str = "python",
         timeout: float | None = DEFAULT_TIMEOUT,
-        hello: bool = True,
     ) -> Client:
-        """Connect to the daemon of a user on another machine, over OpenSSH.
+        """Connect to the daemon of a user on another machine, over OpenSSH, and say hello.
 
         ``host`` is ``ssh://[user@]host[:port]``. The connection is ``ssh HOST roost
-        bridge`` (see :func:`roost.protocol.ssh_argv`: ``ROOST_SSH_COMMAND``,
-        ``ROOST_REMOTE_COMMAND``, a shared connection, never a question to a person);
-        the remote ``roost bridge`` starts that daemon if none runs, unless ``start`` is
-        false. No local daemon is involved, and the peer check is the remote bridge's.
+        bridge`` (see :func:`roost.protocol.ssh_argv`: ``ROOST_SSH_COMMAND``, the remote
+        ``command`` or ``ROOST_REMOTE_COMMAND``, a shared connection, never a question to
+        a person); the remote ``roost bridge`` starts that daemon if none runs, unless
+        ``start`` is false. No local daemon is involved; the remote bridge checks the
+        remote socket's folder and peer as a local command does.
 
         Raises:
-            ValueError: ``host`` is not an ``ssh://`` URL.
-            ConnectionClosed: ssh or the remote side ended before the handshake (the
-                message has their last words and the exit status).
+            ValueError: ``host`` is not an ``ssh://`` URL, or ``ROOST_SSH_COMMAND`` is bad.
+            ConnectionRefusedError: no daemon runs there (only when ``start`` is false).
+            SshFailed: ssh could not reach the host or log in (its last words).
+            ConnectionClosed: the remote side ended before the handshake (the message has
+                its last words and the exit status).
             Timeout: nothing answered ``hello`` in time.
         """
-        from ._ssh import SshHost, ssh_argv
+        from ._ssh import SshHost, bridge_argv, unreachable
 
+        _check_timeout(timeout)
         target = SshHost.parse(host)
-        argv = ssh_argv(target, ["bridge"] if start else ["bridge", "--no-start"],
-                        connect_timeout=timeout)
-        self = cls(ProcessStream(argv, target.url), timeout=timeout)
-        if hello:
-            self._hello_or_close(client)
+        argv = bridge_argv(target, start=start, command=command, connect_timeout=timeout)
+        stream = ProcessStream(argv, target.url)
+        self = cls(stream, timeout=timeout)
+        try:
+            self.hello(client)
+        except ConnectionClosed:
+            failure = unreachable(target, stream.wait_exit(), stream.last_words(), start=start)
+            self.close()
+            raise failure from None
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def _hello_or_close(self, client: str) -> None:

@@ -8,8 +8,11 @@ nothing listens on a TCP port.
 
 - ``ROOST_SSH_COMMAND`` replaces ``ssh`` and its options (split as a shell would, like
   ``GIT_SSH_COMMAND``); otherwise the user's own ssh config applies.
-- ``ROOST_REMOTE_COMMAND`` is the remote roost, as a command line for the remote shell
-  (default ``roost``; a non-interactive ssh session may not have it on ``PATH``).
+- The remote roost is a command line for the remote shell: the caller's ``command``
+  (the CLI's ``[hosts.NAME] roost``), else ``ROOST_REMOTE_COMMAND``, else ``roost`` (a
+  non-interactive ssh session may not have it on ``PATH``).
+- ``roost bridge --no-start`` exits :data:`BRIDGE_NO_DAEMON` when no daemon runs there, so a
+  client tells "nothing runs there" from "ssh failed" (255) by the exit status alone.
 - Connections are shared (``ControlMaster=auto``, ``ControlPersist=60s``), their control
   sockets in a private folder next to the local socket's: after the first, a command pays
   one local hop and a round trip to open a session, not a TCP and key exchange.
@@ -29,10 +32,17 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ._address import default_socket_path
+from ._errors import ConnectionClosed, SshFailed
 from ._private import check_private_dir
 
 #: Seconds an unused shared connection stays open.
 CONTROL_PERSIST = 60
+#: Exit status of ``roost bridge --no-start`` when no daemon runs (ssh's own is 255).
+BRIDGE_NO_DAEMON = 3
+#: Exit status of a remote shell that did not find the command (``roost`` not on PATH).
+_NOT_FOUND = 127
+#: Exit status of ssh when ssh itself fails.
+_SSH_FAILED = 255
 
 # A host name or address as ssh takes it: no spaces, quotes or shell characters.
 _HOST = re.compile(r"[A-Za-z0-9._:%-]+")
@@ -117,6 +127,7 @@ def ssh_argv(
     host: SshHost,
     remote: Sequence[str] | None,
     *,
+    command: str | None = None,
     batch: bool = True,
     connect_timeout: float | None = None,
     folder: str | None = None,
@@ -127,7 +138,8 @@ def ssh_argv(
     authenticated), so that ssh can ask the person at this terminal for a passphrase,
     a password or a new host key (``batch`` false) before the commands that never ask.
     ``connect_timeout`` bounds reaching the host (a question to a person is not counted).
-    ``folder`` holds the control sockets (default :func:`control_dir`).
+    ``folder`` holds the control sockets (default :func:`control_dir`). ``command`` is the
+    remote roost (see the module).
 
     Raises:
         ValueError: ``ROOST_SSH_COMMAND`` cannot be split, or is empty.
@@ -153,5 +165,28 @@ def ssh_argv(
         return [*argv, "-N", "-f", "--", host.destination]
     # No terminal on the remote side: the stream is bytes, and no escape character reads it.
     # The remote command is a line for the remote shell: ROOST_REMOTE_COMMAND as written.
-    command = os.environ.get("ROOST_REMOTE_COMMAND") or "roost"
+    command = command or os.environ.get("ROOST_REMOTE_COMMAND") or "roost"
     return [*argv, "-T", "--", host.destination, " ".join([command, *(shlex.quote(a) for a in remote)])]
+
+
+def bridge_argv(host: SshHost, *, start: bool, command: str | None = None,
+                connect_timeout: float | None = None) -> list[str]:
+    """The ssh command line of a connection to ``host``'s daemon: ``roost bridge`` there
+    (``--no-start`` unless ``start``); see :func:`ssh_argv`."""
+    return ssh_argv(host, ["bridge"] if start else ["bridge", "--no-start"], command=command,
+                    connect_timeout=connect_timeout)
+
+
+def unreachable(host: SshHost, status: int | None, last_words: str, *, start: bool) -> Exception:
+    """What a connection that ended before the handshake means, from the ssh child's exit
+    status and its last words: ``ConnectionRefusedError`` when no daemon runs there (and
+    none was to be started), :class:`SshFailed` when ssh failed, else
+    :class:`ConnectionClosed`."""
+    if not start and status == BRIDGE_NO_DAEMON:
+        return ConnectionRefusedError(f"no roost daemon is running on {host.url}")
+    message = f"cannot reach the roost daemon on {host.url}: {last_words or 'the connection ended'}"
+    if status == _NOT_FOUND:
+        message += " (is roost on the remote PATH? set [hosts.NAME] roost or ROOST_REMOTE_COMMAND)"
+    elif status is not None:
+        message += f" (exit status {status})"
+    return SshFailed(message) if status == _SSH_FAILED else ConnectionClosed(message)

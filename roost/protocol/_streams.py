@@ -187,16 +187,20 @@ class ProcessStream:
 
     def ended(self) -> str:
         """Why the connection ended: the child's last words and its exit status."""
-        status = self._exit_status()
+        return ended_message(self.where, self.last_words(), self.wait_exit())
+
+    def last_words(self) -> str:
+        """The last lines the child wrote on stderr, in one line."""
         self._drain_stderr()
-        said = self._tail.decode(errors="replace").strip().splitlines()
-        # ssh's own warnings come first; the last lines say what went wrong.
-        detail = "; ".join(line.strip() for line in said[-3:] if line.strip())
-        if status is None:
-            return f"lost the connection to {self.where}" + (f": {detail}" if detail else "")
-        if detail:
-            return f"lost the connection to {self.where}: {detail} (exit status {status})"
-        return f"lost the connection to {self.where} (exit status {status})"
+        return last_lines(self._tail)
+
+    def wait_exit(self) -> int | None:
+        """The child's exit status, after giving it a moment to end (its stdout has just
+        ended); None if it runs on."""
+        try:
+            return int(self._process.wait(0.5))
+        except Exception:  # subprocess.TimeoutExpired
+            return None
 
     @property
     def exit_status(self) -> int | None:
@@ -224,13 +228,6 @@ class ProcessStream:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-
-    def _exit_status(self) -> int | None:
-        # The child ends just after its stdout does: give it a moment to say so.
-        try:
-            return int(self._process.wait(0.5))
-        except Exception:  # subprocess.TimeoutExpired
-            return None
 
     def _wait(self, fd: int, *, writing: bool) -> bool:
         """Wait until ``fd`` is ready (reading stderr meanwhile); False at the timeout."""
@@ -265,3 +262,16 @@ class ProcessStream:
                 return
             self._tail += chunk
             del self._tail[:-_STDERR_TAIL]
+
+
+def last_lines(tail: bytes | bytearray) -> str:
+    """A child's last words (the end of its stderr) in one line: its last three lines.
+    ssh's own warnings come first; the last lines say what went wrong."""
+    said = [line.strip() for line in bytes(tail).decode(errors="replace").splitlines()]
+    return "; ".join([line for line in said if line][-3:])
+
+
+def ended_message(where: str, last_words: str, status: int | None) -> str:
+    """Why a connection through a child process ended, in words."""
+    message = f"lost the connection to {where}" + (f": {last_words}" if last_words else "")
+    return message + (f" (exit status {status})" if status is not None else "")

@@ -45,8 +45,9 @@ from roost.protocol import (
     check_peer,
     notification_map,
     result_of,
-    ssh_argv,
 )
+from roost.protocol._ssh import bridge_argv, unreachable
+from roost.protocol._streams import ended_message, last_lines
 
 _READ_SIZE = 256 * 1024
 #: Bytes of an ssh child's stderr kept to explain its end.
@@ -126,6 +127,7 @@ class AsyncClient:
         on_notification: Callable[[dict[str, Any]], None],
         timeout: float | None = DEFAULT_TIMEOUT,
         start: bool = True,
+        command: str | None = None,
     ) -> AsyncClient:
         """Connect to the daemon on the machine ``host`` (``ssh://[user@]host[:port]``)
         through ``ssh HOST roost bridge`` (``--no-start`` unless ``start``), as
@@ -133,13 +135,14 @@ class AsyncClient:
 
         Raises:
             ValueError: ``host`` is not an ``ssh://`` URL.
-            OSError: ssh cannot be started.
+            OSError: ssh cannot be started; ``ConnectionRefusedError``: no daemon runs there
+                (only when ``start`` is false).
             ConnectionClosed: ssh or the remote side ended before the handshake (the
                 message has their last words).
             Timeout: nothing answered ``hello`` in time.
         """
         target = SshHost.parse(host)
-        argv = ssh_argv(target, ["bridge"] if start else ["bridge", "--no-start"], connect_timeout=timeout)
+        argv = bridge_argv(target, start=start, command=command, connect_timeout=timeout)
         # A session of its own: no terminal to ask on (BatchMode), and no Ctrl-C from it.
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -152,7 +155,10 @@ class AsyncClient:
         self = cls(process.stdout, process.stdin, on_notification, path=target.url, timeout=timeout,
                    process=process)
         self._stderr_task = asyncio.create_task(self._keep_stderr())
-        await self._start(client)
+        try:
+            await self._start(client)
+        except ConnectionClosed:
+            raise unreachable(target, process.returncode, last_lines(self._stderr), start=start) from None
         return self
 
     async def _start(self, client: str) -> None:
@@ -224,10 +230,7 @@ class AsyncClient:
         """Why the connection ended, in words: for ssh, its last words and exit status."""
         if self._process is None:
             return "the daemon closed the connection"
-        said = [line.strip() for line in self._stderr.decode(errors="replace").splitlines() if line.strip()]
-        detail = f": {'; '.join(said[-3:])}" if said else ""
-        status = self._process.returncode
-        return f"lost the connection to {self._path}{detail}" + (f" (exit status {status})" if status is not None else "")
+        return ended_message(self._path, last_lines(self._stderr), self._process.returncode)
 
     async def aclose(self) -> None:
         """Close the connection, and end the ssh child if there is one (safe to call twice)."""
