@@ -3,7 +3,8 @@
 :class:`Sshd` makes a throwaway host key and a client key (``ssh-keygen``), an
 ``sshd_config`` that lets only that key in (as the user running the tests; root in CI:
 ``PermitRootLogin prohibit-password``), and an ``ssh_config`` that trusts only that host
-key; it runs ``sshd -D`` on a free port, not as a system service. ``ssh_command`` is what
+key; it runs ``sshd -D`` on a free port, not as a system service, with a home of its own
+for the remote shell (``SetEnv HOME``: the user's rc files are not run). ``ssh_command`` is what
 ``ROOST_SSH_COMMAND`` takes; ``remote_command(env)`` is a remote roost command line that runs
 this venv's ``roost`` with ``env`` (its own socket and home: a second daemon).
 
@@ -74,6 +75,7 @@ class Sshd:
         for key in ("host_key", "client_key"):
             subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(self.folder / key)],
                            check=True, capture_output=True)
+        (self.folder / "home").mkdir(mode=0o700, exist_ok=True)
         (self.folder / "authorized_keys").write_text((self.folder / "client_key.pub").read_text())
         self.port = _free_port()
         (self.folder / "sshd_config").write_text(
@@ -92,6 +94,9 @@ class Sshd:
             "AllowTcpForwarding no\n"
             "X11Forwarding no\n"
             "PrintMotd no\n"
+            # The remote shell's home is ours: the user's own rc files (which may start
+            # anything, and take their time) are not part of what is measured or tested.
+            f"SetEnv HOME={self.folder / 'home'}\n"
             "LogLevel VERBOSE\n"
         )
         host_key = (self.folder / "host_key.pub").read_text().strip()
