@@ -27,8 +27,8 @@ _CHUNK = 256 * 1024
 
 @click.command()
 @click.option("--no-start", is_flag=True, help=f"Exit {BRIDGE_NO_DAEMON} instead of starting a daemon that is not running.")
-@click.pass_obj
-def bridge(obj: dict[str, Any], no_start: bool) -> None:
+@click.pass_context
+def bridge(ctx: click.Context, no_start: bool) -> None:
     """Relay stdin and stdout to this user's daemon (what `roost --host ssh://...` runs here).
 
     Starts the daemon when none runs. Exits when either side closes the connection.
@@ -37,9 +37,11 @@ def bridge(obj: dict[str, Any], no_start: bool) -> None:
     Example, by hand (bytes are msgpack-RPC):
       ssh build-box roost bridge
     """
-    if obj.get("host"):
+    group = ctx.find_root()
+    # ROOST_HOST in this machine's environment (shared dotfiles) means other commands.
+    if group.get_parameter_source("host") is click.core.ParameterSource.COMMANDLINE:
         raise click.UsageError("roost bridge relays to this machine's daemon: give it no --host")
-    sock = _connect(socket_path(obj["socket"]), start=not no_start)
+    sock = _connect(socket_path(ctx.obj["socket"]), start=not no_start)
     # Blocking, whatever the descriptors were handed over as: each thread waits on one.
     os.set_blocking(sys.stdin.fileno(), True)
     os.set_blocking(sys.stdout.fileno(), True)

@@ -57,7 +57,9 @@ class Remote:
             folder = e2e.tmp / "remote" / var.lower()
             folder.mkdir(parents=True)
             self.env[var] = str(folder)
-        self.command = sshd.remote_command(self.env)
+        # ROOST_HOST there (dotfiles shared with this machine) is for other commands: the
+        # bridge relays to the daemon of the machine it runs on.
+        self.command = sshd.remote_command({**self.env, "ROOST_HOST": "elsewhere"})
         # The local side: ssh as the test's, and the host by name in the user's config.
         e2e.env["ROOST_SSH_COMMAND"] = sshd.ssh_command
         config = Path(e2e.env["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
