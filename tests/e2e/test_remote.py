@@ -209,7 +209,7 @@ def test_status_of_every_host_and_clear_errors(e2e: E2E, remote: Remote) -> None
     assert no_local_daemon(e2e)
 
 
-def test_the_shell_over_ssh_runs_a_task_and_reattaches_after_the_connection_is_killed(
+def test_the_shell_and_attach_over_ssh_reattach_after_the_connection_is_killed(
     e2e: E2E, remote: Remote, panes: Tmux
 ) -> None:
     model = e2e.script([bash("echo first")], [text("First done.")], [bash("echo second")], [text("Second done.")])
@@ -217,6 +217,9 @@ def test_the_shell_over_ssh_runs_a_task_and_reattaches_after_the_connection_is_k
     pane.wait(IDLE)
     pane.submit("the first task")
     pane.wait("First done.")
+    # A second terminal attaches over ssh (no session named: the most recent one there).
+    other = panes.open("--host", "box", "attach")
+    other.wait(lambda screen: "First done." in screen and IDLE in screen)
     for pid in wait_until(remote.masters, what="the shared ssh connection"):
         os.kill(pid, signal.SIGKILL)
     pane.wait("(lost the daemon at seq")
@@ -225,6 +228,7 @@ def test_the_shell_over_ssh_runs_a_task_and_reattaches_after_the_connection_is_k
     pane.submit("the second task")
     screen = pane.wait("Second done.")
     assert screen.count("First done.") == 1
+    other.wait("Second done.")
     [row] = e2e.json_out("--host", "box", "sessions", "--json")
     assert row["cwd"] == str(remote.home)
     assert no_local_daemon(e2e)
