@@ -49,6 +49,7 @@ from _common import (  # noqa: E402
     tool_steps_script,
 )
 
+from rpc_roundtrip import time_calls  # noqa: E402
 from tests._sshd import Sshd, SshdUnavailable  # noqa: E402
 
 LONG, SHORT = 20, 1
@@ -56,29 +57,18 @@ LONG, SHORT = 20, 1
 
 def rpc_pair(env: BenchEnv, url: str, command: str, calls: int) -> tuple[list[float], list[float]]:
     """Round trips (µs) of ``detach`` over ssh and over the socket, alternating in blocks."""
-    from roost.protocol import Client, RpcError
+    from roost.protocol import Client
 
-    def timed(client: Client, n: int) -> list[float]:
-        out = []
-        clock = time.perf_counter_ns
-        for _ in range(n):
-            t = clock()
-            try:
-                client.call("detach", session="s-no-such-session")
-            except RpcError:
-                pass
-            out.append((clock() - t) / 1000)
-        return out
-
+    bogus = {"session": "s-no-such-session"}
     remote, local = [], []
     with Client.connect_ssh(url, command=command, client="bench", timeout=None) as over_ssh, \
             env.client(timeout=None) as direct:
-        timed(over_ssh, 300)
-        timed(direct, 300)
+        time_calls(over_ssh, "detach", bogus, 300)  # warm-up
+        time_calls(direct, "detach", bogus, 300)
         block = 200
         for _ in range(max(1, calls // block)):
-            remote += timed(over_ssh, block)
-            local += timed(direct, block)
+            remote += time_calls(over_ssh, "detach", bogus, block)
+            local += time_calls(direct, "detach", bogus, block)
     return remote, local
 
 
