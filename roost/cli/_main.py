@@ -77,7 +77,9 @@ def main() -> None:
         click.echo(f"roost: {exc}", err=True)
         sys.exit(EXIT_REFUSED)
     except Timeout as exc:
-        click.echo(f"roost: {exc}; is it stuck? Its log is {daemon_log()}", err=True)
+        # A daemon reached over ssh (its URL is in the message) logs on its own machine.
+        log = "in ~/.local/state/roost/log/ there" if " at ssh://" in str(exc) else daemon_log()
+        click.echo(f"roost: {exc}; is it stuck? Its log is {log}", err=True)
         sys.exit(EXIT_REFUSED)
     except RoostError as exc:
         click.echo(f"roost: {exc}", err=True)
