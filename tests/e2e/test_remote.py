@@ -201,6 +201,11 @@ def test_status_of_every_host_and_clear_errors(e2e: E2E, remote: Remote) -> None
     no_roost = e2e.roost("status", env={**e2e.env, "ROOST_HOST": remote.sshd.url,
                                         "ROOST_REMOTE_COMMAND": "/nonexistent/roost"})
     assert no_roost.returncode == 10 and "is roost on the remote PATH?" in no_roost.stderr
+    silent = e2e.roost("status", env={**e2e.env, "ROOST_HOST": remote.sshd.url, "ROOST_TIMEOUT": "1",
+                                      "ROOST_REMOTE_COMMAND": "sleep 5 #"})
+    assert silent.returncode == 10
+    assert f"the roost daemon at {remote.sshd.url} did not answer within 1 s" in silent.stderr
+    assert "Its log is in ~/.local/state/roost/log/ there" in silent.stderr
 
     assert e2e.ok("--host", "box", "stop").stdout.startswith("stopped roost daemon (pid ")
     assert not remote.socket.exists()
