@@ -18,7 +18,7 @@ ssh's own cost (encryption, its mux, the remote session) and the bridge's relay.
   shell, which every remote command pays; here with no rc files: a real user's add
   theirs), interleaved.
 
-    uv run python bench/ssh_overhead.py [--calls 3000] [--runs 5]
+    uv run python bench/ssh_overhead.py [--calls 3000] [--runs 7]
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def status_walls(env: BenchEnv, ssh_env: dict[str, str], sshd: Sshd, runs: int) 
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=3000, help="timed round trips each way (default 3000)")
-    p.add_argument("--runs", type=int, default=5, help="rounds of dispatches and status (default 5)")
+    p.add_argument("--runs", type=int, default=7, help="rounds of dispatches and status (default 7)")
     args = p.parse_args()
     context = prepare(args)
     sshd = Sshd(Path(tempfile.mkdtemp(prefix="rb-sshd-", dir="/tmp")))
