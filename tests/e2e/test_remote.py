@@ -151,8 +151,10 @@ def test_two_followers_one_over_ssh_see_the_same_events_and_an_approval_given_ov
 
 def test_a_follower_over_ssh_comes_back_from_its_last_seq_when_the_connection_is_killed(e2e: E2E, remote: Remote) -> None:
     model = e2e.script([bash("echo one")], [bash("echo two")], [text("Both done.")])
-    session = json.loads(e2e.ok("--host", "box", "dispatch", "two steps", "--model", model, "--detach",
-                                "--json").stdout)["session"]
+    # The dispatch that started the run follows it too, until the connection goes.
+    dispatch = e2e.popen([ROOST, "--host", "box", "dispatch", "two steps", "--model", model, "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    session = json.loads(LineReader(dispatch.stdout).until(lambda line: True))["session"]
     follower = e2e.popen([ROOST, "--host", "box", "logs", session, "--follow", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = LineReader(follower.stdout), LineReader(follower.stderr)
@@ -163,6 +165,8 @@ def test_a_follower_over_ssh_comes_back_from_its_last_seq_when_the_connection_is
     lost = err.until(lambda line: "lost the connection to ssh://" in line)
     assert "waiting" in lost
     err.until(lambda line: "(back: following from seq" in line)
+    assert dispatch.wait(timeout=10) == 10
+    assert f"the run goes on there: roost --host box logs {session} --follow" in dispatch.stderr.read()
     # While it was away, nothing happened; now the run goes on, answered over ssh again.
     [first] = pending(e2e)
     e2e.ok("--host", "box", "approve", session, first["call_id"])
