@@ -4,14 +4,13 @@ history it carries (compact)."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
 
 from roost.protocol import MODES
 
-from ._connect import connect, daemon, resolve_session, socket_path
+from ._connect import daemon, env_param, resolve_session, target, workdir
 from ._follow import follow
 from ._render import exit_status
 
@@ -23,8 +22,8 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
     """List the agents for this folder: built-in, user (~/.claude/agents,
     ~/.config/roost/agents) and project (.claude/agents, .roost/agents, subfolders too),
     with where each came from, the files skipped, and tool names roost has no tool for."""
-    with connect(socket_path(obj["socket"])) as client:
-        result = client.call("agents.list", cwd=os.getcwd())
+    with daemon(obj) as client:
+        result = client.call("agents.list", cwd=workdir(target(obj), client))
     if as_json:
         click.echo(json.dumps(result))
         return
@@ -60,7 +59,9 @@ def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: st
     summary) so that a provider's prompt cache covers the longest prefix.
     """
     with daemon(obj) as client:
-        params: dict[str, Any] = {"session": resolve_session(client, session)} if session else {"cwd": os.getcwd()}
+        params: dict[str, Any] = (
+            {"session": resolve_session(client, session)} if session else {"cwd": workdir(target(obj), client)}
+        )
         for key, value in (("agent", agent), ("mode", mode)):
             if value:
                 params[key] = value
@@ -88,7 +89,7 @@ def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: in
     context window ([compaction] and [context_windows] in config.toml).
     """
     with daemon(obj) as client:
-        params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True, "env": dict(os.environ)}
+        params: dict[str, Any] = {"session": resolve_session(client, session), "attach": True, **env_param(target(obj))}
         if model:
             params["model"] = model
         if keep_turns:

@@ -12,7 +12,7 @@ import click
 
 from roost.protocol import Client, RpcError
 
-from ._connect import connect, daemon, resolve_session, socket_path
+from ._connect import daemon, resolve_session
 from ._render import brief, session_offer
 
 
@@ -64,7 +64,7 @@ def answer(obj: dict[str, Any], session: str, call_id: str, text: str) -> None:
 @click.pass_obj
 def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
     """List the permission requests and questions waiting for an answer."""
-    with connect(socket_path(obj["socket"])) as client:
+    with daemon(obj) as client:
         params = {"session": resolve_session(client, session)} if session else {}
         rows = client.call("pending", params)["pending"]
     if as_json:

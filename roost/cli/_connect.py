@@ -5,28 +5,40 @@ be a real folder of ours that no one else can write to (created 0700 when missin
 daemon must run as us, and the one file the CLI writes (``<socket>.stderr``, when it starts
 the daemon) is never written through a symbolic link. A daemon that stops answering is an
 error after ``ROOST_TIMEOUT`` seconds of silence, never a hang.
+
+A command's daemon is its :class:`Target`: this user's on this machine, or, with ``--host``
+(``ROOST_HOST``), that user's on another machine, over ssh (``roost bridge`` there does
+the checks above on that machine). A remote target never starts a local daemon, folders
+(``--cwd``) are the remote machine's, and this terminal's environment stays here.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import posixpath
 import sys
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import click
 
 from roost.protocol import (
     DEFAULT_TIMEOUT,
     Client,
+    ConnectionClosed,
     ErrorCode,
     NotPrivate,
     RpcError,
+    SshFailed,
     check_private_dir,
     default_socket_path,
+    ssh_argv,
 )
+
+from ._hosts import Host, find_host
 
 #: Seconds a command waits for a daemon it started to listen.
 START_TIMEOUT = 15.0
@@ -64,21 +76,51 @@ def call_timeout() -> float | None:
     return seconds or None
 
 
-def connect(path: str, *, start: bool = True) -> Client:
-    """A client connected to the daemon at ``path``, starting the daemon if needed.
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a command's daemon is: the local one at ``socket``, or, when ``host`` is set,
+    the daemon of that machine (over ssh; ``socket`` is then unused)."""
+
+    socket: str
+    host: Host | None = None
+
+    @property
+    def label(self) -> str:
+        """How messages name it: the socket's path, or the host's name or URL."""
+        return self.host.label if self.host is not None else self.socket
+
+
+def target(obj: dict[str, Any]) -> Target:
+    """The command's :class:`Target`, from ``--socket`` and ``--host`` (read once: a named
+    host is looked up in config.toml on first use, so ``roost bridge`` never does)."""
+    found = obj.get("target")
+    if found is None:
+        host = obj.get("host")
+        found = obj["target"] = Target(socket_path(obj["socket"]), find_host(host) if host else None)
+    return found
+
+
+def connect(where: Target, *, start: bool = True) -> Client:
+    """A client connected to the daemon of ``where``, starting the daemon if needed (the
+    remote one through ``roost bridge`` there; never a local one for a remote target).
 
     Raises:
-        DaemonError: no daemon runs (and ``start`` is false) or it could not be started; the
-            socket's folder is not safe (see :func:`check_socket_dir`).
+        DaemonError: no daemon runs (and ``start`` is false) or it could not be started;
+            the socket's folder is not safe (see :func:`check_socket_dir`); ssh failed.
         NotPrivate: a process of another user serves the socket.
     """
-    client = try_connect(path)
+    if where.host is not None:
+        try:
+            return _connect_remote(where, start=start)
+        except ConnectionRefusedError as exc:
+            raise DaemonError(str(exc)) from None
+    client = try_connect(where)
     if client is not None:
         return client
     if not start:
-        raise DaemonError(f"no roost daemon is running on {path}")
-    start_daemon(path)
-    client = Client.connect(path, client="roost-cli", timeout=call_timeout())
+        raise DaemonError(f"no roost daemon is running on {where.socket}")
+    start_daemon(where.socket)
+    client = Client.connect(where.socket, client="roost-cli", timeout=call_timeout())
     report_notices(client)
     return client
 
@@ -92,28 +134,113 @@ def report_notices(client: Client) -> None:
 
 
 @contextmanager
-def daemon(obj: Mapping[str, Any], *, start: bool = True) -> Iterator[Client]:
+def daemon(obj: dict[str, Any], *, start: bool = True) -> Iterator[Client]:
     """The daemon, for one command: a client connected to it (started first if need be,
     unless ``start`` is false); an error response inside the block becomes the command's
     error message and exit status (:func:`refused`)."""
-    with connect(socket_path(obj["socket"]), start=start) as client:
+    with connect(target(obj), start=start) as client:
         try:
             yield client
         except RpcError as exc:
             raise refused(exc) from None
 
 
-def try_connect(path: str) -> Client | None:
-    """A client connected to the daemon at ``path``, or None when none listens there.
+def try_connect(where: Target) -> Client | None:
+    """A client connected to the daemon of ``where``, or None when none runs there.
 
     Creates nothing; the socket's folder is checked first.
     """
-    if not check_socket_dir(path, create=False):
+    if where.host is not None:
+        try:
+            return _connect_remote(where, start=False)
+        except ConnectionRefusedError:
+            return None
+    if not check_socket_dir(where.socket, create=False):
         return None
     try:
-        return Client.connect(path, client="roost-cli", timeout=call_timeout())
+        return Client.connect(where.socket, client="roost-cli", timeout=call_timeout())
     except (FileNotFoundError, ConnectionRefusedError):
         return None
+
+
+def _connect_remote(where: Target, *, start: bool) -> Client:
+    """Connect over ssh. If ssh fails at a terminal, ssh is run once more, in the
+    foreground and allowed to ask (a passphrase, a password, a new host key), to open the
+    shared connection that the next try then uses.
+
+    Raises:
+        ConnectionRefusedError: no daemon runs there (``start`` false).
+        DaemonError: anything else that keeps us from it.
+    """
+    host = where.host
+    assert host is not None
+    attempts = 2 if sys.stdin.isatty() and sys.stderr.isatty() else 1
+    for attempt in range(attempts):
+        try:
+            return Client.connect_ssh(
+                host.ssh.url, start=start, command=host.roost, client="roost-cli", timeout=call_timeout()
+            )
+        except SshFailed as exc:
+            if attempt + 1 == attempts or not _open_master(where):
+                raise DaemonError(str(exc)) from None
+        except ConnectionClosed as exc:
+            raise DaemonError(str(exc)) from None
+        except NotPrivate as exc:
+            raise DaemonError(f"unsafe folder for ssh's control sockets: {exc}") from None
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    raise AssertionError("unreachable")
+
+
+def _open_master(where: Target) -> bool:
+    """Open the shared ssh connection in the foreground (ssh may ask at this terminal);
+    whether it is open."""
+    import subprocess
+
+    assert where.host is not None
+    argv = ssh_argv(where.host.ssh, None, batch=False)
+    try:
+        return subprocess.run(argv, stdin=None, stdout=subprocess.DEVNULL).returncode == 0
+    except OSError:
+        return False
+
+
+def workdir(where: Target, client: Client, given: str | None = None) -> str:
+    """The folder a command means (``--cwd``, default: here), as the daemon's machine names
+    it: on this machine, ``given`` or the current folder made absolute; on a remote host,
+    ``given`` there, where ``~`` and a relative path start at that user's home, the
+    default (the daemon says where it is in ``hello``).
+
+    Raises:
+        click.BadParameter: ``given`` is not a folder on this machine (local daemon only:
+            a remote folder is the remote daemon's to check).
+    """
+    if where.host is None:
+        if given and not os.path.isdir(given):
+            raise click.BadParameter(f"{given!r} is not a folder")
+        return os.path.abspath(given or os.getcwd())
+    return remote_folder(client.info.get("home"), given)
+
+
+def remote_folder(home: str | None, given: str | None) -> str:
+    """``given`` (None: the home) as an absolute path on the remote machine whose home is
+    ``home`` (None, from a daemon that does not say: left to the daemon to expand ``~``)."""
+    given = given or "~"
+    if given.startswith("/"):
+        return posixpath.normpath(given)
+    if given.startswith("~") and given != "~" and not given.startswith("~/"):
+        return given  # another user's home (~name): the daemon expands it
+    rest = given[2:] if given.startswith("~/") else "" if given == "~" else given
+    if home is None:
+        return posixpath.join("~", rest) if rest else "~"
+    return posixpath.normpath(posixpath.join(home, rest))
+
+
+def env_param(where: Target) -> dict[str, Any]:
+    """The ``env`` param of the calls that take one: this terminal's environment for the
+    local daemon; none for a remote one, which uses its own (local paths and secrets
+    mean nothing there, and stay here)."""
+    return {} if where.host is not None else {"env": dict(os.environ)}
 
 
 def check_socket_dir(path: str, *, create: bool) -> bool:

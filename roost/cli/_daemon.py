@@ -10,30 +10,38 @@ from typing import Any
 
 import click
 
-from roost.protocol import ConnectionClosed
+from roost.protocol import Client, ConnectionClosed, RoostError
 
-from ._connect import DaemonError, connect, report_notices, socket_path, start_daemon, try_connect
+from ._connect import EXIT_REFUSED, DaemonError, Target, connect, report_notices, socket_path, start_daemon, target, try_connect
+from ._hosts import load_hosts
 
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.option("--all-hosts", is_flag=True, help="The local daemon and every [hosts.NAME] in config.toml, one line each.")
 @click.pass_obj
-def status(obj: dict[str, Any], as_json: bool) -> None:
+def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
     """Show the daemon's pid, version, socket, uptime, sessions and runs in flight, its
     database (and what is wrong with it, if anything), whether commands can run sandboxed
     (and if not, why), and notices (a damaged database set aside).
 
-    Does not start a daemon: exits 10 when none is running.
+    Does not start a daemon: exits 10 when none is running (with --all-hosts: when one of
+    them is not running or cannot be reached).
     """
-    with connect(socket_path(obj["socket"]), start=False) as client:
+    if all_hosts:
+        _all_hosts(obj, as_json)
+        return
+    with connect(target(obj), start=False) as client:
         info = client.call("status")
     if as_json:
         click.echo(json.dumps(info))
         return
     store = info.get("store") or {}
+    where = target(obj).host
     click.echo(
-        f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])}\n"
-        f"socket   {info['socket']}\n"
+        f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])}"
+        + (f" · on {where.label}" if where is not None else "")
+        + f"\nsocket   {info['socket']}\n"
         f"database {info.get('database', '?')}"
     )
     if store.get("ok") is False:
@@ -49,14 +57,57 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
         click.secho(f"notice   {notice}", fg="yellow")
 
 
+def _all_hosts(obj: dict[str, Any], as_json: bool) -> None:
+    """``status --all-hosts``: every daemon asked at once (one ssh connection each)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Every host, whatever --host (or ROOST_HOST) says.
+    local = Target(socket_path(obj["socket"]))
+    targets = [("local", local), *((name, Target(local.socket, host)) for name, host in load_hosts().items())]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda pair: _ask_status(pair[1]), targets))
+    rows = [
+        {"host": name, "url": where.host.ssh.url if where.host else None, "status": info, "error": error}
+        for (name, where), (info, error) in zip(targets, answers)
+    ]
+    if as_json:
+        click.echo(json.dumps({"hosts": rows}))
+    else:
+        width = max(len(row["host"]) for row in rows)
+        for row in rows:
+            info = row["status"]
+            if info is not None:
+                line = (f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])} · "
+                        f"sessions {info['sessions']} · runs in flight {info['runs']}")
+            else:
+                line = click.style(row["error"], fg="yellow")
+            click.echo(f"{row['host']:<{width}}  {line}" + (f"  ({row['url']})" if row["url"] else ""))
+    if any(row["status"] is None for row in rows):
+        raise SystemExit(EXIT_REFUSED)
+
+
+def _ask_status(where: Target) -> tuple[dict[str, Any] | None, str | None]:
+    """The status of ``where``'s daemon, or why there is none: (status, None) or (None, why)."""
+    try:
+        client = try_connect(where)
+        if client is None:
+            return None, "not running"
+        with client:
+            return client.call("status"), None
+    except (DaemonError, click.UsageError) as exc:
+        return None, exc.message
+    except RoostError as exc:
+        return None, str(exc)
+
+
 @click.command()
 @click.pass_obj
 def stop(obj: dict[str, Any]) -> None:
     """Stop the daemon: runs in flight are aborted (and stored), tool processes killed."""
-    path = socket_path(obj["socket"])
-    client = try_connect(path)
+    where = target(obj)
+    client = try_connect(where)
     if client is None:
-        click.echo("no roost daemon is running")
+        click.echo("no roost daemon is running" + (f" on {where.label}" if where.host else ""))
         return
     with client:
         pid = client.info.get("pid")
@@ -64,12 +115,28 @@ def stop(obj: dict[str, Any]) -> None:
             client.call("shutdown")
         except ConnectionClosed:
             pass
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and os.path.exists(path):
-        time.sleep(0.02)
-    if os.path.exists(path):
+        if where.host is not None:
+            # The daemon ends its connections as it exits; ssh relays that end.
+            gone = _closed_within(client, 15)
+    if where.host is None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and os.path.exists(where.socket):
+            time.sleep(0.02)
+        gone = not os.path.exists(where.socket)
+    if not gone:
         raise DaemonError(f"the daemon (pid {pid}) did not stop within 15 s")
-    click.echo(f"stopped roost daemon (pid {pid})")
+    click.echo(f"stopped roost daemon (pid {pid})" + (f" on {where.label}" if where.host else ""))
+
+
+def _closed_within(client: Client, seconds: float) -> bool:
+    """Whether the daemon ends the connection within ``seconds`` (notifications dropped)."""
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            client.next_notification(timeout=max(0.01, deadline - time.monotonic()))
+    except ConnectionClosed:
+        return True
+    return False
 
 
 @click.command()
@@ -77,18 +144,31 @@ def stop(obj: dict[str, Any]) -> None:
 @click.pass_obj
 def daemon(obj: dict[str, Any], foreground: bool) -> None:
     """Start the daemon (other commands start it when needed)."""
-    path = socket_path(obj["socket"])
+    where = target(obj)
+    if where.host is not None:
+        if foreground:
+            raise click.UsageError("--foreground runs the daemon here: give it no --host")
+        client = try_connect(where)
+        if client is not None:
+            with client:
+                click.echo(f"a roost daemon is already running on {where.label} (pid {client.info.get('pid')})")
+            return
+        with connect(where) as client:
+            click.echo(f"started roost daemon (pid {client.info.get('pid')}) on {where.label}")
+            report_notices(client)
+        return
+    path = where.socket
     if foreground:
         argv = [sys.executable, "-m", "roost.daemon", "--foreground", "--socket", path]
         os.execv(sys.executable, argv)
-    client = try_connect(path)
+    client = try_connect(where)
     if client is not None:
         with client:
             click.echo(f"a roost daemon is already running (pid {client.info.get('pid')})")
         return
     pid = start_daemon(path)
     click.echo(f"started roost daemon (pid {pid}) on {path}")
-    client = try_connect(path)
+    client = try_connect(where)
     if client is not None:
         with client:
             report_notices(client)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import click
 
-
-from ._connect import daemon
+from ._connect import daemon, env_param, target, workdir
 from ._render import untrusted
 
 
@@ -35,7 +33,7 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     with daemon(ctx.obj) as client:
-        listing = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))
+        listing = client.call("mcp.list", cwd=workdir(target(ctx.obj), client), **env_param(target(ctx.obj)))
     if as_json:
         click.echo(json.dumps(listing))
         return
@@ -60,8 +58,9 @@ def restart(obj: dict[str, Any], name: str) -> None:
     until it is ready or failed. Sessions of other folders that share that server see the
     restart too; another folder's server of the same name is not touched."""
     with daemon(obj) as client:
-        client.call("mcp.restart", name=name, cwd=os.getcwd(), env=dict(os.environ))
-        servers = client.call("mcp.list", cwd=os.getcwd(), env=dict(os.environ))["servers"]
+        here = {"cwd": workdir(target(obj), client), **env_param(target(obj))}
+        client.call("mcp.restart", name=name, **here)
+        servers = client.call("mcp.list", **here)["servers"]
     server = next((s for s in servers if s["name"] == name), None)
     if server is None:
         click.echo(f"restarted {name}")

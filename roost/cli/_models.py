@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 import click
 
-
-from ._connect import daemon
+from ._connect import daemon, env_param, target, workdir
 from ._follow import print_json
 from ._run import think_value
 
@@ -26,7 +24,7 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
     environment.
     """
     with daemon(obj) as client:
-        listing = client.call("providers.list", cwd=os.getcwd(), env=dict(os.environ))
+        listing = client.call("providers.list", cwd=workdir(target(obj), client), **env_param(target(obj)))
     if as_json:
         click.echo(json.dumps(listing))
         return
@@ -72,7 +70,7 @@ def chat(
     if (message is None) == (messages_file is None):
         raise click.UsageError("give either MESSAGE or --messages")
     messages = [{"role": "user", "content": message}] if message is not None else _json(messages_file, "--messages")
-    params: dict[str, Any] = {"messages": messages, "cwd": os.getcwd()}
+    params: dict[str, Any] = {"messages": messages}
     for key, value in (("model", model), ("system", system), ("max_tokens", max_tokens), ("think", think)):
         if value is not None:
             params[key] = value
@@ -88,7 +86,8 @@ def chat(
             click.echo(click.style(event.get("text", ""), dim=True), nl=False)
 
     with daemon(obj) as client:
-        reply = client.call_streaming("chat", {**params, "env": dict(os.environ)}, on_note)
+        params.update(cwd=workdir(target(obj), client), **env_param(target(obj)))
+        reply = client.call_streaming("chat", params, on_note)
     if as_json:
         print_json({"type": "chat.finished", **reply})
         return

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any, Callable
 
 import click
 
-from roost.protocol import Client, MODES, RpcError, SANDBOX_MODES
+from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
 
 from ._approvals import prompt_answer
-from ._connect import daemon, resolve_session
+from ._connect import DaemonError, daemon, env_param, resolve_session, target, workdir
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
 
@@ -27,7 +26,7 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Run in this folder's last session.")
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
-@click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
+@click.option("--cwd", metavar="DIR", help="Working directory of a new session (default: here; with --host, a folder there, relative to the home).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
 @click.option("--agent", "-a", help="The agent to run (default: default); see roost agents.")
 @click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
@@ -87,10 +86,11 @@ def dispatch(
     `roost logs SESSION --follow`.
     """
     task = _with_piped_input(task)
-    here = os.path.abspath(cwd or os.getcwd())
     with daemon(obj) as client:
-        # The session's commands run with this terminal's environment (less its secrets).
-        params: dict[str, Any] = {"task": task, "cwd": here, "env": dict(os.environ)}
+        # The session's commands run with this terminal's environment (less its secrets),
+        # or on a remote host, with its daemon's.
+        here = workdir(target(obj), client, cwd)
+        params: dict[str, Any] = {"task": task, "cwd": here, **env_param(target(obj))}
         if session and continue_:
             raise click.UsageError("give --session or --continue, not both")
         if session:
@@ -130,7 +130,15 @@ def dispatch(
         on_event = print_json if as_json else Renderer().render
         if not as_json and not started.get("repeated") and sys.stdin.isatty():
             on_event = _answering(client, on_event)
-        finished = _watch(client, started, on_event)
+        try:
+            finished = _watch(client, started, on_event)
+        except ConnectionClosed as exc:
+            if target(obj).host is None:
+                raise
+            # A dropped ssh connection ends this command, not the run on the other machine.
+            raise DaemonError(
+                f"{exc}; the run goes on there: roost --host {target(obj).host.label} logs {started['session']} --follow"
+            ) from None
     raise SystemExit(exit_status(finished["reason"]) if finished else 1)
 
 

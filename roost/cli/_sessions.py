@@ -8,13 +8,14 @@ from typing import Any, Callable
 
 import click
 
-from roost.protocol import Client, ConnectionClosed
+from roost.protocol import Client, ConnectionClosed, Timeout
 
-from ._connect import DaemonError, connect, daemon, resolve_session, socket_path
+from ._connect import DaemonError, Target, connect, daemon, resolve_session, target
 from ._follow import follow, print_json
 from ._render import Renderer, session_tree, tree_id, when
 
-#: Seconds ``logs --follow`` waits for a daemon that went away to come back.
+#: Seconds ``logs --follow`` waits for a daemon that went away (or the connection to its
+#: host) to come back.
 RECONNECT_WAIT = 10.0
 
 
@@ -97,12 +98,11 @@ def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: 
       roost logs 3f2a --follow
     """
     on_event = print_json if as_json else Renderer().render
-    path = socket_path(obj["socket"])
     with daemon(obj) as client:
         session = resolve_session(client, session)
         if follow_:
             try:
-                _follow_across_restarts(path, client, session, on_event, since)
+                _follow_across_restarts(target(obj), client, session, on_event, since)
             except KeyboardInterrupt:
                 pass
             return
@@ -116,9 +116,10 @@ def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: 
 
 
 def _follow_across_restarts(
-    path: str, client: Client, session: str, on_event: Callable[[dict[str, Any]], None], since: int
+    where: Target, client: Client, session: str, on_event: Callable[[dict[str, Any]], None], since: int
 ) -> None:
-    """Follow until Ctrl-C; when the daemon restarts, re-attach from the last seq seen."""
+    """Follow until Ctrl-C; when the daemon restarts (or the connection to its host
+    drops), connect again and re-attach from the last seq seen."""
     last = since
 
     def seen(event: dict[str, Any]) -> None:
@@ -129,15 +130,25 @@ def _follow_across_restarts(
     while True:
         try:
             follow(client, session, seen, since=last)
-        except ConnectionClosed:
-            click.echo(f"(lost the daemon at seq {last}; waiting {RECONNECT_WAIT:g} s for it)", err=True)
+            lost = "the daemon closed the connection"
+        except ConnectionClosed as exc:
+            lost = str(exc)
+        except Timeout as exc:
+            # Here a silent daemon is frozen: an error. Over ssh it may be the network that
+            # went silent: connect again.
+            if where.host is None:
+                raise
+            lost = str(exc)
+        click.echo(f"({lost}; at seq {last}, waiting {RECONNECT_WAIT:g} s for it to come back)", err=True)
         client.close()
         deadline = time.monotonic() + RECONNECT_WAIT
         while True:
             try:
-                client = connect(path, start=False)
+                client = connect(where, start=False)
                 break
-            except DaemonError:
+            except (DaemonError, Timeout) as exc:
                 if time.monotonic() > deadline:
-                    raise DaemonError("the daemon went away and did not come back") from None
+                    why = exc.message if isinstance(exc, DaemonError) else str(exc)
+                    raise DaemonError(f"the daemon did not come back: {why}") from None
                 time.sleep(0.2)
+        click.echo(f"(back: following from seq {last})", err=True)

@@ -10,12 +10,12 @@ from typing import Any
 import click
 
 
-from ._connect import daemon
+from ._connect import daemon, env_param, target, workdir
 from ._render import when
 
 
 @click.command()
-@click.argument("folder", required=False, type=click.Path(exists=True, file_okay=False))
+@click.argument("folder", required=False)
 @click.option("--yes", "-y", is_flag=True, help="Trust what is shown without asking (for scripts).")
 @click.option("--list", "as_list", is_flag=True, help="List the trusted folders instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print what is shown (and done) as JSON.")
@@ -42,8 +42,8 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
         if as_list:
             _show_list(client.call("trust.list")["folders"], as_json)
             return
-        cwd = os.path.abspath(folder or os.getcwd())
-        shown = client.call("trust.show", cwd=cwd, env=dict(os.environ))
+        cwd = workdir(target(obj), client, folder)
+        shown = client.call("trust.show", cwd=cwd, **env_param(target(obj)))
         if as_json and not yes:
             click.echo(json.dumps(shown))
             return
@@ -60,7 +60,7 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
             if not click.confirm(question, default=False):
                 click.echo("nothing was trusted")
                 return
-        done = client.call("trust.add", cwd=cwd, files=shown["files"], env=dict(os.environ))
+        done = client.call("trust.add", cwd=cwd, files=shown["files"], **env_param(target(obj)))
     if as_json:
         click.echo(json.dumps({**shown, "trusted": True, "current": True, "files": done["files"]}))
     else:
@@ -68,16 +68,16 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
 
 
 @click.command()
-@click.argument("folder", required=False, type=click.Path(file_okay=False))
+@click.argument("folder", required=False)
 @click.pass_obj
 def untrust(obj: dict[str, Any], folder: str | None) -> None:
     """Stop trusting a project folder (default: here): what its files widen is ignored again."""
-    target = os.path.abspath(folder or os.getcwd())
     with daemon(obj) as client:
+        gone = workdir(target(obj), client, folder)
         if folder is None:
             # Here means this project's root, as roost trust recorded it.
-            target = client.call("trust.show", cwd=target)["folder"]
-        done = client.call("trust.remove", folder=target)
+            gone = client.call("trust.show", cwd=gone)["folder"]
+        done = client.call("trust.remove", folder=gone)
     if done["removed"]:
         click.echo(f"no longer trusted: {done['folder']}")
     else:

@@ -693,6 +693,8 @@ def hello_result(connection: Connection, params: dict[str, Any], notices: Sequen
         "version": roost.__version__,
         "protocol": PROTOCOL_VERSION,
         "pid": os.getpid(),
+        # Where a client on another machine resolves "~" and relative folders (--cwd).
+        "home": os.path.expanduser("~"),
         "methods": [m.describe() for m in METHODS],
         "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
         "errors": error_table(),

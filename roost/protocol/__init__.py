@@ -1,9 +1,10 @@
-"""The wire protocol: msgpack-RPC over a Unix socket, and the small clients.
+"""The wire protocol: msgpack-RPC over a Unix socket (or over ssh), and the small clients.
 
-Layers, each wrapping the one below (as in pynvim): :class:`Decoder` (bytes to messages,
+Layers, each wrapping the one below (as in pynvim): a byte stream (:class:`Stream`: a Unix
+socket, or the pipes of ``ssh HOST roost bridge``) → :class:`Decoder` (bytes to messages,
 with a frame limit) → :class:`RpcSession` (msgids and the pending table) → the clients
-(:class:`Client` here, blocking; ``roost.protocol.trio_client`` for trio). Imports msgpack
-and the stdlib only.
+(:class:`Client` here, blocking; ``roost.protocol.asyncio_client`` and
+``roost.protocol.trio_client``). Imports msgpack and the stdlib only.
 """
 
 from ._address import default_socket_path
@@ -16,6 +17,7 @@ from ._errors import (
     ProtocolError,
     RoostError,
     RpcError,
+    SshFailed,
     Timeout,
     error_table,
 )
@@ -32,11 +34,14 @@ from ._methods import (
 )
 from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
+from ._ssh import BRIDGE_NO_DAEMON, SshHost, bridge_argv, control_dir, ssh_argv
+from ._streams import ProcessStream, SocketStream, Stream, connect_unix
 from ._vocabulary import MODES, SANDBOX_MODES, STOP_REASONS, SUCCESS_REASONS
 
 __all__ = [
     "API_COMPATIBLE",
     "API_LEVEL",
+    "BRIDGE_NO_DAEMON",
     "Client",
     "ConnectionClosed",
     "DEFAULT_MAX_FRAME",
@@ -53,6 +58,7 @@ __all__ = [
     "Notification",
     "PROTOCOL_VERSION",
     "Param",
+    "ProcessStream",
     "ProtocolError",
     "Request",
     "Response",
@@ -62,9 +68,16 @@ __all__ = [
     "SANDBOX_MODES",
     "STOP_REASONS",
     "SUCCESS_REASONS",
+    "SocketStream",
+    "SshFailed",
+    "SshHost",
+    "Stream",
     "Timeout",
+    "bridge_argv",
     "check_peer",
     "check_private_dir",
+    "connect_unix",
+    "control_dir",
     "default_socket_path",
     "encode",
     "error_table",
@@ -73,4 +86,5 @@ __all__ = [
     "parse",
     "peer_credentials",
     "result_of",
+    "ssh_argv",
 ]

@@ -1,4 +1,4 @@
-"""A blocking client on a stdlib socket: for scripts and the CLI (no trio needed).
+"""A blocking client on a stdlib socket or an ssh child's pipes: for scripts and the CLI.
 
     from roost.protocol import Client
     with Client.connect() as client:
@@ -29,7 +29,6 @@ from __future__ import annotations
 import collections
 import os
 import socket
-import time
 from typing import Any, Callable, Iterator
 
 from ._address import default_socket_path
@@ -37,8 +36,8 @@ from ._errors import ConnectionClosed, Timeout
 from ._framing import DEFAULT_MAX_FRAME
 from ._messages import Notification, Response
 from ._methods import PROTOCOL_VERSION
-from ._private import check_peer
 from ._session import RpcSession, result_of
+from ._streams import ProcessStream, SocketStream, Stream, connect_unix
 
 _READ_SIZE = 256 * 1024
 
@@ -53,19 +52,26 @@ class Client:
     silent while a call waits for its answer, and how long sending may block; see the
     module's docstring. It does not bound :meth:`next_notification` or :meth:`events`.
 
+    It talks over a :class:`Stream`: a Unix socket (:meth:`connect`), or a child process's
+    pipes, such as ``ssh HOST roost bridge`` (:meth:`connect_ssh`). A plain connected
+    socket is taken as it is.
+
     Resource handling:
-        Owns one socket; close it with :meth:`close` or use the client as a context manager.
+        Owns its stream (a socket, or a child process); close it with :meth:`close` or use
+        the client as a context manager.
     """
 
     def __init__(
         self,
-        sock: socket.socket,
+        stream: Stream | socket.socket,
         *,
         max_frame: int = DEFAULT_MAX_FRAME,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         _check_timeout(timeout)
-        self._sock = sock
+        if isinstance(stream, socket.socket):
+            stream = SocketStream(stream, _peer_name(stream))
+        self._sock = stream
         self._session = RpcSession(max_frame)
         self._responses: dict[int, Response] = {}
         self._notifications: collections.deque[Notification] = collections.deque()
@@ -76,7 +82,7 @@ class Client:
         self.timeout = timeout
         # The socket waits half the timeout at a time: one silent half asks for status,
         # a second one gives up.
-        sock.settimeout(None if timeout is None else timeout / 2)
+        stream.settimeout(None if timeout is None else timeout / 2)
         #: The daemon's answer to ``hello`` (empty until :meth:`hello` is called).
         self.info: dict[str, Any] = {}
 
@@ -102,21 +108,62 @@ class Client:
         """
         _check_timeout(timeout)
         where = os.fspath(path if path is not None else default_socket_path())
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            _connect(sock, where, timeout)
-            check_peer(sock, where)
-        except BaseException:
-            sock.close()
-            raise
-        self = cls(sock, timeout=timeout)
+        self = cls(connect_unix(where, timeout), timeout=timeout)
         if hello:
-            try:
-                self.hello(client)
-            except BaseException:
-                self.close()
-                raise
+            self._hello_or_close(client)
         return self
+
+    @classmethod
+    def connect_ssh(
+        cls,
+        host: str,
+        *,
+        start: bool = True,
+        command: str | None = None,
+        client: str = "python",
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> Client:
+        """Connect to the daemon of a user on another machine, over OpenSSH, and say hello.
+
+        ``host`` is ``ssh://[user@]host[:port]``. The connection is ``ssh HOST roost
+        bridge`` (see :func:`roost.protocol.ssh_argv`: ``ROOST_SSH_COMMAND``, the remote
+        ``command`` or ``ROOST_REMOTE_COMMAND``, a shared connection, never a question to
+        a person); the remote ``roost bridge`` starts that daemon if none runs, unless
+        ``start`` is false. No local daemon is involved; the remote bridge checks the
+        remote socket's folder and peer as a local command does.
+
+        Raises:
+            ValueError: ``host`` is not an ``ssh://`` URL, or ``ROOST_SSH_COMMAND`` is bad.
+            ConnectionRefusedError: no daemon runs there (only when ``start`` is false).
+            SshFailed: ssh could not reach the host or log in (its last words).
+            ConnectionClosed: the remote side ended before the handshake (the message has
+                its last words and the exit status).
+            Timeout: nothing answered ``hello`` in time.
+        """
+        from ._ssh import SshHost, bridge_argv, unreachable
+
+        _check_timeout(timeout)
+        target = SshHost.parse(host)
+        argv = bridge_argv(target, start=start, command=command, connect_timeout=timeout)
+        stream = ProcessStream(argv, target.url)
+        self = cls(stream, timeout=timeout)
+        try:
+            self.hello(client)
+        except ConnectionClosed:
+            failure = unreachable(target, stream.wait_exit(), stream.last_words(), start=start)
+            self.close()
+            raise failure from None
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _hello_or_close(self, client: str) -> None:
+        try:
+            self.hello(client)
+        except BaseException:
+            self.close()
+            raise
 
     def hello(self, client: str = "python") -> dict[str, Any]:
         """Exchange the handshake; the reply is kept in :attr:`info`."""
@@ -205,8 +252,13 @@ class Client:
                 continue
             yield notification_map(note)
 
+    @property
+    def stream(self) -> Stream:
+        """What the client talks over."""
+        return self._sock
+
     def close(self) -> None:
-        """Close the socket. Safe to call twice."""
+        """Close the stream (and end its child process, if it has one). Safe to call twice."""
         self._sock.close()
 
     def __enter__(self) -> Client:
@@ -216,14 +268,14 @@ class Client:
         self.close()
 
     def fileno(self) -> int:
-        """The socket's file descriptor (for ``select``)."""
+        """The file descriptor the daemon's bytes arrive on (for ``select``)."""
         return self._sock.fileno()
 
     def _send(self, data: bytes) -> None:
         try:
             self._sock.sendall(data)
         except (BrokenPipeError, ConnectionResetError) as exc:
-            raise ConnectionClosed("the daemon closed the connection") from exc
+            raise ConnectionClosed(self._sock.ended()) from exc
         except TimeoutError:
             raise self._timeout() from None
 
@@ -243,19 +295,15 @@ class Client:
             raise self._timeout() from None
 
     def _timeout(self) -> Timeout:
-        try:
-            where = self._sock.getpeername() or "its socket"
-        except OSError:
-            where = "its socket"
-        return Timeout(f"the roost daemon at {where} did not answer within {self.timeout:g} s")
+        return Timeout(f"the roost daemon at {self._sock.where} did not answer within {self.timeout:g} s")
 
     def _read(self) -> None:
         try:
             data = self._sock.recv(_READ_SIZE)
         except ConnectionResetError as exc:
-            raise ConnectionClosed("the daemon closed the connection") from exc
+            raise ConnectionClosed(self._sock.ended()) from exc
         if not data:
-            raise ConnectionClosed("the daemon closed the connection")
+            raise ConnectionClosed(self._sock.ended())
         for message in self._session.receive(data):
             if isinstance(message, Response):
                 if message.msgid in self._checks:
@@ -266,22 +314,11 @@ class Client:
                 self._notifications.append(message)
 
 
-def _connect(sock: socket.socket, where: str, timeout: float | None) -> None:
-    sock.settimeout(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        try:
-            sock.connect(where)
-            return
-        except BlockingIOError:
-            # With a timeout the socket is non-blocking, and connecting to a Unix socket
-            # whose backlog is full fails at once instead of waiting: wait here.
-            if deadline is not None and time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        except TimeoutError:
-            break
-    raise Timeout(f"the roost daemon at {where} did not accept the connection within {timeout:g} s")
+def _peer_name(sock: socket.socket) -> str:
+    try:
+        return sock.getpeername() or "its socket"
+    except OSError:
+        return "its socket"
 
 
 def _check_timeout(timeout: float | None) -> None:

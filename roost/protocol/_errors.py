@@ -11,6 +11,7 @@ Exception tree::
     ├── ProtocolError          the byte stream is not msgpack-RPC (has .code)
     │   └── FrameTooLarge      one message exceeds the maximum frame size
     ├── ConnectionClosed       the peer went away
+    │   └── SshFailed          ssh itself failed (exit status 255): unreachable, or refused us
     ├── Timeout                the daemon showed no sign of life for the client's timeout
     └── NotPrivate             the socket's folder, or the process serving it, is not ours
 """
@@ -126,6 +127,12 @@ class FrameTooLarge(ProtocolError):
 
 class ConnectionClosed(RoostError):
     """The peer closed the connection (or it broke) before the answer came."""
+
+
+class SshFailed(ConnectionClosed):
+    """ssh could not reach the host or log in there (it exited 255 before the handshake);
+    the message has its last words. At a terminal, ssh itself may ask for what it lacked
+    (a passphrase, a password, a new host key): see :func:`roost.protocol.ssh_argv`."""
 
 
 class Timeout(RoostError):

@@ -62,7 +62,7 @@ METHODS: tuple[Method, ...] = (
         "hello",
         "Handshake: the daemon's version and the API catalogue.",
         (Param("client", "str", doc="client name"), Param("protocol", "int", doc="protocol version")),
-        ("api_level", "api_compatible", "version", "protocol", "pid", "methods", "events", "errors"),
+        ("api_level", "api_compatible", "version", "protocol", "pid", "home", "methods", "events", "errors"),
     ),
     Method(
         "status",

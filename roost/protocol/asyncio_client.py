@@ -17,10 +17,14 @@ Error handling:
     :class:`Timeout` and the connection is closed (the other calls get
     :class:`ConnectionClosed`).
 
+Transports: a Unix socket (:meth:`AsyncClient.open`), or the pipes of ``ssh HOST roost
+bridge`` (:meth:`AsyncClient.open_ssh`, the same command line as the blocking client's:
+see :mod:`roost.protocol._ssh`), whose stderr is kept to say why the connection ended.
+
 Resource handling:
-    An :class:`AsyncClient` owns its socket and its reader task; :meth:`AsyncClient.aclose`
-    ends both. :meth:`AsyncClient.wait_closed` returns once the connection is over, however
-    it ended.
+    An :class:`AsyncClient` owns its socket (or its ssh child) and its reader task;
+    :meth:`AsyncClient.aclose` ends them. :meth:`AsyncClient.wait_closed` returns once the
+    connection is over, however it ended.
 """
 
 from __future__ import annotations
@@ -36,13 +40,20 @@ from roost.protocol import (
     ProtocolError,
     Response,
     RpcSession,
+    SshHost,
     Timeout,
     check_peer,
     notification_map,
     result_of,
 )
+from roost.protocol._ssh import bridge_argv, unreachable
+from roost.protocol._streams import ended_message, last_lines
 
 _READ_SIZE = 256 * 1024
+#: Bytes of an ssh child's stderr kept to explain its end.
+_STDERR_TAIL = 4096
+#: Seconds a closed ssh child may take to end by itself before it is killed.
+_EXIT_WAIT = 1.0
 
 
 class AsyncClient:
@@ -56,8 +67,13 @@ class AsyncClient:
         *,
         path: str,
         timeout: float | None = DEFAULT_TIMEOUT,
+        process: asyncio.subprocess.Process | None = None,
     ) -> None:
+        # Where the connection leads, for messages: a socket path or an ssh:// URL.
         self._path = path
+        self._process = process
+        self._stderr = bytearray()
+        self._stderr_task: asyncio.Task[None] | None = None
         #: Seconds of silence after which a waiting call fails (None: never).
         self.timeout = timeout
         # How many reads brought bytes: the daemon's signs of life.
@@ -99,13 +115,59 @@ class AsyncClient:
             writer.close()
             raise
         self = cls(reader, writer, on_notification, path=path, timeout=timeout)
+        await self._start(client)
+        return self
+
+    @classmethod
+    async def open_ssh(
+        cls,
+        host: str,
+        *,
+        client: str,
+        on_notification: Callable[[dict[str, Any]], None],
+        timeout: float | None = DEFAULT_TIMEOUT,
+        start: bool = True,
+        command: str | None = None,
+    ) -> AsyncClient:
+        """Connect to the daemon on the machine ``host`` (``ssh://[user@]host[:port]``)
+        through ``ssh HOST roost bridge`` (``--no-start`` unless ``start``), as
+        :meth:`roost.protocol.Client.connect_ssh` does, and say hello.
+
+        Raises:
+            ValueError: ``host`` is not an ``ssh://`` URL.
+            OSError: ssh cannot be started; ``ConnectionRefusedError``: no daemon runs there
+                (only when ``start`` is false).
+            ConnectionClosed: ssh or the remote side ended before the handshake (the
+                message has their last words).
+            Timeout: nothing answered ``hello`` in time.
+        """
+        target = SshHost.parse(host)
+        argv = bridge_argv(target, start=start, command=command, connect_timeout=timeout)
+        # A session of its own: no terminal to ask on (BatchMode), and no Ctrl-C from it.
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        self = cls(process.stdout, process.stdin, on_notification, path=target.url, timeout=timeout,
+                   process=process)
+        self._stderr_task = asyncio.create_task(self._keep_stderr())
+        try:
+            await self._start(client)
+        except ConnectionClosed:
+            raise unreachable(target, process.returncode, last_lines(self._stderr), start=start) from None
+        return self
+
+    async def _start(self, client: str) -> None:
         self._task = asyncio.create_task(self._read_loop())
         try:
             self.info = await self.call("hello", client=client, protocol=PROTOCOL_VERSION)
         except BaseException:
             await self.aclose()
             raise
-        return self
 
     def has(self, method: str) -> bool:
         """Whether the daemon serves ``method`` (from its ``hello`` catalogue)."""
@@ -135,7 +197,7 @@ class AsyncClient:
         except (ConnectionError, RuntimeError) as exc:
             self._waiting.pop(msgid, None)
             self._close()
-            raise ConnectionClosed("the daemon closed the connection") from exc
+            raise ConnectionClosed(self.ended) from exc
         return result_of(await self._answer(msgid, future))
 
     async def _answer(self, msgid: int, future: asyncio.Future[Response]) -> Response:
@@ -163,15 +225,30 @@ class AsyncClient:
         """Return when the connection has ended."""
         await self._closed.wait()
 
+    @property
+    def ended(self) -> str:
+        """Why the connection ended, in words: for ssh, its last words and exit status."""
+        if self._process is None:
+            return "the daemon closed the connection"
+        return ended_message(self._path, last_lines(self._stderr), self._process.returncode)
+
     async def aclose(self) -> None:
-        """Close the connection (safe to call twice)."""
+        """Close the connection, and end the ssh child if there is one (safe to call twice)."""
         self._close()
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
+        for task in (self._task, self._stderr_task):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        if self._process is not None and self._process.returncode is None:
+            # Its stdin is closed: it ends by itself once the remote side has; else it is killed.
             try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+                await asyncio.wait_for(self._process.wait(), _EXIT_WAIT)
+            except asyncio.TimeoutError:
+                self._process.kill()
+                await self._process.wait()
 
     def _close(self) -> None:
         if self._closed.is_set():
@@ -180,14 +257,33 @@ class AsyncClient:
         self._writer.close()
         for future in self._waiting.values():
             if not future.done():
-                future.set_exception(ConnectionClosed("the daemon closed the connection"))
+                future.set_exception(ConnectionClosed(self.ended))
         self._waiting.clear()
+
+    async def _last_words(self) -> None:
+        """Once an ssh child's stdout ends, give it a moment to finish saying why."""
+        if self._process is None:
+            return
+        # Shielded: at the time limit, stderr is still read (the tail may still come).
+        waits = [self._process.wait(), *([asyncio.shield(self._stderr_task)] if self._stderr_task else [])]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), 0.5)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _keep_stderr(self) -> None:
+        """Read the ssh child's stderr as it comes (so it never blocks on it); keep its tail."""
+        assert self._process is not None and self._process.stderr is not None
+        while chunk := await self._process.stderr.read(_READ_SIZE):
+            self._stderr += chunk
+            del self._stderr[:-_STDERR_TAIL]
 
     async def _read_loop(self) -> None:
         try:
             while True:
                 data = await self._reader.read(_READ_SIZE)
                 if not data:
+                    await self._last_words()
                     return
                 self._reads += 1
                 for message in self._session.receive(data):

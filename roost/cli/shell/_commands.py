@@ -15,7 +15,7 @@ import click
 
 from roost.protocol import MODES
 
-from .._connect import DaemonError, call_timeout, connect, resolve_session, socket_path
+from .._connect import DaemonError, Target, call_timeout, connect, resolve_session, target, workdir
 
 
 def _choices(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -43,11 +43,11 @@ def shell(obj: dict[str, Any], model: str | None, mode: str | None, agent: str |
       roost shell --model scripted/demo
     """
     _need_terminal()
-    path = socket_path(obj["socket"])
-    cwd = os.getcwd()
-    with connect(path) as client:
+    where = target(obj)
+    with connect(where) as client:
+        cwd = workdir(where, client)
         session = client.call("sessions.create", cwd=cwd)["session"]
-    _run(path, session, cwd, model=model, mode=mode, agent=agent)
+    _run(where, session, cwd, cwd, model=model, mode=mode, agent=agent)
 
 
 @click.command()
@@ -57,8 +57,9 @@ def shell(obj: dict[str, Any], model: str | None, mode: str | None, agent: str |
 def attach(obj: dict[str, Any], session: str | None, model: str | None, mode: str | None, agent: str | None) -> None:
     """Open the shell on SESSION (id or unique prefix): its history, then live.
 
-    Without SESSION: the most recent session of this directory. Any number of terminals can
-    attach to one session; they see the same stream, and any of them can type or answer.
+    Without SESSION: the most recent session of this directory (with --host: the most
+    recent session there). Any number of terminals can attach to one session; they see the
+    same stream, and any of them can type or answer.
 
     \b
     Examples:
@@ -66,28 +67,31 @@ def attach(obj: dict[str, Any], session: str | None, model: str | None, mode: st
       roost attach
     """
     _need_terminal()
-    path = socket_path(obj["socket"])
-    with connect(path) as client:
+    where = target(obj)
+    with connect(where) as client:
         rows = client.call("sessions.list")["sessions"]
+        home = workdir(where, client)
         if session:
             session = resolve_session(client, session)
         else:
-            here = [row for row in rows if _same_dir(row["cwd"], os.getcwd())]
+            here = rows if where.host is not None else [row for row in rows if _same_dir(row["cwd"], home)]
             if not here:
                 raise DaemonError("no session in this directory yet: `roost` starts one, `roost sessions` lists them")
             session = here[-1]["id"]
     (row,) = [row for row in rows if row["id"] == session]
-    _run(path, session, row["cwd"], model=model, mode=mode, agent=agent)
+    _run(where, session, row["cwd"], home, model=model, mode=mode, agent=agent)
 
 
-def _run(path: str, session: str, cwd: str, **choices: str | None) -> None:
+def _run(where: Target, session: str, cwd: str, home: str, **choices: str | None) -> None:
+    """Run the shell on ``session`` (whose folder is ``cwd``); ``/new`` makes sessions in
+    ``home`` (here, or the remote default folder)."""
     # prompt_toolkit is imported here, so the other commands never pay for it.
     from ._app import history_file
     from ._shell import Choices, Shell
 
     async def main() -> Shell:
-        shell = Shell(socket=path, session=session, cwd=cwd, choices=Choices(**choices), history=history_file(),
-                      timeout=call_timeout())
+        shell = Shell(target=where, session=session, cwd=cwd, home=home, choices=Choices(**choices),
+                      history=history_file(), timeout=call_timeout())
         await shell.run()
         return shell
 

@@ -36,9 +36,10 @@ class Names:
 
 
 class ShellCompleter(Completer):
-    """Completes ``/commands``, their arguments, and ``@paths`` under the session's folder."""
+    """Completes ``/commands``, their arguments, and ``@paths`` under the session's folder
+    (when ``cwd`` gives one: a remote session's folder is not on this machine)."""
 
-    def __init__(self, names: Names, cwd: Callable[[], str]) -> None:
+    def __init__(self, names: Names, cwd: Callable[[], str | None]) -> None:
         self._names = names
         self._cwd = cwd
 
@@ -82,8 +83,11 @@ class ShellCompleter(Completer):
                 yield Completion(value, -len(arg), display_meta=meta)
 
     def _paths(self, typed: str) -> Iterable[Completion]:
+        here = self._cwd()
+        if here is None:
+            return
         folder, _, start = typed.rpartition("/")
-        base = os.path.join(self._cwd(), os.path.expanduser(folder)) if folder else self._cwd()
+        base = os.path.join(here, os.path.expanduser(folder)) if folder else here
         try:
             entries = sorted(os.scandir(base), key=lambda e: e.name)
         except OSError:

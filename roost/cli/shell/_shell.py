@@ -19,7 +19,6 @@ compaction) are looked up in its ``hello`` catalogue; without one, the shell say
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any, Awaitable, Callable
 
 from roost.protocol import DEFAULT_TIMEOUT, MODES, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
 
-from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, start_daemon
+from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, Target, env_param, start_daemon
 from . import _display as r
 from ._app import Screen
 from ._complete import Names, ShellCompleter
@@ -61,16 +60,20 @@ class Shell:
         closed when it returns.
     """
 
-    def __init__(self, *, socket: str, session: str, cwd: str, choices: Choices,
+    def __init__(self, *, target: Target, session: str, cwd: str, home: str, choices: Choices,
                  history: str | None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
-        self.socket = socket
+        #: Where the daemon is (this machine's socket, or a host over ssh).
+        self.target = target
+        #: The folder ``/new`` makes sessions in (here; on a remote host, its default folder).
+        self.home = home
         self.timeout = timeout
         self.choices = choices
         self.view = SessionView(session, cwd)
         self.transcript = Transcript()
         self.names = Names()
         self.client: AsyncClient | None = None
-        self.screen = Screen(self, ShellCompleter(self.names, self._cwd), history)
+        # @path completion lists this machine's files: not a remote session's.
+        self.screen = Screen(self, ShellCompleter(self.names, self._cwd if target.host is None else lambda: None), history)
         self._connected = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._denying: str | None = None
@@ -110,8 +113,7 @@ class Shell:
         attached_before = False
         while True:
             try:
-                client = await AsyncClient.open(self.socket, client=CLIENT_NAME, on_notification=self._on_notification,
-                                                timeout=self.timeout)
+                client = await self._open(start=False)
             except (OSError, ConnectionClosed, Timeout):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -188,17 +190,42 @@ class Shell:
             await asyncio.wait_for(self._connected.wait(), 1.0)
         except asyncio.TimeoutError:
             self.screen.print(r.note("(no daemon: starting one)"))
-            try:
-                await asyncio.to_thread(start_daemon, self.socket)
-            except DaemonError as exc:
-                raise ConnectionClosed(exc.message) from None
+            await self._start_daemon()
             await asyncio.wait_for(self._connected.wait(), START_TIMEOUT)
         assert self.client is not None
         return self.client
 
+    async def _open(self, *, start: bool) -> AsyncClient:
+        """A new connection to the daemon (over ssh for a remote host: ``start`` lets the
+        remote bridge start the daemon there)."""
+        host = self.target.host
+        if host is None:
+            return await AsyncClient.open(self.target.socket, client=CLIENT_NAME,
+                                          on_notification=self._on_notification, timeout=self.timeout)
+        return await AsyncClient.open_ssh(host.ssh.url, command=host.roost, start=start, client=CLIENT_NAME,
+                                          on_notification=self._on_notification, timeout=self.timeout)
+
+    async def _start_daemon(self) -> None:
+        """Start the daemon (a remote one: by connecting with a bridge that starts it).
+
+        Raises:
+            ConnectionClosed: it could not be started (or reached); the message says why.
+        """
+        if self.target.host is None:
+            try:
+                await asyncio.to_thread(start_daemon, self.target.socket)
+            except DaemonError as exc:
+                raise ConnectionClosed(exc.message) from None
+            return
+        try:
+            client = await self._open(start=True)
+        except (OSError, Timeout) as exc:
+            raise ConnectionClosed(str(exc)) from None
+        await client.aclose()
+
     async def _learn_names(self, client: AsyncClient) -> None:
         """What completion offers: models, agents, sessions, custom commands."""
-        providers = await client.call("providers.list", cwd=self._cwd(), env=dict(os.environ))
+        providers = await client.call("providers.list", cwd=self._cwd(), **env_param(self.target))
         models = [providers.get("default_model") or "", "scripted/demo"]
         for provider in providers.get("providers", []):
             models += [f"{provider['name']}/{alias}" for alias in provider.get("models") or {}]
@@ -212,7 +239,7 @@ class Shell:
     async def _refresh_commands(self, client: AsyncClient) -> None:
         if not client.has("commands.list"):
             return
-        listed = await client.call("commands.list", cwd=self._cwd(), env=dict(os.environ))
+        listed = await client.call("commands.list", cwd=self._cwd(), **env_param(self.target))
         self.names.commands[:] = [
             (c.get("short") or c["name"], c.get("argument_hint") or "", c.get("description") or "")
             for c in listed.get("commands", [])
@@ -260,7 +287,7 @@ class Shell:
         task.add_done_callback(self._tasks.discard)
 
     def _cwd(self) -> str:
-        return self.view.cwd or os.getcwd()
+        return self.view.cwd or self.home
 
     # -- what the screen shows ---------------------------------------------------------------
 
@@ -403,7 +430,7 @@ class Shell:
                     raise
         if await self._ask_trust(client, text):
             return
-        params: dict[str, Any] = {"task": text, "session": session, "env": dict(os.environ)}
+        params: dict[str, Any] = {"task": text, "session": session, **env_param(self.target)}
         custom = text.startswith("/") and literal == text
         # Unless this shell chose otherwise, the session goes on as its last run went (a
         # custom command's own model comes before the last run's).
@@ -520,8 +547,8 @@ class Shell:
 
     async def _cmd_new(self, arg: str) -> None:
         client = await self._ready()
-        created = await client.call("sessions.create", cwd=os.getcwd())
-        await self._switch(created["session"], os.getcwd())
+        created = await client.call("sessions.create", cwd=self.home)
+        await self._switch(created["session"], self.home)
 
     async def _cmd_rewind(self, arg: str) -> None:
         # A fork of this session at the end of the task before the last N: the session
@@ -583,7 +610,7 @@ class Shell:
         if cwd in self._trust_asked or not client.has("trust.show"):
             return False
         self._trust_asked.add(cwd)
-        shown = await client.call("trust.show", cwd=cwd, env=dict(os.environ))
+        shown = await client.call("trust.show", cwd=cwd, **env_param(self.target))
         if shown.get("current", True):
             return False
         self._trust_question = (shown, task)
@@ -594,7 +621,7 @@ class Shell:
     async def _trust_then_send(self, shown: dict[str, Any], task: str, trust: bool) -> None:
         if trust:
             client = await self._ready()
-            done = await client.call("trust.add", cwd=self._cwd(), files=shown["files"], env=dict(os.environ))
+            done = await client.call("trust.add", cwd=self._cwd(), files=shown["files"], **env_param(self.target))
             self.screen.print(r.note(f"(trusted {done['folder']})"))
         else:
             self.screen.print(r.note(f"(not trusted: what they widen is ignored; roost trust {shown['folder']} later)"))
@@ -609,7 +636,7 @@ class Shell:
         await self._respond(request.call_id, "deny", "once", arg)
 
     async def _cmd_compact(self, arg: str) -> None:
-        await self._optional("compact", {"session": self.view.session, "env": dict(os.environ)})
+        await self._optional("compact", {"session": self.view.session, **env_param(self.target)})
 
     async def _cmd_prompt(self, arg: str) -> None:
         params = {"session": self.view.session}
