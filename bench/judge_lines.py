@@ -16,7 +16,6 @@ no rules), the slowest line, and what importing the grammar adds to the daemon's
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import time
