@@ -29,6 +29,7 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), help="Working directory of a new session (default: here).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Output tokens each reply may have (default: the agent's, else 8192).")
 @click.option("--agent", "-a", help="The agent to run (default: default); see roost agents.")
 @click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
 @click.option("--mode", type=click.Choice(MODES), help="plan: one reply, a plan, no tools; agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes. Default: the agent's mode.")
@@ -52,6 +53,7 @@ def dispatch(
     model: str | None,
     cwd: str | None,
     max_turns: int | None,
+    max_tokens: int | None,
     agent: str | None,
     think: int | str | None,
     mode: str | None,
@@ -103,6 +105,7 @@ def dispatch(
             params["max_turns"] = max_turns
         for key, value in (
             ("agent", agent),
+            ("max_tokens", max_tokens),
             ("think", think),
             ("mode", mode),
             ("sandbox", sandbox),

@@ -55,7 +55,7 @@ from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
 from ._sessions import Session, SessionBusy, SessionNotFound
-from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
+from .providers import MAX_TOKENS, ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ class Api:
             system=params.get("system") or "",
             messages=messages,
             tools=tools,
-            max_tokens=params.get("max_tokens") or 8192,
+            max_tokens=params.get("max_tokens") or MAX_TOKENS,
             cwd=cwd,
             think=None if think is UNSET else think,
         )

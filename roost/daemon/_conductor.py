@@ -348,6 +348,7 @@ class Conductor:
             agent=settings.agent.name,
             mode=settings.mode,
             max_turns=settings.max_turns,
+            max_tokens=settings.max_tokens,
             tools=tools,
             price=price_map(model.price),
             attempts=settings.attempts,
@@ -676,6 +677,7 @@ class Conductor:
             messages=effect.messages,
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=track.think,
+            **({"max_tokens": track.settings.max_tokens} if track.settings is not None else {}),
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )
         if isinstance(reply, ModelFailed):

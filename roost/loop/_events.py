@@ -41,7 +41,7 @@ ERROR = "error"
 #: Every event type, with what it means (listed by ``hello``).
 EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
-    RUN_STARTED: "a run started (task, agent, mode, model, max_turns, sandbox)",
+    RUN_STARTED: "a run started (task, agent, mode, model, max_turns, max_tokens, sandbox)",
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "
         "(folder, ignored: [{kind, name, detail, source}], hint: the command that trusts it)"

@@ -58,6 +58,8 @@ class Submit:
     subagents: tuple[str, ...] = ()
     #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
     think: int | None = None
+    #: Output tokens each reply may have (None: the provider's default); recorded too.
+    max_tokens: int | None = None
     #: Tools whose calls only read (run side by side); calls of the others run one at a
     #: time, in the model's order.
     read_only: tuple[str, ...] = ()

@@ -95,6 +95,8 @@ class RunState:
     read_only: frozenset[str] = frozenset()
     #: Thinking budget in tokens (None: off).
     think: int | None = None
+    #: Output tokens each reply may have (None: not recorded, the provider's default).
+    max_tokens: int | None = None
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -190,6 +192,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         sandbox=d.get("sandbox"),
         read_only=frozenset(d.get("read_only", ())),
         think=d.get("think"),
+        max_tokens=d.get("max_tokens"),
     )
     request_ids = state.request_ids
     if d.get("request_id"):

@@ -341,6 +341,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         ),
         **({"subagents": list(input.subagents)} if input.subagents else {}),
         **({"think": input.think} if input.think else {}),
+        **({"max_tokens": input.max_tokens} if input.max_tokens else {}),
         **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),

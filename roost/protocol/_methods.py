@@ -96,6 +96,7 @@ METHODS: tuple[Method, ...] = (
             Param("model", "str", doc="provider/model"),
             Param("cwd", "str", doc="working directory of a new session"),
             Param("max_turns", "int", doc="model calls allowed in this run"),
+            Param("max_tokens", "int", doc="output tokens each reply may have (default: the agent's, else 8192)"),
             Param("think", "int|str", doc="thinking: off, low, medium, high, or a budget in tokens"),
             Param("attempts", "int", doc="exec mode: attempts (default 6)"),
             Param("time_box", "number", doc="exec mode: seconds for the whole run (default 1800)"),

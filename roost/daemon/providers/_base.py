@@ -20,6 +20,9 @@ from typing import Any, Callable, Mapping, Protocol
 #: ``on_delta(kind, text)``: kind is ``"text"`` or ``"reasoning"``. Must not block.
 DeltaCallback = Callable[[str, str], None]
 
+#: Output tokens a reply may have when the call does not say.
+MAX_TOKENS = 8192
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -39,7 +42,7 @@ class ModelRequest:
     system: str
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[ToolSpec, ...] = ()
-    max_tokens: int = 8192
+    max_tokens: int = MAX_TOKENS
     #: The session's working directory (the scripted provider resolves paths from it).
     cwd: str = "."
     #: Thinking budget in tokens (None: no extended thinking). Anthropic sends it as
