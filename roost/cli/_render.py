@@ -230,6 +230,24 @@ def untrusted(e: dict[str, Any], limit: int = 6) -> str:
     return f"⚠ not trusted, so ignored: {shown} · to review and trust them: {e.get('hint')}"
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
+def seconds(value: float) -> str:
+    """A duration as roost writes it: 0.42s, 12.3s, 4m05s."""
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, rest = divmod(int(value), 60)
+    return f"{minutes}m{rest:02d}s"
+
+
 def when(ts: float) -> str:
     """A timestamp as local time, to the second."""
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")

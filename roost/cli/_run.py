@@ -12,7 +12,7 @@ import click
 from roost.protocol import Client, MODES, RpcError, SANDBOX_MODES
 
 from ._approvals import prompt_answer
-from ._connect import daemon, resolve_session
+from ._connect import daemon, last_session, resolve_session
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
 
@@ -98,7 +98,7 @@ def dispatch(
         if session:
             params["session"] = resolve_session(client, session)
         elif continue_:
-            params["session"] = _last_session(client, here)
+            params["session"] = last_session(client, here)
         if model:
             params["model"] = model
         if max_turns:
@@ -149,14 +149,6 @@ def _with_piped_input(task: str) -> str:
     if not task.strip():
         raise click.UsageError("the task is empty")
     return task
-
-
-def _last_session(client: Client, folder: str) -> str:
-    """The newest session whose folder is ``folder``."""
-    rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
-    if not rows:
-        raise click.UsageError(f"no session in {folder} yet to continue: roost dispatch TASK starts one")
-    return max(rows, key=lambda r: r.get("created", 0))["id"]
 
 
 def think_value(value: str | None) -> int | str | None:

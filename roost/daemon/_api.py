@@ -26,6 +26,7 @@ from roost.loop import (
     PermissionDecided,
     Phase,
     cost,
+    run_report,
     safe_text,
 )
 from roost.protocol import (
@@ -106,6 +107,7 @@ class Api:
             "mcp.list": self.mcp_list,
             "mcp.restart": self.mcp_restart,
             "events": self.events,
+            "report": self.report,
             "trust.show": self.trust_show,
             "trust.add": self.trust_add,
             "trust.list": self.trust_list,
@@ -542,6 +544,25 @@ class Api:
         session = await self._session(params["session"])
         events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
         return {"events": [e.to_map() for e in events], "last_seq": session.state.last_seq}
+
+    async def report(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        run = params.get("run")
+        if params.get("session"):
+            session_id = params["session"]
+        elif run:
+            found = await self.conductor.store.run_session(run)
+            if found is None:
+                raise RpcError(ErrorCode.RUN_NOT_FOUND, f"no run {run!r}")
+            session_id = found
+        else:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "report: give a session or a run")
+        session = await self._session(session_id)
+        events = await self.conductor.store.events(session.id)
+        found = run_report(events, run, now=time.time())
+        if found is None:
+            where = f"no run {run!r} in session {session.id}" if run else f"session {session.id} has had no run yet"
+            raise RpcError(ErrorCode.RUN_NOT_FOUND, where)
+        return found
 
     async def _session(self, session_id: str) -> Session:
         try:

@@ -683,6 +683,7 @@ class Conductor:
         if isinstance(reply, ModelFailed):
             result: Input = reply
         else:
+            latency = time.monotonic() - started
             resolved: Mapping[str, str] = {}
             diffs: Mapping[str, str] = {}
             if _names_paths(reply.content):
@@ -691,7 +692,15 @@ class Conductor:
                 asks = run is not None and run.mode == "agent" and not run.policy.yes
                 resolved, diffs = await trio.to_thread.run_sync(_look, track.state.cwd, reply.content, asks)
             result = ModelFinished(
-                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started, resolved, diffs
+                reply.content,
+                reply.stop_reason,
+                time.time(),
+                reply.usage,
+                latency,
+                resolved,
+                diffs,
+                ttft=reply.first_token,
+                retries=reply.retries,
             )
         await self._feed_result(session, track, effect.run, result)
 

@@ -32,6 +32,7 @@ from ._inputs import (
     TimeUp,
     ToolFinished,
 )
+from ._report import run_report
 from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._step import PHASE_INPUTS, InvalidInput, Transition, step
 
@@ -94,6 +95,7 @@ __all__ = [
     "parse_plan",
     "parse_rule",
     "paths_named",
+    "run_report",
     "safe_text",
     "secrets_guardrails",
     "step",

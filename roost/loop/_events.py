@@ -50,7 +50,10 @@ EVENT_TYPES: Mapping[str, str] = {
     STEP_STARTED: "a model call started (step)",
     TEXT_DELTA: "live: assistant text as it streams (text)",
     REASONING_DELTA: "live: model reasoning as it streams (text)",
-    MESSAGE_ASSISTANT: "the model's complete reply (content, usage, stop_reason, latency)",
+    MESSAGE_ASSISTANT: (
+        "the model's complete reply (content, usage, stop_reason, latency: seconds of the call, "
+        "ttft: seconds to its first content, retries)"
+    ),
     TOOL_PROGRESS: "live: progress a tool reported (call_id, progress, total, message)",
     TOOL_STARTED: "a tool call started (call_id, name, input)",
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",

@@ -106,6 +106,10 @@ class ModelFinished:
     #: What edit and write calls would change, as unified diffs by call id (shown with a
     #: permission request; looked at by the daemon, since the loop reads no files).
     diffs: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds from the call to the first of the reply's content (None: not known), and the
+    #: retries the provider took before the reply came.
+    ttft: float | None = None
+    retries: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -380,6 +380,8 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         usage=dict(input.usage),
         stop_reason=input.stop_reason,
         latency=input.latency,
+        **({"ttft": input.ttft} if input.ttft is not None else {}),
+        **({"retries": input.retries} if input.retries is not None else {}),
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
     stop = None if b.run.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 3
+API_LEVEL = 4
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -239,6 +239,22 @@ METHODS: tuple[Method, ...] = (
         "Stop trusting a folder: what its files widen is ignored again.",
         (Param("folder", "str", True, "the folder (a project root, as trust.list shows it)"),),
         ("ok", "removed"),
+    ),
+    Method(
+        "report",
+        "A run's report, folded from its stored events: per run and per step the model time, "
+        "time to first token, retries, tokens (input, output, cache read and write), cost, tool "
+        "time by tool; approvals and questions and how long each waited, compactions, checks, "
+        "and its sub-agents' runs nested. Figures an older daemon did not record are null.",
+        (
+            Param("session", "str", doc="the session (default: the run's); alone: its last run"),
+            Param("run", "str", doc="the run (a sub-agent's too; default: the session's last)"),
+        ),
+        (
+            "run", "session", "agent", "mode", "model", "task", "started", "ended", "reason", "error",
+            "duration", "steps", "model_time", "ttft", "retries", "tool_time", "tools", "usage", "cost",
+            "approvals", "questions", "compactions", "checks", "subagents", "total",
+        ),
     ),
     Method(
         "events",

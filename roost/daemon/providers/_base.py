@@ -58,11 +58,15 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ModelReply:
-    """A complete reply: content blocks, why it stopped, and tokens used."""
+    """A complete reply: content blocks, why it stopped, and tokens used; and how the call
+    went: the retries it took, and seconds from the call to the first of the reply's content
+    (text, thinking or a tool call; None: the provider cannot tell)."""
 
     content: tuple[Mapping[str, Any], ...]
     stop_reason: str
     usage: Mapping[str, int] = field(default_factory=dict)
+    retries: int = 0
+    first_token: float | None = None
 
 
 class ProviderError(Exception):
