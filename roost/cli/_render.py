@@ -168,6 +168,10 @@ class Renderer:
             if files:
                 self._out(files, dim=True)
 
+    def _run_stopping(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"(the run ends after this step: {e.get('reason', '')})", fg="yellow")
+
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)

@@ -206,13 +206,29 @@ def steer(obj: dict[str, Any], session: str, text: str) -> None:
 
 @click.command()
 @click.argument("session")
+@click.option("--after-step", is_flag=True, help="Let the step in flight finish (the model's reply and its tool calls), then end the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def abort(obj: dict[str, Any], session: str, as_json: bool) -> None:
-    """Abort the run in flight in SESSION (its tool processes are killed)."""
+def abort(obj: dict[str, Any], session: str, after_step: bool, as_json: bool) -> None:
+    """Abort the run in flight in SESSION: at once (its model stream is cut, its tool
+    processes are killed), or with --after-step once the step in flight is done (its
+    results stored; calls that would wait for a person are refused). Either way the run
+    ends aborted.
+
+    \b
+    Examples:
+      roost abort 3f2a
+      roost abort 3f2a --after-step
+    """
     with daemon(obj) as client:
-        result = client.call("abort", session=resolve_session(client, session))
-    click.echo(json.dumps(result) if as_json else f"aborted run {result['run']}")
+        params = {"session": resolve_session(client, session), **({"after_step": True} if after_step else {})}
+        result = client.call("abort", params)
+    if as_json:
+        click.echo(json.dumps(result))
+    elif after_step:
+        click.echo(f"run {result['run']} ends after the step in flight")
+    else:
+        click.echo(f"aborted run {result['run']}")
 
 
 

@@ -342,8 +342,10 @@ class Api:
 
     async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
+        after_step = bool(params.get("after_step"))
+        reason = "stopped by the user after the step" if after_step else "aborted by the user"
         try:
-            run = await self.conductor.abort(session)
+            run = await self.conductor.abort(session, reason, after_step=after_step)
         except InvalidInput:
             raise _not_running(session) from None
         return {"ok": True, "run": run}

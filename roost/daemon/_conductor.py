@@ -466,14 +466,23 @@ class Conductor:
                 track = sub
         await self.feed(session, answer, track)
 
-    async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
-        """Abort the run in flight (and its sub-agents) and return its id.
+    async def abort(self, session: Session, reason: str = "aborted by the user", *, after_step: bool = False) -> str:
+        """Abort the run in flight (and its sub-agents) and return its id; ``after_step``:
+        let each finish the step in flight first (its reply and tool calls), then end.
 
         Raises:
             InvalidInput: no run in flight.
         """
         run = session.state.run
         children = sorted(session.subruns.values(), key=lambda sub: len(sub.path), reverse=True)
+        if after_step:
+            # Nothing is cancelled: the sub-agents' steps end first, then their callers'.
+            await self.feed(session, Abort(time.time(), reason, after_step=True))
+            for sub in children:
+                if sub.state.run is not None:
+                    await self.feed(session, Abort(time.time(), reason, after_step=True), sub)
+            assert run is not None
+            return run.id
         await self.feed(session, _abort(session, reason))
         # The run's nursery is cancelled, and its sub-agents' with it; their runs end too.
         for sub in children:

@@ -35,6 +35,7 @@ COMPACTED = "compacted"
 COMPACTION_SKIPPED = "compaction.skipped"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
+RUN_STOPPING = "run.stopping"
 RUN_FINISHED = "run.finished"
 ERROR = "error"
 
@@ -78,6 +79,10 @@ EVENT_TYPES: Mapping[str, str] = {
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
     CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
+    RUN_STOPPING: (
+        "the run will end after the step in flight (reason): its reply and tool calls finish, "
+        "calls waiting for a person are refused, then it ends aborted"
+    ),
     RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
     ERROR: "something went wrong in the run (message)",
 }

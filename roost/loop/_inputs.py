@@ -167,12 +167,14 @@ class Steer:
 
 @dataclass(frozen=True, slots=True)
 class Abort:
-    """Stop the run in flight now."""
+    """Stop the run in flight now; or, ``after_step``, once the step in flight is done."""
 
     ts: float
     reason: str = "aborted by the user"
     #: What the model had streamed of the reply being cut off (text blocks), if any.
     partial: tuple[Mapping[str, Any], ...] = ()
+    #: Let the model's reply and its tool calls finish (their results stored), then end.
+    after_step: bool = False
 
 
 @dataclass(frozen=True, slots=True)

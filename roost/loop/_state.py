@@ -97,6 +97,8 @@ class RunState:
     think: int | None = None
     #: Output tokens each reply may have (None: not recorded, the provider's default).
     max_tokens: int | None = None
+    #: Why the run ends after the step in flight (``run.stopping``); None: it goes on.
+    stopping: str | None = None
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -361,6 +363,10 @@ def _steer_queued(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(run, steering=run.steering + (event.data["text"],)))
 
 
+def _run_stopping(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), stopping=event.data.get("reason", "")))
+
+
 def _check_started(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(_run(state), phase=Phase.CHECK))
 
@@ -444,6 +450,7 @@ _APPLY = {
     ev.COMPACTION_STARTED: _compaction_started,
     ev.COMPACTED: _compacted,
     ev.COMPACTION_SKIPPED: _compaction_skipped,
+    ev.RUN_STOPPING: _run_stopping,
     ev.CHECK_STARTED: _check_started,
     ev.CHECK_FINISHED: _check_finished,
     ev.RUN_FINISHED: _run_finished,

@@ -37,6 +37,12 @@ Everything that decides what a run does next lives in this module. The rules:
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
   stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
   run ends ``aborted``, and CancelRun stops its model stream and tool processes.
+  ``Abort(after_step=True)`` is the graceful stop: ``run.stopping``, and nothing is cut. The
+  model's reply in flight and its tool calls finish and are stored; calls that would wait
+  for a person (open requests, and those of the reply to come) are refused instead; then,
+  where the run would go on (another model call, the exec check, the next attempt), it ends
+  ``aborted``. A run that ends by itself at that point ends as it would have (``done``,
+  ``max_turns``, ...). Asked again, it changes nothing; a plain ``Abort`` still stops at once.
 - Before a model call, when the estimated size of what it would send (the last reported
   usage plus ~4 characters a token after it) crosses ``compact_at`` of the model's window,
   and a cut keeps the last ``keep_turns`` replies whole (the cut is always before an
@@ -222,6 +228,10 @@ class _Builder:
         self.effects.append(FinishRun(run.id, reason))
 
     def start_model_call(self, *, compact: bool = True) -> None:
+        if self.run.stopping is not None:
+            # Asked to stop after the step: this is where the run would have gone on.
+            self.emit_run_finished("aborted", self.run.stopping)
+            return
         for text in self.run.steering:
             self.emit(ev.MESSAGE_USER, text=text, origin="steer")
         if compact and self.start_compaction():
@@ -453,6 +463,11 @@ def _start_call(
     """A call of the reply: run it, ask about it, refuse it, or ask its question. A call that
     changes things runs when it is the first pending one (see ``_release_head``)."""
     run = b.run
+    if run.stopping is not None and (name == ASK_HUMAN or (decision is not None and decision.action == ASK)):
+        # The run ends after this step: nobody is asked any more.
+        b.finish_call(call_id, f"not run: {_STOPPING}", is_error=True)
+        _after_call(b)
+        return
     if name not in run.tools:
         # The agent's tool list holds in every mode: such a call is never run nor asked about.
         b.finish_call(call_id, f"the {run.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
@@ -642,6 +657,8 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
         _end_attempt(b, "done")
     elif run.turns - run.attempt_turns >= run.max_turns:
         _end_attempt(b, "max_turns")
+    elif run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
     else:
         if after_tools and run.repeats == STUCK_NUDGE:
             b.emit(ev.MESSAGE_USER, text=NUDGE.format(n=run.repeats), origin="nudge")
@@ -653,6 +670,9 @@ def _end_attempt(b: _Builder, reason: str) -> None:
     run = b.run
     if run.check is None:
         b.emit_run_finished(reason)
+        return
+    if run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
         return
     b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
     b.effects.append(RunCheck(run.id, run.attempt, run.check))
@@ -674,6 +694,8 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
         b.emit_run_finished("check_passed")
     elif run.attempt >= run.attempts:
         b.emit_run_finished("check_failed")
+    elif run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
     else:
         note = f"Check failed (exit status {input.exit_status}). Its output:\n{input.output}"
         b.emit(ev.MESSAGE_USER, text=note, origin="check")
@@ -708,6 +730,9 @@ def _steer(b: _Builder, input: Steer) -> None:
 
 
 def _abort(b: _Builder, input: Abort) -> None:
+    if input.after_step:
+        _stop_after_step(b, input)
+        return
     partial = [dict(b) for b in input.partial if b.get("type") == "text" and b.get("text")]
     if b.state.phase is Phase.MODEL and partial:
         # What had arrived is kept: the user saw it, and the next run's model should too.
@@ -722,6 +747,25 @@ def _abort(b: _Builder, input: Abort) -> None:
     b.answer_pending("aborted: " + input.reason)
     b.effects.append(CancelRun(b.run.id))
     b.emit_run_finished("aborted", input.reason)
+
+
+_STOPPING = "the run was asked to stop after this step"
+
+
+def _stop_after_step(b: _Builder, input: Abort) -> None:
+    """The graceful stop: the step in flight finishes; nobody is asked any more."""
+    if b.run.stopping is not None:
+        return  # asked already
+    b.emit(ev.RUN_STOPPING, reason=input.reason)
+    for call_id, wait in b.run.waiting.items():
+        if wait["kind"] == "permission":
+            b.emit(ev.PERMISSION_RESOLVED, call_id=call_id, tool=wait["name"], decision="deny", scope="once",
+                   reason=_STOPPING, client="roost")
+        else:
+            b.emit(ev.HUMAN_ANSWERED, call_id=call_id, answer="", client="roost", cancelled=True)
+        b.finish_call(call_id, f"not run: {_STOPPING}", is_error=True)
+    if b.state.phase is Phase.TOOLS and not b.run.pending:
+        _after_call(b)
 
 
 def _interrupted(b: _Builder, input: Interrupted) -> None:

@@ -134,7 +134,14 @@ METHODS: tuple[Method, ...] = (
         ("chat", "model", "content", "stop_reason", "usage", "latency", "cost"),
     ),
     Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
-    Method("abort", "Abort the run in flight.", (_SESSION,), ("ok", "run")),
+    Method(
+        "abort",
+        "Abort the run in flight (its model stream and tools are stopped at once); with "
+        "after_step, let the step in flight finish (the reply and its tool calls, their results "
+        "stored; calls that would wait for a person are refused), then end the run aborted.",
+        (_SESSION, Param("after_step", "bool", doc="stop gracefully, after the step in flight")),
+        ("ok", "run"),
+    ),
     Method(
         "permission.respond",
         "Answer an open permission request; the first answer wins, every client sees "

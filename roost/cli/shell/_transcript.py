@@ -226,6 +226,9 @@ class Transcript:
         name = e.get("agent") or e.get("name") or "sub-agent"
         return [[("class:subagent", f"◆ {name} finished"), ("class:dim", f" · {e.get('reason', '')}")]]
 
+    def _run_stopping(self, e: dict[str, Any], depth: int) -> Lines:
+        return r.note(f"(the run ends after this step: {e.get('reason', '')})")
+
     def _compacted(self, e: dict[str, Any], depth: int) -> Lines:
         return r.compacted(e, self.width)
 
