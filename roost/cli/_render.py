@@ -168,6 +168,10 @@ class Renderer:
             if files:
                 self._out(files, dim=True)
 
+    def _guardrail_warned(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(guardrail_warning(e), fg="yellow")
+
     def _run_stopping(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(the run ends after this step: {e.get('reason', '')})", fg="yellow")
@@ -205,6 +209,13 @@ def summary(e: dict[str, Any]) -> str:
     if e.get("error"):
         parts.append(str(e["error"]))
     return " · ".join(parts)
+
+
+def guardrail_warning(e: dict[str, Any]) -> str:
+    """A ``guardrail.warned`` event in one line."""
+    where = {"tool": f"the result of {e.get('call_id')}", "reply": "the reply", "task": "the task",
+             "steer": "the steering", "check": "the check's output"}.get(str(e.get("origin")), "the content")
+    return f"⚠ {e.get('message')} (in {where}; the run goes on)"
 
 
 def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:

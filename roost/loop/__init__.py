@@ -6,7 +6,7 @@ perform. :func:`fold` rebuilds a session's state from its events. Nothing here d
 reads a clock or makes ids: those arrive as fields of the inputs.
 """
 
-from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
+from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
@@ -50,6 +50,7 @@ __all__ = [
     "Effect",
     "Event",
     "FinishRun",
+    "GUARDRAIL_ACTIONS",
     "Guardrail",
     "HumanAnswered",
     "Input",

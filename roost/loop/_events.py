@@ -33,6 +33,7 @@ PLAN = "plan"
 COMPACTION_STARTED = "compaction.started"
 COMPACTED = "compacted"
 COMPACTION_SKIPPED = "compaction.skipped"
+GUARDRAIL_WARNED = "guardrail.warned"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
 RUN_STOPPING = "run.stopping"
@@ -77,6 +78,11 @@ EVENT_TYPES: Mapping[str, str] = {
     PLAN: "plan mode: the reply as steps (steps: [{step, text, files}], text)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
+    GUARDRAIL_WARNED: (
+        "a guardrail that only warns matched; the content went on as it was, and so does the run "
+        "(name, on: input or output, what, message, origin: task, steer, tool, check or reply; "
+        "call_id for a tool's result)"
+    ),
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
     CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
     RUN_STOPPING: (

@@ -31,7 +31,9 @@ Everything that decides what a run does next lives in this module. The rules:
   if every turn is used, else queued steering becomes user messages (after three replies
   running with the same calls, a nudge too) and the next model call starts.
 - The task, steering and check output pass the input guardrails first; a tripwire ends the
-  run ``guardrail`` with its reason as the final text, the content withheld.
+  run ``guardrail`` with its reason as the final text, the content withheld. A guardrail
+  whose action is ``warn`` stops nothing: after the content it matched (task, steering, a
+  tool's result, check output, a reply) comes ``guardrail.warned``, and the run goes on.
 - ``ModelFailed`` needs MODEL: ``error`` and the run ends ``error``.
 - ``Steer`` needs a run in flight: ``steer.queued``; the next model call sees it.
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
@@ -96,7 +98,7 @@ from ._effects import (
     Summarize,
 )
 from ._events import Event, safe_text
-from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
+from ._guardrails import INPUT, OUTPUT, reply_texts, tripped, warned
 from ._inputs import (
     Abort,
     CheckFinished,
@@ -374,6 +376,7 @@ def _submit(b: _Builder, input: Submit) -> None:
     if input.mode == "exec":
         b.effects.append(StartClock(input.run, input.ts + input.time_box))
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
+    _warn(b, INPUT, [input.task], origin="task")
     b.start_model_call()
 
 
@@ -395,6 +398,8 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
     stop = None if b.run.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
+    if b.run.mode != "plan" and (stop is None or stop[0] != "guardrail"):
+        _warn(b, OUTPUT, reply_texts(content), origin="reply")
     decisions = {}
     if b.run.mode != "plan" and stop is None:
         decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
@@ -561,6 +566,12 @@ def _human_answered(b: _Builder, input: HumanAnswered) -> None:
     _after_call(b)
 
 
+def _warn(b: _Builder, on: str, texts: list[str], **where: Any) -> None:
+    """Say which guardrails that only warn match ``texts``; nothing else changes."""
+    for rail in warned(b.run.guardrails, on, texts):
+        b.emit(ev.GUARDRAIL_WARNED, name=rail.name, on=on, what=rail.what, message=rail.says(), **where)
+
+
 def _withheld(tripwire: str) -> str:
     return f"[withheld: {tripwire}]"
 
@@ -638,6 +649,7 @@ def _tool_finished(b: _Builder, input: ToolFinished) -> None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
     b.finish_call(input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta)
+    _warn(b, INPUT, [input.result], origin="tool", call_id=input.call_id)
     _after_call(b)
 
 
@@ -688,6 +700,8 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
         duration=input.duration,
         output=input.output if tripwire is None else _withheld(tripwire),
     )
+    if tripwire is None:
+        _warn(b, INPUT, [input.output], origin="check")
     if tripwire is not None:
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
     elif input.exit_status == 0:
@@ -727,6 +741,7 @@ def _steer(b: _Builder, input: Steer) -> None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
     b.emit(ev.STEER_QUEUED, text=input.text)
+    _warn(b, INPUT, [input.text], origin="steer")
 
 
 def _abort(b: _Builder, input: Abort) -> None:

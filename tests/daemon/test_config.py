@@ -76,6 +76,7 @@ def test_user_then_project_override_key_by_key(tmp_path: Path) -> None:
         ('[providers.anthropic]\ntimeout = "soon"\n', "timeout must be a number"),
         ('default_model = 3\n', "default_model must be a string"),
         ('[prices."a/b"]\ninput = "cheap"\n', "prices"),
+        ('[[guardrails.rules]]\npattern = "x"\naction = "shout"\n', "action must be stop or warn"),
     ],
 )
 def test_bad_config_is_a_clear_error(body: str, message: str) -> None:
