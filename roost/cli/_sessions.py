@@ -1,4 +1,4 @@
-"""Commands that look at sessions: sessions, logs."""
+"""Commands about sessions as a whole: sessions, logs, fork."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from roost.protocol import Client, ConnectionClosed
 
 from ._connect import DaemonError, connect, daemon, resolve_session, socket_path
 from ._follow import follow, print_json
-from ._render import Renderer, when
+from ._render import Renderer, session_tree, tree_id, when
 
 #: Seconds ``logs --follow`` waits for a daemon that went away to come back.
 RECONNECT_WAIT = 10.0
@@ -22,7 +22,11 @@ RECONNECT_WAIT = 10.0
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.pass_obj
 def sessions(obj: dict[str, Any], as_json: bool) -> None:
-    """List sessions: id, created, cwd, last run status, event count."""
+    """List sessions: id, created, cwd, last run status, event count.
+
+    Forks are listed under the session they were forked from, with the seq they start
+    after (`└ ID @SEQ`).
+    """
     with daemon(obj) as client:
         rows = client.call("sessions.list")["sessions"]
     if as_json:
@@ -31,11 +35,52 @@ def sessions(obj: dict[str, Any], as_json: bool) -> None:
     if not rows:
         click.echo("no sessions yet: roost dispatch TASK starts one")
         return
-    click.echo(f"{'ID':<13} {'CREATED':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
-    for row in rows:
+    tree = [(tree_id(depth, row), row) for depth, row in session_tree(rows)]
+    width = max(13, *(len(name) + 1 for name, _ in tree))
+    click.echo(f"{'ID':<{width}} {'CREATED':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
+    for name, row in tree:
         click.echo(
-            f"{row['id']:<13} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
+            f"{name:<{width}} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
         )
+
+
+@click.command()
+@click.argument("session")
+@click.option("--at", type=click.IntRange(min=1), help="The last seq of SESSION's history to keep (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def fork(obj: dict[str, Any], session: str, at: int | None, as_json: bool) -> None:
+    """Make a new session whose history is SESSION's up to seq --at; print its id.
+
+    The history is shared with SESSION, not copied. A seq between a tool call and its
+    result is moved back to the last point a model accepts (the end of a step, or the
+    model call before it); a run cut there ends `aborted` in the fork. SESSION, and any
+    run in flight in it, is not changed.
+
+    \b
+    Example: try the last task again differently
+      roost logs 3f2a            # find the seq to go back to
+      roost fork 3f2a --at 17
+      roost dispatch "do it another way" --session NEW_ID
+    """
+    with daemon(obj) as client:
+        session = resolve_session(client, session)
+        params: dict[str, Any] = {"session": session}
+        if at is not None:
+            params["at"] = at
+        result = client.call("sessions.fork", params)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(result["session"])
+    if result["forked_at"] != result["at"]:
+        click.echo(
+            f"(seq {result['at']} is between a tool call and its result: the fork starts after seq "
+            f"{result['forked_at']})",
+            err=True,
+        )
+    if result.get("ended_run"):
+        click.echo(f"(the run {result['ended_run']} was in progress there: it ends aborted in the fork)", err=True)
 
 
 @click.command()

@@ -10,6 +10,13 @@ calls, config reads) can keep it from committing.
 
 Migrations are numbered and named; applied names are recorded in ``_migrations``.
 
+Forks share what they do not change. A fork's row names its parent and ``forked_at``, the
+last seq of the parent's history it starts from; only the fork's own events (numbered from
+``forked_at + 1``) are stored under its id. Reading a fork's events reads its ancestors'
+up to those seqs, then its own, each with the fork's id in ``session``: the same history,
+seqs and fold as if it had been copied. A fork of a fork chains. A session with forks
+cannot be deleted (the foreign key restricts it).
+
 Error handling:
     What SQLite and the file system report is translated here, once::
 
@@ -60,8 +67,18 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX events_type ON events(type, session)")
 
 
+def _m002_forks(db: sqlite3.Connection) -> None:
+    # A fork names its parent and the last seq of the parent's history it shares; its own
+    # events are numbered after that seq. RESTRICT: the parent's events are the fork's
+    # history, so a session with forks cannot be deleted (delete its forks first).
+    db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT REFERENCES sessions(id) ON DELETE RESTRICT")
+    db.execute("ALTER TABLE sessions ADD COLUMN forked_at INTEGER")
+    db.execute("CREATE INDEX sessions_parent ON sessions(parent)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
+    ("m002_forks", _m002_forks),
 ]
 
 #: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
@@ -130,6 +147,13 @@ class SessionRow:
     created: float
     events: int
     last_status: str | None
+    #: The session this one was forked from, and the last seq of its history it shares.
+    parent: str | None = None
+    forked_at: int | None = None
+
+
+#: A seq above any a session will have (an open upper bound in queries).
+_NO_END = 1 << 62
 
 
 class EventStore:
@@ -155,6 +179,13 @@ class EventStore:
         self._queue_send, self._queue_receive = trio.open_memory_channel[
             tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
         ](256)
+        #: Forks: session -> (parent, forked_at).
+        self._forks: dict[str, tuple[str, int]] = {}
+        for session, parent, forked_at in writer.execute(
+            "SELECT id, parent, forked_at FROM sessions WHERE parent IS NOT NULL"
+        ):
+            self._forks[session] = (parent, forked_at)
+            self._next_seq[session] = forked_at + 1
         for session, last in writer.execute("SELECT session, max(seq) FROM events GROUP BY session"):
             self._next_seq[session] = last + 1
 
@@ -247,21 +278,43 @@ class EventStore:
             sessions = [r[1:] for r in rows if r[0] == "session"]
             events = [r[1:] for r in rows if r[0] == "event"]
             if sessions:
-                self._writer.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+                self._writer.executemany(
+                    "INSERT INTO sessions (id, cwd, created, parent, forked_at) VALUES (?, ?, ?, ?, ?)", sessions
+                )
             if events:
                 self._writer.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
 
-    async def create_session(self, session: str, cwd: str, created: float, first: Sequence[Event] = ()) -> list[Event]:
+    async def create_session(
+        self,
+        session: str,
+        cwd: str,
+        created: float,
+        first: Sequence[Event] = (),
+        *,
+        parent: str | None = None,
+        forked_at: int = 0,
+    ) -> list[Event]:
         """Record a new session and its ``first`` events, durably and together (a session
-        is never stored without them); return the events numbered."""
-        numbered, rows = self._number(first)
+        is never stored without them); return the events numbered.
+
+        With ``parent``, the session is a fork: its history is the parent's up to
+        ``forked_at`` (shared, not copied), then ``first``, numbered from ``forked_at + 1``.
+        """
         if session in self._next_seq:
             raise ValueError(f"session {session} exists")
-        self._next_seq[session] = len(numbered) + 1
+        if parent is not None and not 0 < forked_at <= self.last_seq(parent):
+            raise ValueError(f"session {parent} has no seq {forked_at} to fork at")
+        start = forked_at if parent is not None else 0
+        self._next_seq[session] = start + 1
+        if parent is not None:
+            self._forks[session] = (parent, forked_at)
         try:
-            await self._submit([("session", session, cwd, created), *rows])
+            numbered, rows = self._number(first)
+            self._next_seq[session] = start + len(numbered) + 1
+            await self._submit([("session", session, cwd, created, parent, forked_at if parent else None), *rows])
         except BaseException:
             del self._next_seq[session]
+            self._forks.pop(session, None)
             raise
         return numbered
 
@@ -330,36 +383,91 @@ class EventStore:
         """Whether the session exists."""
         return session in self._next_seq
 
+    def parent(self, session: str) -> tuple[str, int] | None:
+        """The session ``session`` was forked from and the seq it was forked at (None: not
+        a fork)."""
+        return self._forks.get(session)
+
+    def _segments(self, session: str) -> list[tuple[str, int, int]]:
+        """Where ``session``'s history is stored: (session, after, upto) ranges of seqs,
+        oldest first, from its first ancestor down to itself."""
+        out = []
+        upto = _NO_END
+        node = session
+        while True:
+            link = self._forks.get(node)
+            after = link[1] if link is not None else 0
+            if upto > after:
+                out.append((node, after, upto))
+            if link is None:
+                return out[::-1]
+            upto = min(upto, after)
+            node = link[0]
+
     async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
-        """Stored events of ``session`` with ``seq > since``, in order."""
-        sql = "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
-        args: tuple[Any, ...] = (session, since)
+        """Stored events of ``session`` with ``seq > since``, in order (for a fork: its
+        ancestors' up to where it forked, then its own, all with ``session`` its id)."""
+        segments = self._segments(session)
+        if len(segments) <= 1:
+            sql = "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
+            args: tuple[Any, ...] = (session, since)
+        else:
+            parts = " UNION ALL ".join(
+                "SELECT seq, body FROM events WHERE session = ? AND seq > ? AND seq <= ?" for _ in segments
+            )
+            sql = f"SELECT body FROM ({parts}) ORDER BY seq"
+            args = tuple(v for source, after, upto in segments for v in (source, max(after, since), upto))
         if limit is not None:
             sql += " LIMIT ?"
             args += (limit,)
         rows = await self._read(sql, args)
-        return [Event.from_map(_unpack(body)) for (body,) in rows]
+        out = []
+        for (body,) in rows:
+            event = _unpack(body)
+            # An ancestor's event, as the fork's own.
+            event["session"] = session
+            out.append(Event.from_map(event))
+        return out
 
-    async def sessions(self) -> list[SessionRow]:
-        """Every session with its event count and the reason its last run ended."""
+    async def sessions(self, only: str | None = None) -> list[SessionRow]:
+        """Every session (or the one named ``only``) with its event count (a fork's counts
+        what it shares) and the reason its last run ended."""
         rows = await self._read(
-            """SELECT s.id, s.cwd, s.created,
+            f"""SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
                  ORDER BY seq DESC LIMIT 1)
-               FROM sessions s ORDER BY s.created""",
-            (),
+               FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
+            (only,) if only is not None else (),
         )
-        return [
-            SessionRow(id, cwd, created, count, _unpack(last)["reason"] if last else None)
-            for id, cwd, created, count, last in rows
-        ]
+        out = []
+        for id, cwd, created, parent, forked_at, count, last in rows:
+            status = _unpack(last)["reason"] if last else None
+            if parent is not None:
+                count += forked_at
+                if status is None:
+                    status = await self._inherited_status(id)
+            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at))
+        return out
+
+    async def _inherited_status(self, session: str) -> str | None:
+        """The reason the last run a fork shares with its ancestors ended."""
+        for source, after, upto in reversed(self._segments(session)[:-1]):
+            rows = await self._read(
+                """SELECT body FROM events WHERE session = ? AND type = 'run.finished'
+                   AND seq > ? AND seq <= ? ORDER BY seq DESC LIMIT 1""",
+                (source, after, upto),
+            )
+            if rows:
+                return _unpack(rows[0][0])["reason"]
+        return None
 
     async def open_runs(self) -> list[str]:
         """Sessions whose last run started and never finished (a daemon died mid-run).
 
         Only the sessions' own runs count: a sub-agent's (its events carry a ``path``)
-        starts and finishes inside its caller's run.
+        starts and finishes inside its caller's run. A fork never shares an open run: one
+        it was cut from ends among its own first events.
         """
         rows = await self._read(
             "SELECT session, type, body FROM events WHERE type IN ('run.started', 'run.finished') ORDER BY session, seq",

@@ -37,18 +37,27 @@ GUARDRAIL_WARNED = "guardrail.warned"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
 RUN_STOPPING = "run.stopping"
+STOP_HOOKS_STARTED = "stop_hooks.started"
+STOP_HOOKS_FINISHED = "stop_hooks.finished"
 RUN_FINISHED = "run.finished"
 ERROR = "error"
 
 #: Every event type, with what it means (listed by ``hello``).
 EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
-    RUN_STARTED: "a run started (task, agent, mode, model, max_turns, max_tokens, sandbox)",
+    RUN_STARTED: (
+        "a run started (task, agent, mode, model, max_turns, max_tokens, sandbox; command: the "
+        "custom command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
+        "hook_failures: UserPromptSubmit hooks that failed)"
+    ),
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "
         "(folder, ignored: [{kind, name, detail, source}], hint: the command that trusts it)"
     ),
-    MESSAGE_USER: "a user message entered the history (text, origin: task or steer)",
+    MESSAGE_USER: (
+        "a user message entered the history (text, origin: task, steer, hook, check or nudge; "
+        "command: the custom command a task was expanded from, as typed)"
+    ),
     STEP_STARTED: "a model call started (step)",
     TEXT_DELTA: "live: assistant text as it streams (text)",
     REASONING_DELTA: "live: model reasoning as it streams (text)",
@@ -80,14 +89,19 @@ EVENT_TYPES: Mapping[str, str] = {
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
     GUARDRAIL_WARNED: (
         "a guardrail that only warns matched; the content went on as it was, and so does the run "
-        "(name, on: input or output, what, message, origin: task, steer, tool, check or reply; "
-        "call_id for a tool's result)"
+        "(name, on: input or output, what, message, origin: task, steer, hook, tool, check or "
+        "reply; call_id for a tool's result)"
     ),
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
     CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
     RUN_STOPPING: (
         "the run will end after the step in flight (reason): its reply and tool calls finish, "
         "calls waiting for a person are refused, then it ends aborted"
+    ),
+    STOP_HOOKS_STARTED: "the model ended its turn; the Stop hooks run before the run ends (active)",
+    STOP_HOOKS_FINISHED: (
+        "the Stop hooks answered (reason: why the run goes on, as the next user message; "
+        "absent: it ends; failures)"
     ),
     RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
     ERROR: "something went wrong in the run (message)",
