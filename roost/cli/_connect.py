@@ -338,6 +338,14 @@ def resolve_session(client: Client, given: str) -> str:
     raise DaemonError(f"{given!r} matches {len(matches)} sessions: {', '.join(matches)}")
 
 
+def last_session(client: Client, folder: str) -> str:
+    """The newest session whose folder is ``folder``."""
+    rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
+    if not rows:
+        raise click.UsageError(f"no session in {folder} yet: roost dispatch TASK starts one")
+    return max(rows, key=lambda r: r.get("created", 0))["id"]
+
+
 def refused(error: RpcError) -> DaemonError:
     """An error response as a CLI error."""
     try:

@@ -18,6 +18,7 @@ from ._mcp import mcp
 from ._daemon import daemon, status, stop
 from ._export import export, import_
 from ._models import chat, providers
+from ._report import report
 from ._run import abort, dispatch, steer
 from ._sessions import fork, logs, sessions
 from ._trust import trust, untrust
@@ -65,7 +66,7 @@ def cli(ctx: click.Context, socket: str | None, host: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, fork, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, bridge):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, report, bridge):
     cli.add_command(command)
 
 

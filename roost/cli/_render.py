@@ -201,6 +201,14 @@ class Renderer:
             if files:
                 self._out(files, dim=True)
 
+    def _guardrail_warned(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(guardrail_warning(e), fg="yellow")
+
+    def _run_stopping(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(f"(the run ends after this step: {e.get('reason', '')})", fg="yellow")
+
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)
@@ -236,6 +244,13 @@ def summary(e: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def guardrail_warning(e: dict[str, Any]) -> str:
+    """A ``guardrail.warned`` event in one line."""
+    where = {"tool": f"the result of {e.get('call_id')}", "reply": "the reply", "task": "the task",
+             "steer": "the steering", "hook": "what a hook added", "check": "the check's output"}.get(str(e.get("origin")), "the content")
+    return f"⚠ {e.get('message')} (in {where}; the run goes on)"
+
+
 def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:
     """A run's sandbox (``run.started``'s ``sandbox``) in one line (None: not recorded)."""
     if not sandbox:
@@ -261,6 +276,24 @@ def untrusted(e: dict[str, Any], limit: int = 6) -> str:
     items = [f"{i.get('kind')} {i.get('name')}" for i in e.get("ignored", [])]
     shown = ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
     return f"⚠ not trusted, so ignored: {shown} · to review and trust them: {e.get('hint')}"
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    return text[: max(0, width - 1)] + "…"
+
+
+def seconds(value: float) -> str:
+    """A duration as roost writes it: 0.42s, 12.3s, 4m05s."""
+    if value < 10:
+        return f"{value:.2f}s"
+    if value < 60:
+        return f"{value:.1f}s"
+    minutes, rest = divmod(int(value), 60)
+    return f"{minutes}m{rest:02d}s"
 
 
 def when(ts: float) -> str:

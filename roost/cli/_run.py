@@ -11,7 +11,7 @@ import click
 from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
 
 from ._approvals import prompt_answer
-from ._connect import DaemonError, daemon, env_param, resolve_session, target, workdir
+from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
 
@@ -28,6 +28,7 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", metavar="DIR", help="Working directory of a new session (default: here; with --host, a folder there, relative to the home).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Output tokens each reply may have (default: the agent's, else 8192).")
 @click.option("--agent", "-a", help="The agent to run (default: default); see roost agents.")
 @click.option("--think", callback=lambda ctx, param, value: think_value(value), help="Thinking: off, low, medium, high, or a budget in tokens.")
 @click.option("--mode", type=click.Choice(MODES), help="plan: one reply, a plan, no tools; agent (default): writes and commands ask; full: nothing asks; exec: attempts until the project's check.sh passes. Default: the agent's mode.")
@@ -51,6 +52,7 @@ def dispatch(
     model: str | None,
     cwd: str | None,
     max_turns: int | None,
+    max_tokens: int | None,
     agent: str | None,
     think: int | str | None,
     mode: str | None,
@@ -96,13 +98,14 @@ def dispatch(
         if session:
             params["session"] = resolve_session(client, session)
         elif continue_:
-            params["session"] = _last_session(client, here)
+            params["session"] = last_session(client, here)
         if model:
             params["model"] = model
         if max_turns:
             params["max_turns"] = max_turns
         for key, value in (
             ("agent", agent),
+            ("max_tokens", max_tokens),
             ("think", think),
             ("mode", mode),
             ("sandbox", sandbox),
@@ -154,14 +157,6 @@ def _with_piped_input(task: str) -> str:
     if not task.strip():
         raise click.UsageError("the task is empty")
     return task
-
-
-def _last_session(client: Client, folder: str) -> str:
-    """The newest session whose folder is ``folder``."""
-    rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
-    if not rows:
-        raise click.UsageError(f"no session in {folder} yet to continue: roost dispatch TASK starts one")
-    return max(rows, key=lambda r: r.get("created", 0))["id"]
 
 
 def think_value(value: str | None) -> int | str | None:
@@ -219,13 +214,29 @@ def steer(obj: dict[str, Any], session: str, text: str) -> None:
 
 @click.command()
 @click.argument("session")
+@click.option("--after-step", is_flag=True, help="Let the step in flight finish (the model's reply and its tool calls), then end the run.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def abort(obj: dict[str, Any], session: str, as_json: bool) -> None:
-    """Abort the run in flight in SESSION (its tool processes are killed)."""
+def abort(obj: dict[str, Any], session: str, after_step: bool, as_json: bool) -> None:
+    """Abort the run in flight in SESSION: at once (its model stream is cut, its tool
+    processes are killed), or with --after-step once the step in flight is done (its
+    results stored; calls that would wait for a person are refused). Either way the run
+    ends aborted.
+
+    \b
+    Examples:
+      roost abort 3f2a
+      roost abort 3f2a --after-step
+    """
     with daemon(obj) as client:
-        result = client.call("abort", session=resolve_session(client, session))
-    click.echo(json.dumps(result) if as_json else f"aborted run {result['run']}")
+        params = {"session": resolve_session(client, session), **({"after_step": True} if after_step else {})}
+        result = client.call("abort", params)
+    if as_json:
+        click.echo(json.dumps(result))
+    elif after_step:
+        click.echo(f"run {result['run']} ends after the step in flight")
+    else:
+        click.echo(f"aborted run {result['run']}")
 
 
 

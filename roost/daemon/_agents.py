@@ -7,6 +7,7 @@
     mode: agent                            # plan | agent | full | exec
     tools: [read, grep, glob]              # allow list; may name MCP tools (server__*)
     max_turns: 20
+    max_tokens: 16000                      # output tokens each reply may have
     think: medium                          # off | low | medium | high | a token budget
     permissions: {deny: ["bash(git push*)"]}
     sandbox: read-only                     # workspace | read-only | off
@@ -69,6 +70,8 @@ class Agent:
     #: Tool names it may use (None: every built-in tool).
     tools: tuple[str, ...] | None = None
     max_turns: int | None = None
+    #: Output tokens each reply may have (None: the dispatch's, else the default).
+    max_tokens: int | None = None
     #: Thinking budget in tokens (None: off unless the dispatch says).
     think: int | None = None
     rules: tuple[Rule, ...] = ()
@@ -90,6 +93,7 @@ class Agent:
             "mode": self.mode,
             "tools": list(self.tools) if self.tools is not None else None,
             "max_turns": self.max_turns,
+            "max_tokens": self.max_tokens,
             "think": self.think,
             "permissions": [r.to_map() for r in self.rules],
             "fork": self.fork,
@@ -225,6 +229,7 @@ def parse_agent(text: str, source: str) -> Agent:
         mode=mode,
         tools=_tools(meta.get("tools"), where),
         max_turns=_positive(meta.get("max_turns"), "max_turns", where),
+        max_tokens=_positive(meta.get("max_tokens"), "max_tokens", where),
         think=think_budget(meta.get("think"), where),
         rules=_rules(meta.get("permissions"), source),
         fork=bool(meta.get("fork", False)),

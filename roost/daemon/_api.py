@@ -28,6 +28,7 @@ from roost.loop import (
     PermissionDecided,
     Phase,
     cost,
+    run_report,
     safe_text,
 )
 from roost.protocol import (
@@ -60,7 +61,7 @@ from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
 from ._sessions import Session, SessionBusy, SessionNotFound
-from .providers import ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
+from .providers import MAX_TOKENS, ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,7 @@ class Api:
             "mcp.list": self.mcp_list,
             "mcp.restart": self.mcp_restart,
             "events": self.events,
+            "report": self.report,
             "trust.show": self.trust_show,
             "trust.add": self.trust_add,
             "trust.list": self.trust_list,
@@ -403,7 +405,7 @@ class Api:
             system=params.get("system") or "",
             messages=messages,
             tools=tools,
-            max_tokens=params.get("max_tokens") or 8192,
+            max_tokens=params.get("max_tokens") or MAX_TOKENS,
             cwd=cwd,
             think=None if think is UNSET else think,
         )
@@ -449,8 +451,10 @@ class Api:
 
     async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
+        after_step = bool(params.get("after_step"))
+        reason = "stopped by the user after the step" if after_step else "aborted by the user"
         try:
-            run = await self.conductor.abort(session)
+            run = await self.conductor.abort(session, reason, after_step=after_step)
         except InvalidInput:
             raise _not_running(session) from None
         return {"ok": True, "run": run}
@@ -666,6 +670,25 @@ class Api:
         session = await self._session(params["session"])
         events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
         return {"events": [e.to_map() for e in events], "last_seq": session.state.last_seq}
+
+    async def report(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        run = params.get("run")
+        if params.get("session"):
+            session_id = params["session"]
+        elif run:
+            found = await self.conductor.store.run_session(run)
+            if found is None:
+                raise RpcError(ErrorCode.RUN_NOT_FOUND, f"no run {run!r}")
+            session_id = found
+        else:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "report: give a session or a run")
+        session = await self._session(session_id)
+        events = await self.conductor.store.events(session.id)
+        found = run_report(events, run, now=time.time())
+        if found is None:
+            where = f"no run {run!r} in session {session.id}" if run else f"session {session.id} has had no run yet"
+            raise RpcError(ErrorCode.RUN_NOT_FOUND, where)
+        return found
 
     async def _session(self, session_id: str) -> Session:
         try:

@@ -368,6 +368,7 @@ class Conductor:
             agent=settings.agent.name,
             mode=settings.mode,
             max_turns=settings.max_turns,
+            max_tokens=settings.max_tokens,
             tools=tools,
             price=price_map(model.price),
             attempts=settings.attempts,
@@ -507,14 +508,23 @@ class Conductor:
                 track = sub
         await self.feed(session, answer, track)
 
-    async def abort(self, session: Session, reason: str = "aborted by the user") -> str:
-        """Abort the run in flight (and its sub-agents) and return its id.
+    async def abort(self, session: Session, reason: str = "aborted by the user", *, after_step: bool = False) -> str:
+        """Abort the run in flight (and its sub-agents) and return its id; ``after_step``:
+        let each finish the step in flight first (its reply and tool calls), then end.
 
         Raises:
             InvalidInput: no run in flight.
         """
         run = session.state.run
         children = sorted(session.subruns.values(), key=lambda sub: len(sub.path), reverse=True)
+        if after_step:
+            # Nothing is cancelled: the sub-agents' steps end first, then their callers'.
+            await self.feed(session, Abort(time.time(), reason, after_step=True))
+            for sub in children:
+                if sub.state.run is not None:
+                    await self.feed(session, Abort(time.time(), reason, after_step=True), sub)
+            assert run is not None
+            return run.id
         await self.feed(session, _abort(session, reason))
         # The run's nursery is cancelled, and its sub-agents' with it; their runs end too.
         for sub in children:
@@ -719,11 +729,13 @@ class Conductor:
             messages=effect.messages,
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=track.think,
+            **({"max_tokens": track.settings.max_tokens} if track.settings is not None else {}),
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )
         if isinstance(reply, ModelFailed):
             result: Input = reply
         else:
+            latency = time.monotonic() - started
             resolved: Mapping[str, str] = {}
             diffs: Mapping[str, str] = {}
             if _names_paths(reply.content):
@@ -732,7 +744,15 @@ class Conductor:
                 asks = run is not None and run.mode == "agent" and not run.policy.yes
                 resolved, diffs = await trio.to_thread.run_sync(_look, track.state.cwd, reply.content, asks)
             result = ModelFinished(
-                reply.content, reply.stop_reason, time.time(), reply.usage, time.monotonic() - started, resolved, diffs
+                reply.content,
+                reply.stop_reason,
+                time.time(),
+                reply.usage,
+                latency,
+                resolved,
+                diffs,
+                ttft=reply.first_token,
+                retries=reply.retries,
             )
         await self._feed_result(session, track, effect.run, result)
 

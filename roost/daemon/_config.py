@@ -44,6 +44,7 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     on = "output"                          # input | output
     pattern = 'prod[.]example[.]com'
     what = "the production host"
+    action = "stop"                        # stop (default: the run ends) | warn (it goes on)
 
     [context_windows]                      # tokens; anthropic and openai have defaults
     "ollama/qwen3:8b" = 32768
@@ -90,7 +91,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
+from roost.loop import GUARDRAIL_ACTIONS, Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
 from ._claude import tool_matcher
 from ._files import read_bounded
@@ -534,11 +535,14 @@ def _guardrail(entry: Any, where: str) -> Guardrail:
     on = entry.get("on", "input")
     if on not in ("input", "output"):
         raise ConfigError(f"{where}: on must be input or output")
+    action = entry.get("action", "stop")
+    if action not in GUARDRAIL_ACTIONS:
+        raise ConfigError(f"{where}: action must be {' or '.join(GUARDRAIL_ACTIONS)}")
     try:
         re.compile(entry["pattern"])
     except re.error as exc:
         raise ConfigError(f"{where}: pattern is not a regular expression: {exc}") from None
-    return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")))
+    return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")), action)
 
 
 def _hook(kind: str, entry: Any, where: str, source: str) -> Hook:

@@ -6,13 +6,13 @@ Where a setting comes from, first that says something:
 - a top-level run (dispatch): the dispatch, then the agent, then the config, then the
   defaults below. "Says nothing" is :data:`UNSET`, never ``None``: ``think: off`` from a
   dispatch beats an agent's ``think: high``.
-- a sub-agent: its agent, then its caller's run (model, thinking), then the defaults; its
-  rules are its caller's plus its agent's, its sandbox its caller's or narrower, and it
-  never plans or runs the check.
+- a sub-agent: its agent, then its caller's run (model, thinking, output limit), then the
+  defaults; its rules are its caller's plus its agent's, its sandbox its caller's or
+  narrower, and it never plans or runs the check.
 
 :func:`settle` builds one for both. What a run got is recorded in ``run.started`` (model,
-mode, turns, thinking, rules, limits, sandbox, tools), and a restarted daemon takes it from
-there (:func:`resumed`), never from the config as it is now.
+mode, turns, output limit, thinking, rules, limits, sandbox, tools), and a restarted daemon
+takes it from there (:func:`resumed`), never from the config as it is now.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ from roost.protocol import MODES
 from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
 from ._config import ConfigError, parse_rules
 from ._setup import FolderSetup
-from .providers import Resolved
+from .providers import MAX_TOKENS, Resolved
 from .sandbox import MODES as SANDBOX_MODES, SandboxPolicy, build_policy
 
-#: A run's defaults, where neither its dispatch nor its agent nor the config says.
+#: A run's defaults, where neither its dispatch nor its agent nor the config says (and
+#: MAX_TOKENS, the output tokens a reply may have, which is the providers' default too).
 MAX_TURNS: Final = 12
 MODE: Final = "agent"
 EXEC_ATTEMPTS: Final = 6
@@ -60,6 +61,7 @@ class Asked:
     model: Any = UNSET
     mode: Any = UNSET
     max_turns: Any = UNSET
+    max_tokens: Any = UNSET
     #: Thinking budget in tokens; ``None`` is "off" (said), UNSET is "not said".
     think: Any = UNSET
     attempts: Any = UNSET
@@ -84,6 +86,7 @@ class Asked:
             model=said.get("model", UNSET),
             mode=said.get("mode", UNSET),
             max_turns=said.get("max_turns", UNSET),
+            max_tokens=said.get("max_tokens", UNSET),
             think=_think(said["think"]) if "think" in said else UNSET,
             attempts=said.get("attempts", UNSET),
             time_box=float(said["time_box"]) if "time_box" in said else UNSET,
@@ -103,6 +106,8 @@ class Asked:
             raise SettingsError(f"mode must be one of {', '.join(MODES)}")
         if self.max_turns is not UNSET and self.max_turns < 1:
             raise SettingsError("max_turns must be at least 1")
+        if self.max_tokens is not UNSET and self.max_tokens < 1:
+            raise SettingsError("max_tokens must be at least 1")
         if (self.attempts is not UNSET and self.attempts < 1) or (self.time_box is not UNSET and self.time_box <= 0):
             raise SettingsError("attempts and time_box must be positive")
         if self.approval_timeout is not UNSET and self.approval_timeout <= 0:
@@ -119,6 +124,8 @@ class RunSettings:
     model: Resolved
     mode: str
     max_turns: int
+    #: Output tokens each reply may have.
+    max_tokens: int
     #: Thinking budget in tokens (None: off).
     think: int | None
     attempts: int
@@ -187,6 +194,8 @@ def settle(
         model=model,
         mode=mode,
         max_turns=_first(asked.max_turns, agent.max_turns, MAX_TURNS),
+        # A sub-agent's agent, else its caller's limit.
+        max_tokens=_first(asked.max_tokens, agent.max_tokens, caller.max_tokens if caller else MAX_TOKENS),
         think=think,
         attempts=_first(asked.attempts, None, EXEC_ATTEMPTS),
         time_box=_first(asked.time_box, None, EXEC_TIME_BOX),
@@ -208,6 +217,7 @@ def resumed(setup: FolderSetup, run: RunState, model: Resolved) -> RunSettings:
         model=model,
         mode=run.mode,
         max_turns=run.max_turns,
+        max_tokens=run.max_tokens or MAX_TOKENS,
         think=run.think,
         attempts=run.attempts,
         time_box=(run.deadline - run.started) if run.deadline is not None else EXEC_TIME_BOX,

@@ -479,6 +479,11 @@ class EventStore:
                 open_[session] = type == "run.started"
         return [session for session, is_open in open_.items() if is_open]
 
+    async def run_session(self, run: str) -> str | None:
+        """The session in which ``run`` (or a sub-agent's run) started; None if none did."""
+        rows = await self._read("SELECT session FROM events WHERE type = 'run.started' AND run = ? LIMIT 1", (run,))
+        return rows[0][0] if rows else None
+
     async def request_ids(self) -> dict[str, tuple[str, str]]:
         """Every dispatch idempotency key seen: key -> (session, run)."""
         rows = await self._read("SELECT session, run, body FROM events WHERE type = 'run.started'", ())

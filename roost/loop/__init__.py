@@ -6,7 +6,7 @@ perform. :func:`fold` rebuilds a session's state from its events. Nothing here d
 reads a clock or makes ids: those arrive as fields of the inputs.
 """
 
-from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
+from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
@@ -56,6 +56,7 @@ from ._inputs import (
     TimeUp,
     ToolFinished,
 )
+from ._report import run_report
 from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._fork import fork_point, unanswered, whole
 from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
@@ -74,6 +75,7 @@ __all__ = [
     "Effect",
     "Event",
     "FinishRun",
+    "GUARDRAIL_ACTIONS",
     "Guardrail",
     "HumanAnswered",
     "Input",
@@ -127,6 +129,7 @@ __all__ = [
     "parse_plan",
     "parse_rule",
     "paths_named",
+    "run_report",
     "safe_text",
     "secrets_guardrails",
     "step",

@@ -33,8 +33,10 @@ PLAN = "plan"
 COMPACTION_STARTED = "compaction.started"
 COMPACTED = "compacted"
 COMPACTION_SKIPPED = "compaction.skipped"
+GUARDRAIL_WARNED = "guardrail.warned"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
+RUN_STOPPING = "run.stopping"
 STOP_HOOKS_STARTED = "stop_hooks.started"
 STOP_HOOKS_FINISHED = "stop_hooks.finished"
 RUN_FINISHED = "run.finished"
@@ -44,8 +46,8 @@ ERROR = "error"
 EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
     RUN_STARTED: (
-        "a run started (task, agent, mode, model, max_turns, sandbox; command: the custom "
-        "command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
+        "a run started (task, agent, mode, model, max_turns, max_tokens, sandbox; command: the "
+        "custom command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
         "hook_failures: UserPromptSubmit hooks that failed)"
     ),
     PROJECT_UNTRUSTED: (
@@ -59,7 +61,10 @@ EVENT_TYPES: Mapping[str, str] = {
     STEP_STARTED: "a model call started (step)",
     TEXT_DELTA: "live: assistant text as it streams (text)",
     REASONING_DELTA: "live: model reasoning as it streams (text)",
-    MESSAGE_ASSISTANT: "the model's complete reply (content, usage, stop_reason, latency)",
+    MESSAGE_ASSISTANT: (
+        "the model's complete reply (content, usage, stop_reason, latency: seconds of the call, "
+        "ttft: seconds to its first content, retries)"
+    ),
     TOOL_PROGRESS: "live: progress a tool reported (call_id, progress, total, message)",
     TOOL_STARTED: "a tool call started (call_id, name, input)",
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
@@ -82,8 +87,17 @@ EVENT_TYPES: Mapping[str, str] = {
     PLAN: "plan mode: the reply as steps (steps: [{step, text, files}], text)",
     STEER_QUEUED: "a message for the run in flight, given to the next model call (text)",
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
+    GUARDRAIL_WARNED: (
+        "a guardrail that only warns matched; the content went on as it was, and so does the run "
+        "(name, on: input or output, what, message, origin: task, steer, hook, tool, check or "
+        "reply; call_id for a tool's result)"
+    ),
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
     CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
+    RUN_STOPPING: (
+        "the run will end after the step in flight (reason): its reply and tool calls finish, "
+        "calls waiting for a person are refused, then it ends aborted"
+    ),
     STOP_HOOKS_STARTED: "the model ended its turn; the Stop hooks run before the run ends (active)",
     STOP_HOOKS_FINISHED: (
         "the Stop hooks answered (reason: why the run goes on, as the next user message; "

@@ -2,8 +2,10 @@
 
 An ``input`` guardrail is checked on everything about to enter the history the model sees
 (the task, steering, tool results, check output); an ``output`` guardrail on each reply
-(its text and its tool calls' inputs). A match is a tripwire: the content is withheld and
-the run ends with reason ``guardrail``.
+(its text and its tool calls' inputs). A match of a rule whose action is ``stop`` (the
+default) is a tripwire: the content is withheld and the run ends with reason ``guardrail``.
+A match of a ``warn`` rule is only reported (``guardrail.warned``): the content goes on
+as it is, and so does the run.
 
 The built-in ``secrets`` guardrail (input) keeps credentials that a tool read from the
 disk or the environment from being sent to a model provider.
@@ -17,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 INPUT, OUTPUT = "input", "output"
+#: What a match does: end the run (the content withheld), or only say so.
+STOP, WARN = "stop", "warn"
+GUARDRAIL_ACTIONS = (STOP, WARN)
 
 #: Credentials with a recognisable shape: (what it is, regular expression).
 SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
@@ -32,22 +37,29 @@ SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True, slots=True)
 class Guardrail:
-    """One tripwire: a name, where it applies, and a regular expression."""
+    """One tripwire: a name, where it applies, a regular expression, and what a match does."""
 
     name: str
     on: str
     pattern: str
     #: What a match means, for the run's final text ("an AWS access key id").
     what: str = ""
+    #: ``stop`` the run, or only ``warn``.
+    action: str = STOP
 
     def to_map(self) -> dict[str, Any]:
         """As stored in ``run.started``."""
-        return {"name": self.name, "on": self.on, "pattern": self.pattern, "what": self.what}
+        return {"name": self.name, "on": self.on, "pattern": self.pattern, "what": self.what, "action": self.action}
 
     @classmethod
     def from_map(cls, m: Mapping[str, Any]) -> Guardrail:
-        """Back from its map."""
-        return cls(m["name"], m["on"], m["pattern"], m.get("what", ""))
+        """Back from its map (one stored before actions existed stops)."""
+        return cls(m["name"], m["on"], m["pattern"], m.get("what", ""), m.get("action", STOP))
+
+    def says(self) -> str:
+        """What a match of this guardrail means, in one line."""
+        what = self.what or f"the pattern {self.pattern!r}"
+        return f"guardrail {self.name}: the {self.on} matched {what}"
 
 
 def secrets_guardrails() -> tuple[Guardrail, ...]:
@@ -56,16 +68,24 @@ def secrets_guardrails() -> tuple[Guardrail, ...]:
 
 
 def tripped(guardrails: Iterable[Guardrail], on: str, texts: Iterable[str]) -> str | None:
-    """Why ``texts`` trip a guardrail that applies ``on`` input or output (None: they don't)."""
-    rails = [g for g in guardrails if g.on == on]
+    """Why ``texts`` trip a guardrail that stops and applies ``on`` input or output (None:
+    they don't)."""
+    rails = [g for g in guardrails if g.on == on and g.action == STOP]
     if not rails:
         return None
     for text in texts:
         for rail in rails:
             if re.search(rail.pattern, text):
-                what = rail.what or f"the pattern {rail.pattern!r}"
-                return f"guardrail {rail.name}: the {on} matched {what}"
+                return rail.says()
     return None
+
+
+def warned(guardrails: Iterable[Guardrail], on: str, texts: Iterable[str]) -> list[Guardrail]:
+    """The guardrails that only warn, apply ``on`` input or output and match ``texts``
+    (each once, in their order)."""
+    rails = [g for g in guardrails if g.on == on and g.action == WARN]
+    texts = list(texts) if rails else []
+    return [rail for rail in rails if any(re.search(rail.pattern, text) for text in texts)]
 
 
 def reply_texts(content: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -60,6 +60,8 @@ class Submit:
     delegates: tuple[str, ...] = ()
     #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
     think: int | None = None
+    #: Output tokens each reply may have (None: the provider's default); recorded too.
+    max_tokens: int | None = None
     #: Tools whose calls only read (run side by side); calls of the others run one at a
     #: time, in the model's order.
     read_only: tuple[str, ...] = ()
@@ -116,6 +118,10 @@ class ModelFinished:
     #: What edit and write calls would change, as unified diffs by call id (shown with a
     #: permission request; looked at by the daemon, since the loop reads no files).
     diffs: Mapping[str, str] = field(default_factory=dict)
+    #: Seconds from the call to the first of the reply's content (None: not known), and the
+    #: retries the provider took before the reply came.
+    ttft: float | None = None
+    retries: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +179,14 @@ class Steer:
 
 @dataclass(frozen=True, slots=True)
 class Abort:
-    """Stop the run in flight now."""
+    """Stop the run in flight now; or, ``after_step``, once the step in flight is done."""
 
     ts: float
     reason: str = "aborted by the user"
     #: What the model had streamed of the reply being cut off (text blocks), if any.
     partial: tuple[Mapping[str, Any], ...] = ()
+    #: Let the model's reply and its tool calls finish (their results stored), then end.
+    after_step: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,10 @@ class RunState:
     read_only: frozenset[str] = frozenset()
     #: Thinking budget in tokens (None: off).
     think: int | None = None
+    #: Output tokens each reply may have (None: not recorded, the provider's default).
+    max_tokens: int | None = None
+    #: Why the run ends after the step in flight (``run.stopping``); None: it goes on.
+    stopping: str | None = None
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -198,6 +202,7 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         sandbox=d.get("sandbox"),
         read_only=frozenset(d.get("read_only", ())),
         think=d.get("think"),
+        max_tokens=d.get("max_tokens"),
         stop_hooks=bool(d.get("stop_hooks")),
     )
     request_ids = state.request_ids
@@ -367,6 +372,10 @@ def _steer_queued(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(run, steering=run.steering + (event.data["text"],)))
 
 
+def _run_stopping(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), stopping=event.data.get("reason", "")))
+
+
 def _check_started(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(_run(state), phase=Phase.CHECK))
 
@@ -459,6 +468,7 @@ _APPLY = {
     ev.COMPACTION_STARTED: _compaction_started,
     ev.COMPACTED: _compacted,
     ev.COMPACTION_SKIPPED: _compaction_skipped,
+    ev.RUN_STOPPING: _run_stopping,
     ev.CHECK_STARTED: _check_started,
     ev.CHECK_FINISHED: _check_finished,
     ev.STOP_HOOKS_STARTED: _stop_hooks_started,

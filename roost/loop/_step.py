@@ -42,12 +42,20 @@ Everything that decides what a run does next lives in this module. The rules:
   if every turn is used, else queued steering becomes user messages (after three replies
   running with the same calls, a nudge too) and the next model call starts.
 - The task, steering and check output pass the input guardrails first; a tripwire ends the
-  run ``guardrail`` with its reason as the final text, the content withheld.
+  run ``guardrail`` with its reason as the final text, the content withheld. A guardrail
+  whose action is ``warn`` stops nothing: after the content it matched (task, steering, a
+  tool's result, check output, a reply) comes ``guardrail.warned``, and the run goes on.
 - ``ModelFailed`` needs MODEL: ``error`` and the run ends ``error``.
 - ``Steer`` needs a run in flight: ``steer.queued``; the next model call sees it.
 - ``Abort`` needs a run in flight: text the model had streamed of a reply in flight is
   stored as a partial ``message.assistant``, pending tool calls are answered "aborted", the
   run ends ``aborted``, and CancelRun stops its model stream and tool processes.
+  ``Abort(after_step=True)`` is the graceful stop: ``run.stopping``, and nothing is cut. The
+  model's reply in flight and its tool calls finish and are stored; calls that would wait
+  for a person (open requests, and those of the reply to come) are refused instead; then,
+  where the run would go on (another model call, the exec check, the next attempt), it ends
+  ``aborted``. A run that ends by itself at that point ends as it would have (``done``,
+  ``max_turns``, ...). Asked again, it changes nothing; a plain ``Abort`` still stops at once.
 - Before a model call, when the estimated size of what it would send (the last reported
   usage plus ~4 characters a token after it) crosses ``compact_at`` of the model's window,
   and a cut keeps the last ``keep_turns`` replies whole (the cut is always before an
@@ -102,7 +110,7 @@ from ._effects import (
     Summarize,
 )
 from ._events import Event, safe_text
-from ._guardrails import INPUT, OUTPUT, reply_texts, tripped
+from ._guardrails import INPUT, OUTPUT, reply_texts, tripped, warned
 from ._inputs import (
     Abort,
     CheckFinished,
@@ -239,6 +247,10 @@ class _Builder:
         self.effects.append(FinishRun(run.id, reason))
 
     def start_model_call(self, *, compact: bool = True) -> None:
+        if self.run.stopping is not None:
+            # Asked to stop after the step: this is where the run would have gone on.
+            self.emit_run_finished("aborted", self.run.stopping)
+            return
         for text in self.run.steering:
             self.emit(ev.MESSAGE_USER, text=text, origin="steer")
         if compact and self.start_compaction():
@@ -359,6 +371,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         **({"subagents": list(input.subagents)} if input.subagents else {}),
         **({"delegates": list(input.delegates)} if input.delegates else {}),
         **({"think": input.think} if input.think else {}),
+        **({"max_tokens": input.max_tokens} if input.max_tokens else {}),
         **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
         **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
@@ -385,8 +398,10 @@ def _submit(b: _Builder, input: Submit) -> None:
     if input.mode == "exec":
         b.effects.append(StartClock(input.run, input.ts + input.time_box))
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed)
+    _warn(b, INPUT, [input.task], origin="task")
     for text in input.context:
         b.emit(ev.MESSAGE_USER, text=text, origin="hook")
+        _warn(b, INPUT, [text], origin="hook")
     b.start_model_call()
 
 
@@ -403,9 +418,13 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         usage=dict(input.usage),
         stop_reason=input.stop_reason,
         latency=input.latency,
+        **({"ttft": input.ttft} if input.ttft is not None else {}),
+        **({"retries": input.retries} if input.retries is not None else {}),
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
     stop = None if b.run.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
+    if b.run.mode != "plan" and (stop is None or stop[0] != "guardrail"):
+        _warn(b, OUTPUT, reply_texts(content), origin="reply")
     decisions = {}
     if b.run.mode != "plan" and stop is None:
         decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
@@ -474,6 +493,11 @@ def _start_call(
     """A call of the reply: run it, ask about it, refuse it, or ask its question. A call that
     changes things runs when it is the first pending one (see ``_release_head``)."""
     run = b.run
+    if run.stopping is not None and (name == ASK_HUMAN or (decision is not None and decision.action == ASK)):
+        # The run ends after this step: nobody is asked any more.
+        b.finish_call(call_id, f"not run: {_STOPPING}", is_error=True)
+        _after_call(b)
+        return
     if name not in run.tools:
         # The agent's tool list holds in every mode: such a call is never run nor asked about.
         b.finish_call(call_id, f"the {run.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
@@ -588,6 +612,12 @@ def _human_answered(b: _Builder, input: HumanAnswered) -> None:
     _after_call(b)
 
 
+def _warn(b: _Builder, on: str, texts: list[str], **where: Any) -> None:
+    """Say which guardrails that only warn match ``texts``; nothing else changes."""
+    for rail in warned(b.run.guardrails, on, texts):
+        b.emit(ev.GUARDRAIL_WARNED, name=rail.name, on=on, what=rail.what, message=rail.says(), **where)
+
+
 def _withheld(tripwire: str) -> str:
     return f"[withheld: {tripwire}]"
 
@@ -665,6 +695,7 @@ def _tool_finished(b: _Builder, input: ToolFinished) -> None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
     b.finish_call(input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta)
+    _warn(b, INPUT, [input.result], origin="tool", call_id=input.call_id)
     _after_call(b)
 
 
@@ -689,6 +720,8 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
             _end_attempt(b, "done")
     elif run.turns - run.attempt_turns >= run.max_turns:
         _end_attempt(b, "max_turns")
+    elif run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
     else:
         if after_tools and run.repeats == STUCK_NUDGE:
             b.emit(ev.MESSAGE_USER, text=NUDGE.format(n=run.repeats), origin="nudge")
@@ -700,6 +733,9 @@ def _end_attempt(b: _Builder, reason: str) -> None:
     run = b.run
     if run.check is None:
         b.emit_run_finished(reason)
+        return
+    if run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
         return
     b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
     b.effects.append(RunCheck(run.id, run.attempt, run.check))
@@ -725,6 +761,7 @@ def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
             b.emit_run_finished("guardrail", tripwire, text=tripwire)
             return
         b.emit(ev.MESSAGE_USER, text=input.reason, origin="hook")
+        _warn(b, INPUT, [input.reason], origin="hook")
     b.start_model_call()
 
 
@@ -738,12 +775,16 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
         duration=input.duration,
         output=input.output if tripwire is None else _withheld(tripwire),
     )
+    if tripwire is None:
+        _warn(b, INPUT, [input.output], origin="check")
     if tripwire is not None:
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
     elif input.exit_status == 0:
         b.emit_run_finished("check_passed")
     elif run.attempt >= run.attempts:
         b.emit_run_finished("check_failed")
+    elif run.stopping is not None:
+        b.emit_run_finished("aborted", run.stopping)
     else:
         note = f"Check failed (exit status {input.exit_status}). Its output:\n{input.output}"
         b.emit(ev.MESSAGE_USER, text=note, origin="check")
@@ -775,9 +816,13 @@ def _steer(b: _Builder, input: Steer) -> None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
     b.emit(ev.STEER_QUEUED, text=input.text)
+    _warn(b, INPUT, [input.text], origin="steer")
 
 
 def _abort(b: _Builder, input: Abort) -> None:
+    if input.after_step:
+        _stop_after_step(b, input)
+        return
     partial = [dict(b) for b in input.partial if b.get("type") == "text" and b.get("text")]
     if b.state.phase is Phase.MODEL and partial:
         # What had arrived is kept: the user saw it, and the next run's model should too.
@@ -792,6 +837,25 @@ def _abort(b: _Builder, input: Abort) -> None:
     b.answer_pending("aborted: " + input.reason)
     b.effects.append(CancelRun(b.run.id))
     b.emit_run_finished("aborted", input.reason)
+
+
+_STOPPING = "the run was asked to stop after this step"
+
+
+def _stop_after_step(b: _Builder, input: Abort) -> None:
+    """The graceful stop: the step in flight finishes; nobody is asked any more."""
+    if b.run.stopping is not None:
+        return  # asked already
+    b.emit(ev.RUN_STOPPING, reason=input.reason)
+    for call_id, wait in b.run.waiting.items():
+        if wait["kind"] == "permission":
+            b.emit(ev.PERMISSION_RESOLVED, call_id=call_id, tool=wait["name"], decision="deny", scope="once",
+                   reason=_STOPPING, client="roost")
+        else:
+            b.emit(ev.HUMAN_ANSWERED, call_id=call_id, answer="", client="roost", cancelled=True)
+        b.finish_call(call_id, f"not run: {_STOPPING}", is_error=True)
+    if b.state.phase is Phase.TOOLS and not b.run.pending:
+        _after_call(b)
 
 
 def _interrupted(b: _Builder, input: Interrupted) -> None:

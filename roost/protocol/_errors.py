@@ -43,6 +43,8 @@ class ErrorCode(enum.IntEnum):
     NOT_RUNNING = 12
     #: No open permission request or question with that call id (answered, or the run ended).
     NOT_PENDING = 13
+    #: No run with that id (in that session), or the session has had no run yet.
+    RUN_NOT_FOUND = 14
     #: The model id names no known provider, or the provider cannot be used as configured.
     MODEL_UNAVAILABLE = 20
     #: A config file (user or project) cannot be read; the message names it.
@@ -169,6 +171,7 @@ _DOCS = {
     ErrorCode.SESSION_BUSY: "the session has a run in flight; steer it instead",
     ErrorCode.NOT_RUNNING: "the session has no run in flight",
     ErrorCode.NOT_PENDING: "no open request with that call id (already answered, or the run ended)",
+    ErrorCode.RUN_NOT_FOUND: "no run with that id, or the session has had no run yet",
     ErrorCode.MODEL_UNAVAILABLE: "unknown provider or model, or the provider is not usable",
     ErrorCode.CONFIG_INVALID: "a config file cannot be read; the message names it",
     ErrorCode.MODEL_FAILED: "the model call failed after retries",

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 5
+API_LEVEL = 6
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -139,6 +139,7 @@ METHODS: tuple[Method, ...] = (
             Param("model", "str", doc="provider/model"),
             Param("cwd", "str", doc="working directory of a new session"),
             Param("max_turns", "int", doc="model calls allowed in this run"),
+            Param("max_tokens", "int", doc="output tokens each reply may have (default: the agent's, else 8192)"),
             Param("think", "int|str", doc="thinking: off, low, medium, high, or a budget in tokens"),
             Param("attempts", "int", doc="exec mode: attempts (default 6)"),
             Param("time_box", "number", doc="exec mode: seconds for the whole run (default 1800)"),
@@ -176,7 +177,14 @@ METHODS: tuple[Method, ...] = (
         ("chat", "model", "content", "stop_reason", "usage", "latency", "cost"),
     ),
     Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
-    Method("abort", "Abort the run in flight.", (_SESSION,), ("ok", "run")),
+    Method(
+        "abort",
+        "Abort the run in flight (its model stream and tools are stopped at once); with "
+        "after_step, let the step in flight finish (the reply and its tool calls, their results "
+        "stored; calls that would wait for a person are refused), then end the run aborted.",
+        (_SESSION, Param("after_step", "bool", doc="stop gracefully, after the step in flight")),
+        ("ok", "run"),
+    ),
     Method(
         "permission.respond",
         "Answer an open permission request; the first answer wins, every client sees "
@@ -290,6 +298,22 @@ METHODS: tuple[Method, ...] = (
         "Stop trusting a folder: what its files widen is ignored again.",
         (Param("folder", "str", True, "the folder (a project root, as trust.list shows it)"),),
         ("ok", "removed"),
+    ),
+    Method(
+        "report",
+        "A run's report, folded from its stored events: per run and per step the model time, "
+        "time to first token, retries, tokens (input, output, cache read and write), cost, tool "
+        "time by tool; approvals and questions and how long each waited, compactions, checks, "
+        "and its sub-agents' runs nested. Figures an older daemon did not record are null.",
+        (
+            Param("session", "str", doc="the session (default: the run's); alone: its last run"),
+            Param("run", "str", doc="the run (a sub-agent's too; default: the session's last)"),
+        ),
+        (
+            "run", "session", "agent", "mode", "model", "task", "started", "ended", "reason", "error",
+            "duration", "steps", "model_time", "ttft", "retries", "tool_time", "tools", "usage", "cost",
+            "approvals", "questions", "compactions", "checks", "subagents", "total",
+        ),
     ),
     Method(
         "events",

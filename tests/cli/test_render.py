@@ -1,5 +1,6 @@
-"""The dispatch output: the run header (where the run's commands run, said every time), and
-the model's checklist, printed when it changes."""
+"""The dispatch output: the run header (where the run's commands run, said every time), the
+model's checklist (printed when it changes), and the notes a run may make (a guardrail
+warning, a graceful stop), in the shell too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import click
 
 from roost.cli._render import Renderer, sandbox_line
 from roost.cli.shell import _display as shell
+from roost.cli.shell._transcript import Transcript
 
 WORKSPACE = {"mode": "workspace", "available": True, "writable": ["/p"], "network": False, "ignored": []}
 
@@ -39,6 +41,28 @@ def test_the_run_header_says_where_commands_run() -> None:
     assert lines == ["▶ run r1 · m · session s", "sandbox: workspace (writes: /p, private /tmp; no network)"]
     shown = [shell.plain(line) for line in shell.run_started({**event, "agent": "default", "mode": "agent"})]
     assert shown[1:] == ["▶ run r1 · default · agent · m", "sandbox: workspace (writes: /p, private /tmp; no network)"]
+
+
+def test_a_guardrail_warning_and_a_graceful_stop_are_shown_in_the_cli_and_the_shell() -> None:
+    warned = {"type": "guardrail.warned", "run": "r1", "session": "s", "name": "staging", "on": "input",
+              "origin": "tool", "call_id": "c1", "message": "guardrail staging: the input matched the staging host"}
+    stopping = {"type": "run.stopping", "run": "r1", "session": "s", "reason": "stopped by the user after the step"}
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    for event in (warned, stopping):
+        Renderer(echo, color=False).render(event)
+    assert lines == [
+        "⚠ guardrail staging: the input matched the staging host (in the result of c1; the run goes on)",
+        "(the run ends after this step: stopped by the user after the step)",
+    ]
+    transcript = Transcript()
+    shown = [shell.plain(line) for event in (warned, {**warned, "origin": "reply", "path": ["c0"]}, stopping)
+             for line in transcript.feed(event)]
+    assert shown == [
+        lines[0],
+        "  │ ⚠ guardrail staging: the input matched the staging host (in the reply; the run goes on)",
+        lines[1],
+    ]
 
 
 def test_custom_commands_hook_messages_and_hook_failures() -> None:

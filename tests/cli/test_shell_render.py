@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from roost.cli._render import session_offer
+from roost.cli._report import report_rows
 from roost.cli.shell import _display as r
-from roost.cli.shell._view import Request, RunStats, SessionView, ToolCall
+from roost.cli.shell._view import Request, SessionView, ToolCall
 
 
 def text(lines: list[list[tuple[str, str]]]) -> list[str]:
@@ -119,20 +119,43 @@ def test_prompts() -> None:
     assert r.plain(r.prompt("deny", busy=True)).startswith("deny")
 
 
-def test_the_client_side_report() -> None:
-    stats = RunStats(run="r1", task="count the files", model="m", agent="default", mode="agent",
-                     started=100.0, reason="done", duration=4.0, steps=2,
-                     tool_calls=Counter({"bash": 3, "read": 1}), tool_errors=1,
-                     input_tokens=1200, output_tokens=300, cost=0.0123, model_latency=3.0, tool_latency=0.5)
-    assert text(r.report(stats, 200.0)) == [
-        "  run         r1 · done · default · agent · m",
-        "  task        count the files",
-        "  steps       2",
-        "  tool calls  4 (1 failed): bash ×3, read ×1",
-        "  tokens      1,500 (1,200 in, 300 out, 0 cache read, 0 cache write)",
-        "  cost        $0.0123",
-        "  latency     model 3.00s (1.50s/step) · tools 0.50s · wall 4.00s",
+def _report(**extra: Any) -> dict[str, Any]:
+    usage = {"input_tokens": 1200, "output_tokens": 300, "cache_read_input_tokens": 50}
+    step = {"step": 1, "model_time": 3.0, "ttft": None, "retries": None, "usage": usage, "cost": None,
+            "duration": 4.0, "tools": [{"name": "bash", "time": 0.5, "is_error": True, "call_id": "c1"}]}
+    return {
+        "run": "r1", "task": "count the files", "model": "m", "agent": "default", "mode": "agent",
+        "reason": "done", "duration": 4.0, "steps": [step], "model_time": 3.0, "ttft": None, "retries": None,
+        "tool_time": 0.5, "tools": {"bash": {"calls": 1, "errors": 1, "time": 0.5}}, "usage": usage, "cost": None,
+        "approvals": [{"tool": "bash", "call_id": "c1", "decision": "approve", "client": "cli#2", "waited": 12.5}],
+        "questions": [], "compactions": [], "checks": [], "subagents": [], "total": {"usage": usage, "cost": None},
+        **extra,
+    }
+
+
+def test_the_daemons_report_as_the_shell_shows_it() -> None:
+    # What an older daemon did not record (first token, retries, a price) shows as unknown.
+    assert text(r.table(report_rows(_report()))) == [
+        "  run       r1 · done · default · agent · m · 4.00s",
+        "  task      count the files",
+        "  model     1 call · 3.00s · first token unknown (mean) · retries unknown",
+        "  tools     0.50s: bash ×1 0.50s, 1 failed",
+        "  tokens    1,550 (1,200 in, 300 out, 50 cache read, 0 cache write)",
+        "  cost      unknown (no price for this model)",
+        "  approval  bash (c1): approve by cli#2, waited 12.5s",
+        "  step 1    model 3.00s (first token unknown, retries unknown) · 1,550 tokens · cost unknown · bash 0.50s ✗ "
+        "· 4.00s in all",
     ]
+
+
+def test_a_sub_agents_report_is_indented_under_its_callers() -> None:
+    sub = _report(run="r2", agent="helper", call_id="c7", approvals=[], cost=0.5)
+    rows = report_rows(_report(subagents=[sub], total={"usage": {"output_tokens": 600}, "cost": None}))
+    names = [name for name, _ in rows]
+    assert ("with sub-agents", "600 (0 in, 600 out, 0 cache read, 0 cache write) · unknown (no price for this model)") in rows
+    at = names.index("sub-agent")
+    assert rows[at][1] == "helper for call c7" and rows[at + 1][0] == "  run" and "r2" in rows[at + 1][1]
+    assert ("  cost", "$0.5000") in rows
 
 
 def test_sessions_table_marks_the_current_one() -> None:

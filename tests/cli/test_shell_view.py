@@ -47,9 +47,7 @@ def test_a_run_goes_from_thinking_to_running_a_tool_to_idle() -> None:
     assert view.phase is Phase.IDLE and view.run is None
     stats = view.last_run
     assert stats is not None
-    assert (stats.steps, stats.tool_calls["bash"], stats.tool_errors, stats.reason, stats.duration) == (
-        1, 1, 0, "done", 3.0)
-    assert (stats.model_latency, stats.tool_latency) == (1.5, 0.5)
+    assert (stats.run, stats.reason, stats.duration, stats.input_tokens, stats.cost) == ("r1", "done", 3.0, 10, 0.01)
     assert (view.input_tokens, view.output_tokens, view.cost, view.last_seq) == (10, 5, 0.01, 9)
 
 
@@ -96,7 +94,7 @@ def test_sub_agent_events_add_tools_and_tokens_but_not_run_boundaries() -> None:
     assert view.run is not None and view.run.run == "r1" and view.model == "scripted/demo"
     assert view.step_started == 101.0
     assert view.tools["t2"].depth == 1
-    assert (view.input_tokens, view.run.steps) == (4, 0)
+    assert (view.input_tokens, view.run.input_tokens) == (4, 4)
     view.apply(ev("run.finished", 11, path=path, reason="done"))
     assert view.run is not None
 

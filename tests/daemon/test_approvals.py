@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import trio
 
+from roost.daemon._project import user_config_file
 from roost.daemon._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
@@ -338,3 +339,23 @@ async def test_an_edit_or_write_waiting_for_approval_shows_its_diff(client: Trio
     assert write["diff"].splitlines()[-1] == "+fresh"
     await client.call("abort", session=run["session"])
 
+
+
+async def test_a_guardrail_that_warns_is_stored_and_the_run_goes_on(client: TrioClient, project: Path) -> None:
+    config = user_config_file()
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        '[[guardrails.rules]]\nname = "staging"\non = "input"\npattern = "staging[.]example"\n'
+        'what = "the staging host"\naction = "warn"\n'
+    )
+    model = write_script(project, [bash("echo see staging.example")], [text("noted")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, yes=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "noted"
+    [warned] = of_type(events, "guardrail.warned")
+    result = of_type(events, "tool.finished")[0]
+    assert result["result"] == "see staging.example\n" and warned["call_id"] == result["call_id"]
+    assert warned["message"] == "guardrail staging: the input matched the staging host" and warned["seq"]
+    started = of_type(events, "run.started")[0]
+    assert {"name": "staging", "on": "input", "pattern": "staging[.]example", "what": "the staging host",
+            "action": "warn"} in started["guardrails"]

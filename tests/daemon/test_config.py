@@ -76,6 +76,7 @@ def test_user_then_project_override_key_by_key(tmp_path: Path) -> None:
         ('[providers.anthropic]\ntimeout = "soon"\n', "timeout must be a number"),
         ('default_model = 3\n', "default_model must be a string"),
         ('[prices."a/b"]\ninput = "cheap"\n', "prices"),
+        ('[[guardrails.rules]]\npattern = "x"\naction = "shout"\n', "action must be stop or warn"),
         ("[tools.web_fetch]\nallow_private = 1\n", "allow_private must be true or false"),
         ("[tools.web_fetch]\nallow_privat = true\n", "[tools.web_fetch] has no allow_privat"),
     ],

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
 import pytest
@@ -73,7 +74,8 @@ async def test_text_transcript_streams_deltas_and_usage(start: Start) -> None:
 
     pieces = ["Hello", "!", " How", " can", " I", " help", " you", " today", "?"]
     assert deltas == [("text", p) for p in pieces]
-    assert result == ModelReply(
+    assert result.first_token is not None and result.first_token > 0 and result.retries == 0
+    assert replace(result, first_token=None) == ModelReply(
         content=({"type": "text", "text": "Hello! How can I help you today?"},),
         stop_reason="end_turn",
         usage={"input_tokens": 19, "output_tokens": 10, "cache_read_input_tokens": 0},
@@ -392,7 +394,7 @@ async def test_server_error_then_success_is_retried_with_backoff(start: Start) -
     server, provider = start([{"status": 500}, {"status": 503}, {"content": "ok"}])
     result = await provider.stream(HI, Deltas())
     assert result.content == ({"type": "text", "text": "ok"},)
-    assert len(server.requests) == 3
+    assert len(server.requests) == 3 and result.retries == 2
 
 
 async def test_always_rate_limited_fails_after_the_retries(start: Start) -> None:

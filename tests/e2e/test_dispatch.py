@@ -7,8 +7,10 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import roost
+from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import ROOST, E2E, alive, bash, detach, text, wait_until
 
@@ -151,3 +153,26 @@ def test_a_repeated_request_id_returns_the_first_run(e2e: E2E) -> None:
     other = detach(e2e, "do it once", "--model", model, "--request-id", "key-2")
     assert other[0] != first[0] and other[1] != first[1]
     assert e2e.status()["sessions"] == 2
+
+
+def test_max_tokens_limits_every_reply_of_the_run(e2e: E2E) -> None:
+    reply = {"content": [{"type": "text", "text": "short"}]}
+    with serve_anthropic(default=reply) as server:
+        env = dict(e2e.env, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.base_url)
+        done = e2e.roost("dispatch", "be brief", "--model", "anthropic/claude-test", "--max-tokens", "123", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert [r.body["max_tokens"] for r in server.requests] == [123]
+    refused = e2e.roost("dispatch", "t", "--max-tokens", "0")
+    assert refused.returncode == 2 and "--max-tokens" in refused.stderr
+
+
+def test_a_guardrail_that_warns_is_printed_and_the_run_goes_on(e2e: E2E) -> None:
+    config = Path(e2e.env["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('[[guardrails.rules]]\nname = "todo"\npattern = "TODO"\nwhat = "a TODO"\naction = "warn"\n')
+    model = e2e.script([bash("echo TODO: tests")], [text("Noted.")])
+    done = e2e.roost("dispatch", "--yes", "look", "--model", model)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    at = lines.index("⚠ guardrail todo: the input matched a TODO (in the result of toolu_s1_0; the run goes on)")
+    assert lines[at - 1].startswith("  ✓ TODO: tests") and "Noted." in lines[at + 1:]

@@ -39,6 +39,24 @@ def test_steer_and_abort_from_another_process(e2e: E2E) -> None:
         assert idle.stdout == ""
 
 
+def test_abort_after_step_lets_the_tool_finish_and_shows_it(e2e: E2E) -> None:
+    go = e2e.tmp / "go"
+    model = e2e.script([bash(f"while [ ! -e {go} ]; do sleep 0.02; done; echo finished")], [text("never reached")])
+    session, run = detach(e2e, "wait for go", "--model", model, "--sandbox", "off")
+    e2e.wait_event(session, lambda e: e["type"] == "tool.started")
+    follow = e2e.popen([ROOST, "logs", session, "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = LineReader(follow.stdout)
+    stopping = e2e.roost("abort", session, "--after-step")
+    assert (stopping.returncode, stopping.stdout.strip()) == (0, f"run {run} ends after the step in flight")
+    lines.until(lambda line: line.startswith("(the run ends after this step: stopped by the user after the step)"))
+    go.touch()
+    lines.until(lambda line: line.startswith("  ✓ finished"))
+    lines.until(lambda line: line.startswith("■ aborted"))
+    events = e2e.events(session)
+    assert [e["type"] for e in events if e["type"] == "message.assistant"] == ["message.assistant"]
+    assert events[-1]["reason"] == "aborted" and e2e.session_row(session)["status"] == "aborted"
+
+
 def test_logs_follow_shows_history_then_live_events(e2e: E2E) -> None:
     model = e2e.script(
         [text("Step one."), bash("sleep 0.3")],

@@ -338,6 +338,22 @@ def test_the_shell_asks_once_before_it_trusts_a_folder(e2e: E2E, tmux: Tmux) -> 
     assert screen.count("is not trusted; its files would widen") == 1
 
 
+def test_slash_report_shows_the_daemons_report_of_the_last_run(e2e: E2E, tmux: Tmux) -> None:
+    model = e2e.script([bash("sleep 0.2")], [text("Slept.")])
+    pane = tmux.open("shell", "--model", model, "--mode", "full")
+    pane.wait(IDLE)
+    pane.submit("/report")
+    pane.wait("has had no run yet [RUN_NOT_FOUND]")
+    pane.submit("sleep a little")
+    pane.wait(runs_done(1))
+    pane.wait(IDLE)
+    pane.submit("/report")
+    screen = pane.wait(lambda s: "step 2" in s)
+    run = e2e.json_out("report", "--json")["run"]
+    assert f"  run     {run} · done · default · full · {model}" in screen
+    assert re.search(r"  tools   \d\.\d\ds: bash ×1 \d\.\d\ds", screen)
+
+
 def test_custom_commands_complete_and_run_from_the_shell(e2e: E2E, tmux: Tmux) -> None:
     commands = e2e.project / ".claude" / "commands"
     (commands / "frontend").mkdir(parents=True)

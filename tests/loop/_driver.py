@@ -240,9 +240,9 @@ _usage = st.fixed_dictionaries(
 )
 # Mostly work (a reply, a tool result), sometimes the run is steered, stopped or fails.
 _kinds = {
-    Phase.MODEL: st.sampled_from(["work"] * 6 + ["steer", "abort", "interrupted", "fail"]),
-    Phase.TOOLS: st.sampled_from(["work"] * 6 + ["steer", "abort", "interrupted"]),
-    Phase.STOP: st.sampled_from(["work"] * 3 + ["steer", "abort", "interrupted"]),
+    Phase.MODEL: st.sampled_from(["work"] * 6 + ["steer", "abort", "stop", "interrupted", "fail"]),
+    Phase.TOOLS: st.sampled_from(["work"] * 6 + ["steer", "abort", "stop", "interrupted"]),
+    Phase.STOP: st.sampled_from(["work"] * 3 + ["steer", "abort", "stop", "interrupted"]),
 }
 _max_turns = st.integers(1, 4)
 _tools = st.sampled_from([(), ("read",), ("read", "bash")])
@@ -277,6 +277,8 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
         return Steer(draw(_words), ts)
     if kind == "abort":
         return Abort(ts)
+    if kind == "stop":
+        return Abort(ts, after_step=True)
     if kind == "interrupted":
         return Interrupted(ts)
     if kind == "fail":

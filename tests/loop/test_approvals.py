@@ -7,6 +7,7 @@ import pytest
 from roost.loop import (
     CallModel,
     CancelRun,
+    CheckFinished,
     FinishRun,
     Guardrail,
     PermissionDecided,
@@ -18,7 +19,7 @@ from roost.loop import (
     secrets_guardrails,
 )
 
-from ._driver import Driver, only, text, tool_use, types
+from ._driver import Driver, calls, only, text, tool_use, types
 
 AGENT = Policy(home="/home/me")
 
@@ -197,6 +198,61 @@ def test_an_output_guardrail_stops_the_calls_of_the_reply():
     t = d.reply(tool_use("c1", "bash", {"command": "ssh prod.example.com"}))
     assert not any(isinstance(e, RunTool) for e in t.effects)
     assert only(t, "run.finished").data["reason"] == "guardrail"
+
+
+WARN_INPUT = Guardrail("todo", "input", r"\bTODO\b", "a TODO", action="warn")
+WARN_OUTPUT = Guardrail("prod", "output", r"prod\.example\.com", "the production host", action="warn")
+
+
+def test_a_warning_guardrail_reports_a_tool_result_and_the_run_goes_on():
+    d = Driver(cwd="/p")
+    d.submit("task", guardrails=(WARN_INPUT,))
+    d.reply(tool_use("c1", "read", {"path": "a.py"}))
+    t = d.finish_tool("c1", "x = 1  # TODO: y")
+    assert types(t) == ["tool.finished", "guardrail.warned", "step.finished", "step.started"]
+    assert only(t, "tool.finished").data["result"] == "x = 1  # TODO: y"  # not withheld
+    warned = only(t, "guardrail.warned").data
+    assert warned == {"name": "todo", "on": "input", "what": "a TODO", "origin": "tool", "call_id": "c1",
+                      "message": "guardrail todo: the input matched a TODO"}
+    assert calls(t) and d.state.run is not None
+
+
+def test_a_warning_on_the_reply_lets_its_calls_run():
+    d = Driver(cwd="/p")
+    d.submit("task", guardrails=(WARN_OUTPUT,))
+    t = d.reply(text("checking prod.example.com"), tool_use("c1", "bash", {"command": "curl prod.example.com"}))
+    assert types(t)[:3] == ["message.assistant", "guardrail.warned", "tool.started"]
+    assert only(t, "guardrail.warned").data["origin"] == "reply"  # one warning for the whole reply
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c1"]
+
+
+def test_the_task_and_steering_are_warned_about_too_and_a_stop_rule_wins():
+    d = Driver(cwd="/p")
+    t = d.submit("fix the TODO", guardrails=(WARN_INPUT,))
+    assert types(t) == ["run.started", "message.user", "guardrail.warned", "step.started"]
+    t = d.steer("and the other TODO")
+    assert types(t) == ["steer.queued", "guardrail.warned"] and only(t, "guardrail.warned").data["origin"] == "steer"
+    stop = Guardrail("todo-stop", "input", r"\bTODO\b", "a TODO")
+    d = Driver(cwd="/p")
+    t = d.submit("fix the TODO", guardrails=(WARN_INPUT, stop))
+    assert types(t) == ["run.started", "message.user", "run.finished"]
+    assert only(t, "run.finished").data["reason"] == "guardrail"
+
+
+def test_a_warning_on_the_check_output_and_the_next_attempt_starts():
+    d = Driver(cwd="/p")
+    d.submit("task", mode="exec", check="check.sh", attempts=2, guardrails=(WARN_INPUT,))
+    d.reply(text("done"))
+    t = d.feed(CheckFinished(1, "FAILED: TODO left", d.tick()))
+    assert types(t) == ["check.finished", "guardrail.warned", "message.user", "step.started"]
+    assert only(t, "guardrail.warned").data["origin"] == "check"
+
+
+def test_a_guardrails_action_is_kept_in_run_started():
+    d = Driver(cwd="/p")
+    d.submit("task", guardrails=(WARN_INPUT,))
+    assert d.state.run is not None and d.state.run.guardrails == (WARN_INPUT,)
+    assert Guardrail.from_map({"name": "old", "on": "input", "pattern": "x"}).action == "stop"
 
 
 def test_a_task_with_a_secret_never_reaches_the_model():

@@ -19,9 +19,9 @@ from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import sandbox_line, session_tree, summary, tree_id, untrusted, when
+from .._render import sandbox_line, seconds, session_tree, shorten, summary, tree_id, untrusted, when
 from ._markdown import Fragments
-from ._view import Phase, Request, RunStats, SessionView, ToolCall
+from ._view import Phase, Request, SessionView, ToolCall
 
 Lines = list[Fragments]
 
@@ -45,14 +45,6 @@ def plain(fragments: Iterable[tuple[str, str]]) -> str:
 def clean(text: str) -> str:
     """Text safe to print: tabs expanded, control characters (escapes, CR) removed."""
     return _CONTROL.sub("", text.expandtabs(4))
-
-
-def shorten(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    text = " ".join(text.split())
-    if len(text) <= width:
-        return text
-    return text[: max(0, width - 1)] + "…"
 
 
 def indent(lines: Lines, depth: int) -> Lines:
@@ -84,16 +76,6 @@ def brief_input(value: Any, width: int) -> str:
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
     return shorten(clean(text), width)
-
-
-def seconds(value: float) -> str:
-    """A duration the way the shell writes it: 0.42s, 12.3s, 4m05s."""
-    if value < 10:
-        return f"{value:.2f}s"
-    if value < 60:
-        return f"{value:.1f}s"
-    minutes, rest = divmod(int(value), 60)
-    return f"{minutes}m{rest:02d}s"
 
 
 # -- the transcript ----------------------------------------------------------------------------
@@ -396,28 +378,6 @@ def prompt(mode: str, busy: bool) -> Fragments:
 
 
 # -- output of slash commands -----------------------------------------------------------------
-
-
-def report(stats: RunStats, now: float) -> Lines:
-    """A run's report, computed client-side from its events."""
-    duration = stats.duration if stats.duration is not None else max(0.0, now - stats.started)
-    state = stats.reason or "in flight"
-    tools = ", ".join(f"{name} ×{n}" for name, n in stats.tool_calls.most_common()) or "none"
-    calls = sum(stats.tool_calls.values())
-    rows = [
-        ("run", f"{stats.run} · {state} · {stats.agent or 'default'} · {stats.mode} · {stats.model}"),
-        ("task", shorten(clean(stats.task), 100)),
-        ("steps", f"{stats.steps}"),
-        ("tool calls", f"{calls} ({stats.tool_errors} failed): {tools}"),
-        ("tokens", f"{stats.input_tokens + stats.output_tokens:,} ({stats.input_tokens:,} in, "
-                   f"{stats.output_tokens:,} out, {stats.cache_read_tokens:,} cache read, "
-                   f"{stats.cache_write_tokens:,} cache write)"),
-        ("cost", f"${stats.cost:.4f}" if stats.cost is not None else "unknown (no price for this model)"),
-        ("latency", f"model {seconds(stats.model_latency)}"
-                    + (f" ({seconds(stats.model_latency / stats.steps)}/step)" if stats.steps else "")
-                    + f" · tools {seconds(stats.tool_latency)} · wall {seconds(duration)}"),
-    ]
-    return table(rows)
 
 
 def mapping(result: dict[str, Any]) -> Lines:

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable
 from roost.protocol import DEFAULT_TIMEOUT, MODES, ConnectionClosed, ErrorCode, RoostError, RpcError, Timeout
 
 from .._connect import EXIT_REFUSED, START_TIMEOUT, DaemonError, Target, env_param, start_daemon
+from .._report import report_rows
 from . import _display as r
 from ._app import Screen
 from ._complete import Names, ShellCompleter
@@ -648,15 +649,10 @@ class Shell:
         await self._optional("prompt", params, r.prompt_layers)
 
     async def _cmd_report(self, arg: str) -> None:
-        client = await self._ready()
+        # The daemon folds the stored events: the same report as `roost report`.
         stats = self.view.run or self.view.last_run
-        if client.has("report"):
-            params = {"session": self.view.session, **({"run": stats.run} if stats else {})}
-            self.screen.print(r.mapping(await client.call("report", params)))
-        elif stats is not None:
-            self.screen.print(r.report(stats, time.time()))
-        else:
-            self.screen.print(r.note("(no run in this session yet)"))
+        params = {"session": self.view.session, **({"run": stats.run} if stats else {})}
+        await self._optional("report", params, lambda found: r.table(report_rows(found)))
 
     async def _cmd_detach(self, arg: str) -> None:
         self.detach()

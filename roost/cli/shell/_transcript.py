@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._render import guardrail_warning
 from . import _display as r
 from ._markdown import MarkdownState, render_line
 
@@ -228,6 +229,12 @@ class Transcript:
     def _subagent_finished(self, e: dict[str, Any], depth: int) -> Lines:
         name = e.get("agent") or e.get("name") or "sub-agent"
         return [[("class:subagent", f"◆ {name} finished"), ("class:dim", f" · {e.get('reason', '')}")]]
+
+    def _guardrail_warned(self, e: dict[str, Any], depth: int) -> Lines:
+        return [[("class:warn", r.clean(guardrail_warning(e)))]]
+
+    def _run_stopping(self, e: dict[str, Any], depth: int) -> Lines:
+        return r.note(f"(the run ends after this step: {e.get('reason', '')})")
 
     def _compacted(self, e: dict[str, Any], depth: int) -> Lines:
         return r.compacted(e, self.width)

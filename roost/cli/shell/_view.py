@@ -4,7 +4,8 @@ The daemon's state of a session is a fold over its events; so is the shell's vie
 built from the same maps, client side. It answers what the toolbar and the prompts need:
 is a run in flight and what is it doing (thinking, running a tool, waiting on a person),
 which tools are running since when, which approvals and questions are open, the model's
-checklist, the tokens and cost so far, and the figures of a run's report. It never renders and does no IO.
+checklist, and the tokens and cost so far. It never renders and does no IO. (A run's report
+is the daemon's: the ``report`` method folds the stored events.)
 
 Rules:
 - Events are applied in the order they arrive. A stored event whose ``seq`` is not above
@@ -22,8 +23,7 @@ Rules:
 from __future__ import annotations
 
 import enum
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -73,7 +73,8 @@ class Request:
 
 @dataclass(slots=True)
 class RunStats:
-    """One run's figures, folded from its events (the client-side run report)."""
+    """One run as the toolbar follows it: which, since when, how it ended, its tokens and
+    cost so far (for the session's figures)."""
 
     run: str
     task: str = ""
@@ -83,16 +84,9 @@ class RunStats:
     started: float = 0.0
     reason: str | None = None
     duration: float | None = None
-    steps: int = 0
-    tool_calls: Counter[str] = field(default_factory=Counter)
-    tool_errors: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
     cost: float | None = None
-    model_latency: float = 0.0
-    tool_latency: float = 0.0
 
 
 class SessionView:
@@ -178,10 +172,6 @@ class SessionView:
     def _step_started(self, e: dict[str, Any]) -> None:
         self.step_started = float(e.get("ts", 0.0))
 
-    def _message_assistant(self, e: dict[str, Any]) -> None:
-        if self.run is not None:
-            self.run.model_latency += float(e.get("latency") or 0.0)
-
     def _tool_started(self, e: dict[str, Any]) -> None:
         call_id = str(e.get("call_id"))
         self.tools[call_id] = ToolCall(
@@ -193,10 +183,6 @@ class SessionView:
         todos = (e.get("meta") or {}).get("todos")
         if e.get("name") == "todo" and isinstance(todos, list) and not e.get("is_error") and not _depth(e):
             self.todos = [t for t in todos if isinstance(t, dict)]
-        if self.run is not None:
-            self.run.tool_calls[str(e.get("name", ""))] += 1
-            self.run.tool_errors += bool(e.get("is_error"))
-            self.run.tool_latency += float(e.get("latency") or 0.0)
 
     def _step_finished(self, e: dict[str, Any]) -> None:
         usage = e.get("usage") or {}
@@ -209,11 +195,8 @@ class SessionView:
             self.cost = (self.cost or 0.0) + float(step_cost)
         run = self.run
         if run is not None:
-            run.steps += not _depth(e)
             run.input_tokens += tokens_in
             run.output_tokens += tokens_out
-            run.cache_read_tokens += int(usage.get("cache_read_input_tokens") or 0)
-            run.cache_write_tokens += int(usage.get("cache_creation_input_tokens") or 0)
             if step_cost is not None:
                 run.cost = (run.cost or 0.0) + float(step_cost)
         if not _depth(e):
@@ -289,7 +272,6 @@ _TOP_LEVEL_ONLY = frozenset({"run.started", "run.finished", "step.started"})
 _HANDLERS = {
     "run.started": SessionView._run_started,
     "step.started": SessionView._step_started,
-    "message.assistant": SessionView._message_assistant,
     "tool.started": SessionView._tool_started,
     "tool.finished": SessionView._tool_finished,
     "step.finished": SessionView._step_finished,

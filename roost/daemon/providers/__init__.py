@@ -1,6 +1,7 @@
 """Model providers behind one interface (:class:`Provider`), resolved from ``provider/model``."""
 
 from ._base import (
+    MAX_TOKENS,
     DeltaCallback,
     ModelReply,
     ModelRequest,
@@ -12,6 +13,7 @@ from ._base import (
 from ._registry import ProviderRegistry, Resolved
 
 __all__ = [
+    "MAX_TOKENS",
     "DeltaCallback",
     "ModelReply",
     "ModelRequest",

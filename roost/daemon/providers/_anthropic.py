@@ -77,7 +77,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from contextlib import aclosing
+from dataclasses import replace
 from typing import Any, Mapping
 
 import anthropic
@@ -178,6 +180,8 @@ class AnthropicProvider:
         if self._closed:
             raise ProviderError("anthropic: the provider is closed")
         params = _request_params(request)
+        started = time.monotonic()
+        first: float | None = None
         try:
             stream = await self._client.messages.create(**params, stream=True)
         except anthropic.APIStatusError as exc:
@@ -215,6 +219,8 @@ class AnthropicProvider:
                             except ProviderError as exc:
                                 failure = exc
                                 break
+                            if first is None and fold.content_started:
+                                first = time.monotonic() - started
                             if delta is not None:
                                 on_delta(*delta)
             except httpx2.TimeoutException as exc:
@@ -226,7 +232,7 @@ class AnthropicProvider:
                     f"anthropic: stream cut off ({type(exc).__name__}: {exc})") from exc
         if failure is not None:
             raise failure
-        return fold.reply()
+        return replace(fold.reply(), retries=_retries_taken(stream.response.request), first_token=first)
 
     async def aclose(self) -> None:
         """Close the connection pool. Idempotent."""
@@ -346,6 +352,8 @@ class _Fold:
         self._stop_reason: str | None = None
         self._usage: dict[str, int] = {}
         self._stopped = False
+        #: Whether the reply's content has begun (its first block started).
+        self.content_started = False
 
     def feed(self, name: str, data: str) -> tuple[str, str] | None:
         if name == "ping":
@@ -395,6 +403,7 @@ class _Fold:
         return None
 
     def _start_block(self, index: int, block: Mapping[str, Any]) -> None:
+        self.content_started = True
         btype = block["type"]
         if btype == "text":
             self._blocks[index] = {"type": "text", "text": ""}

@@ -20,6 +20,9 @@ from typing import Any, Callable, Mapping, Protocol
 #: ``on_delta(kind, text)``: kind is ``"text"`` or ``"reasoning"``. Must not block.
 DeltaCallback = Callable[[str, str], None]
 
+#: Output tokens a reply may have when the call does not say.
+MAX_TOKENS = 8192
+
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
@@ -39,7 +42,7 @@ class ModelRequest:
     system: str
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[ToolSpec, ...] = ()
-    max_tokens: int = 8192
+    max_tokens: int = MAX_TOKENS
     #: The session's working directory (the scripted provider resolves paths from it).
     cwd: str = "."
     #: Thinking budget in tokens (None: no extended thinking). Anthropic sends it as
@@ -55,11 +58,15 @@ class ModelRequest:
 
 @dataclass(frozen=True, slots=True)
 class ModelReply:
-    """A complete reply: content blocks, why it stopped, and tokens used."""
+    """A complete reply: content blocks, why it stopped, and tokens used; and how the call
+    went: the retries it took, and seconds from the call to the first of the reply's content
+    (text, thinking or a tool call; None: the provider cannot tell)."""
 
     content: tuple[Mapping[str, Any], ...]
     stop_reason: str
     usage: Mapping[str, int] = field(default_factory=dict)
+    retries: int = 0
+    first_token: float | None = None
 
 
 class ProviderError(Exception):

@@ -110,9 +110,10 @@ from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import httpx2
@@ -247,11 +248,14 @@ class OpenAIProvider:
         """
         if self._closed:
             raise ProviderError(f"{self._name}: the provider is closed")
-        response = await self._send_request(request)
+        started = time.monotonic()
+        response, retries = await self._send_request(request)
         try:
             if response.headers.get("content-type", "").startswith("application/json"):
-                return await self._read_json(response, on_delta)
-            return await self._read_stream(response, on_delta)
+                reply, first = await self._read_json(response, on_delta)
+            else:
+                reply, first = await self._read_stream(response, on_delta)
+            return replace(reply, retries=retries, first_token=first - started if first is not None else None)
         finally:
             await response.aclose()  # a no-op once the body has been read or cut
 
@@ -263,9 +267,10 @@ class OpenAIProvider:
 
     # -- before the stream: send, retry -----------------------------------------------------
 
-    async def _send_request(self, request: ModelRequest) -> httpx2.Response:
+    async def _send_request(self, request: ModelRequest) -> tuple[httpx2.Response, int]:
         """Send ``request`` with this server's name for the length limit; on a 400 that says
-        the other name is the one it takes, once more with that one."""
+        the other name is the one it takes, once more with that one. The response, and the
+        retries it took."""
         for tried in range(2):
             body = _request_body(request, self._name)
             body[self._limit_field] = body.pop("max_tokens")
@@ -278,8 +283,9 @@ class OpenAIProvider:
                 self._limit_field = other
         raise AssertionError("unreachable")
 
-    async def _send(self, body: bytes) -> httpx2.Response:
-        """POST until a 2xx response (its body unread) or a final error."""
+    async def _send(self, body: bytes) -> tuple[httpx2.Response, int]:
+        """POST until a 2xx response (its body unread) or a final error; the response and
+        the retries it took."""
         attempt = 0
         while True:
             after = after_retries(attempt)
@@ -304,7 +310,7 @@ class OpenAIProvider:
                     f"{self._name}: request failed ({type(exc).__name__}: {short(str(exc))})"
                 ) from exc
             if 200 <= response.status_code < 300:
-                return response
+                return response, attempt
             raw = await _read_error_body(response)
             status = response.status_code
             if (status == 429 or status >= 500) and attempt < self._max_retries:
@@ -323,9 +329,11 @@ class OpenAIProvider:
 
     # -- the stream -------------------------------------------------------------------------
 
-    async def _read_stream(self, response: httpx2.Response, on_delta: DeltaCallback) -> ModelReply:
+    async def _read_stream(self, response: httpx2.Response, on_delta: DeltaCallback) -> tuple[ModelReply, float | None]:
+        """The reply, and when (``time.monotonic``) its content began."""
         decoder = SSEDecoder()
         fold = _Fold(self._name)
+        first: float | None = None
         failure: BaseException | None = None
         # Cancelled (its deadline set) to cut the body short once we no longer need it.
         with trio.CancelScope() as cut:
@@ -340,6 +348,8 @@ class OpenAIProvider:
                             except ProviderError as exc:
                                 failure = exc
                                 break
+                            if first is None and fold.content_started:
+                                first = time.monotonic()
                             try:
                                 for delta in deltas:
                                     on_delta(*delta)
@@ -368,10 +378,11 @@ class OpenAIProvider:
                         f"{short(str(exc))})") from exc
         if failure is not None:
             raise failure
-        return fold.reply()
+        return fold.reply(), first
 
-    async def _read_json(self, response: httpx2.Response, on_delta: DeltaCallback) -> ModelReply:
-        """A server that ignored ``stream: true``: one chat.completion object."""
+    async def _read_json(self, response: httpx2.Response, on_delta: DeltaCallback) -> tuple[ModelReply, float | None]:
+        """A server that ignored ``stream: true``: one chat.completion object (its content
+        begins when it has all arrived)."""
         try:
             raw = await response.aread()
         except httpx2.TimeoutException as exc:
@@ -383,10 +394,11 @@ class OpenAIProvider:
         except httpx2.HTTPError as exc:
             raise ProviderError(
                 f"{self._name}: stream failed ({type(exc).__name__}: {short(str(exc))})") from exc
+        first = time.monotonic()
         fold = _Fold(self._name)
         for delta in fold.feed_completion(raw.decode("utf-8", errors="replace")):
             on_delta(*delta)
-        return fold.reply()
+        return fold.reply(), first
 
 
 # -- request ----------------------------------------------------------------------------------
@@ -532,6 +544,8 @@ class _Fold:
         self._finish: str | None = None
         self._usage: dict[str, int] = {}
         self.done = False
+        #: Whether the reply's content (text, reasoning or a tool call) has begun.
+        self.content_started = False
 
     def feed(self, event: str, data: str) -> tuple[tuple[str, str], ...] | list[tuple[str, str]]:
         if data == "[DONE]":
@@ -585,6 +599,8 @@ class _Fold:
             if choice.get("index") not in (0, None):
                 continue  # we ask for one choice (n = 1)
             delta = choice.get("delta") or {}
+            if any(delta.get(k) for k in ("content", "refusal", "reasoning_content", "reasoning", "tool_calls")):
+                self.content_started = True
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 deltas.append(("reasoning", reasoning))

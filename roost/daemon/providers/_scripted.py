@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -70,6 +71,7 @@ class ScriptedProvider:
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
         """Return the response whose index is the number of assistant turns so far (for a
         compaction's summary: the entry of ``summaries`` for the compactions so far)."""
+        started = time.monotonic()
         script = await self._load(request.model, request.cwd)
         key = "summaries" if request.purpose == "summary" else "responses"
         responses = script.get(key)
@@ -87,6 +89,7 @@ class ScriptedProvider:
         response = responses[index]
         if not isinstance(response, dict) or not isinstance(response.get("content", []), list):
             raise ProviderError(f"scripted/{request.model}: response {index + 1} is not {{\"content\": [...]}}")
+        first = time.monotonic() - started
         content = []
         for i, block in enumerate(response.get("content", [])):
             block = dict(block)
@@ -109,7 +112,7 @@ class ScriptedProvider:
             "input_tokens": max(1, sum(_chars(m["content"]) for m in request.messages) // 4),
             "output_tokens": max(1, _chars(content) // 4),
         }
-        return ModelReply(tuple(content), stop, usage)
+        return ModelReply(tuple(content), stop, usage, first_token=first)
 
     async def aclose(self) -> None:
         """Nothing to release."""
