@@ -8,6 +8,11 @@ connection (WAL lets them run beside the writer). The store's worker threads are
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
 calls, config reads) can keep it from committing.
 
+Large texts of events (a tool's output, a file a call writes) are stored once, by content,
+in ``blobs``, and referenced from the events that hold them (``blob_refs``); every reader
+gets them back in place (see ``_blobs.py``). A blob nothing refers to any more (its
+sessions were pruned) is removed by :meth:`EventStore.collect_garbage`.
+
 Migrations are numbered and named; applied names are recorded in ``_migrations``.
 
 Error handling:
@@ -32,14 +37,16 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-import msgpack
 import trio
 
 from roost.loop import Event
 
+from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
 from ._paths import private_opener
+
+_T = TypeVar("_T")
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -60,8 +67,32 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX events_type ON events(type, session)")
 
 
+def _m002_blobs(db: sqlite3.Connection) -> None:
+    # A text (UTF-8, zlib-compressed when smaller) by its SHA-256; and which events refer
+    # to which texts, so that what nothing refers to can be found (seq 0: not an event,
+    # the session's own record, such as its snapshot).
+    db.execute(
+        """CREATE TABLE blobs (
+            hash BLOB PRIMARY KEY,
+            size INTEGER NOT NULL,
+            zlib INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE blob_refs (
+            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            hash BLOB NOT NULL REFERENCES blobs(hash),
+            PRIMARY KEY (session, seq, hash)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
+    ("m002_blobs", _m002_blobs),
 ]
 
 #: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
@@ -231,7 +262,7 @@ class EventStore:
         failed: dict[str, StoreError] = {}
         for rows, _, errors in batch:
             # A session's later append must not be stored when its earlier one was not.
-            earlier = next((failed[r[1]] for r in rows if r[1] in failed), None)
+            earlier = next((failed[s] for s in _sessions_of(rows) if s in failed), None)
             if earlier is not None:
                 errors.append(type(earlier)(earlier.path, str(earlier)))
                 continue
@@ -240,16 +271,20 @@ class EventStore:
             except (sqlite3.Error, OSError) as exc:
                 error = store_error(exc, self.path)
                 errors.append(error)
-                failed.update((r[1], error) for r in rows)
+                failed.update((s, error) for s in _sessions_of(rows))
 
     def _commit(self, rows: list[tuple[Any, ...]]) -> None:
-        with _transaction(self._writer):
+        db = self._writer
+        with _transaction(db):
             sessions = [r[1:] for r in rows if r[0] == "session"]
-            events = [r[1:] for r in rows if r[0] == "event"]
+            events = [r[1:7] for r in rows if r[0] == "event"]
             if sessions:
-                self._writer.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+                db.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
             if events:
-                self._writer.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+            for row in rows:
+                if row[0] == "event" and row[7]:
+                    _store_blobs(db, row[1], row[2], row[7])
 
     async def create_session(self, session: str, cwd: str, created: float, first: Sequence[Event] = ()) -> list[Event]:
         """Record a new session and its ``first`` events, durably and together (a session
@@ -303,9 +338,8 @@ class EventStore:
             next_seq[event.session] = seq + 1
             event = event.numbered(seq)
             numbered.append(event)
-            rows.append(
-                ("event", event.session, seq, event.run, event.type, event.ts, _pack(event.to_map()))
-            )
+            body, blobs = pack_body(event.to_map())
+            rows.append(("event", event.session, seq, event.run, event.type, event.ts, body, blobs))
         return numbered, rows
 
     async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
@@ -331,14 +365,14 @@ class EventStore:
         return session in self._next_seq
 
     async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
-        """Stored events of ``session`` with ``seq > since``, in order."""
-        sql = "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
-        args: tuple[Any, ...] = (session, since)
-        if limit is not None:
-            sql += " LIMIT ?"
-            args += (limit,)
-        rows = await self._read(sql, args)
-        return [Event.from_map(_unpack(body)) for (body,) in rows]
+        """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
+        stored apart put back)."""
+
+        def read(db: sqlite3.Connection) -> list[Event]:
+            rows, _, texts = _read_events(db, session, since, limit)
+            return [Event.from_map(unpack_body(body, texts)) for _, body in rows]
+
+        return await self._read_with(read)
 
     async def sessions(self) -> list[SessionRow]:
         """Every session with its event count and the reason its last run ended."""
@@ -382,13 +416,17 @@ class EventStore:
         return out
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return await self._read_with(lambda db: db.execute(sql, args).fetchall())
+
+    async def _read_with(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``read(reader)`` on the store's reading thread, SQLite's errors translated."""
         async with self._read_lock:
             try:
-                return await trio.to_thread.run_sync(
-                    lambda: self._reader.execute(sql, args).fetchall(), limiter=self._threads
-                )
+                return await trio.to_thread.run_sync(read, self._reader, limiter=self._threads)
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from exc
+            except MissingBlob as exc:
+                raise StoreDamaged(self.path, f"the database {self.path} is damaged ({exc})") from exc
 
 
 def _make_private(path: Path) -> None:
@@ -435,9 +473,44 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+def _sessions_of(rows: list[tuple[Any, ...]]) -> set[str]:
+    """The sessions whose records ``rows`` write."""
+    return {r[1] for r in rows if r[0] in ("session", "event")}
+
+
+def _store_blobs(db: sqlite3.Connection, session: str, seq: int, blobs: Sequence[Blob]) -> None:
+    """Store the texts an event (or a session's record: seq 0) refers to, each once."""
+    for blob in blobs:
+        if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (blob.digest,)).fetchone() is None:
+            data, compressed = compress(blob.data)
+            db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)", (blob.digest, len(blob.data), compressed, data))
+        db.execute("INSERT OR IGNORE INTO blob_refs VALUES (?, ?, ?)", (session, seq, blob.digest))
+
+
+def _read_events(
+    db: sqlite3.Connection, session: str, since: int, limit: int | None
+) -> tuple[list[tuple[int, bytes]], set[int], dict[bytes, str]]:
+    """(seq, body) of ``session``'s events after ``since`` (at most ``limit``), the seqs
+    among them whose bodies refer to stored texts, and those texts by digest."""
+    sql = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
+    args: tuple[Any, ...] = (session, since)
+    if limit is not None:
+        sql += " LIMIT ?"
+        args += (limit,)
+    rows = db.execute(sql, args).fetchall()
+    if not rows:
+        return rows, set(), {}
+    refs = db.execute(
+        """SELECT r.seq, b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
+           WHERE r.session = ? AND r.seq > ? AND r.seq <= ?""",
+        (session, since, rows[-1][0]),
+    ).fetchall()
+    texts: dict[bytes, str] = {}
+    for _, digest, compressed, data in refs:
+        if digest not in texts:
+            texts[digest] = decompress(data, bool(compressed))
+    return rows, {seq for seq, _, _, _ in refs}, texts
 
 
 def _unpack(body: bytes) -> Any:
-    return msgpack.unpackb(body, raw=False, strict_map_key=False)
+    return unpack_body(body)

@@ -1,0 +1,87 @@
+"""Storage that scales, on a real daemon and its real SQLite file: large texts stored once by
+hash, the history read back whole (attach, events, the model's next call after a restart)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.daemon._blobs import BLOB_MIN
+from roost.protocol.trio_client import open_client
+from tests.fakes.anthropic_server import serve_anthropic
+
+from .conftest import events_until, finished, serving, stored
+
+
+def _rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
+    check = sqlite3.connect(db)
+    try:
+        return check.execute(sql, args).fetchall()
+    finally:
+        check.close()
+
+
+def _reply(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"content": list(blocks), "stop_reason": "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"}
+
+
+def _cat(call_id: str, command: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id, "name": "bash", "input": {"command": command}}
+
+
+async def test_an_output_seen_twice_is_stored_once_and_read_back_whole(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "roost.db"
+    # Text that does not compress much: the bytes stored are about the output's own.
+    output = "".join(f"{i:05d} {os.urandom(24).hex()}\n" for i in range(400))
+    assert len(output) > 8 * BLOB_MIN
+    (project / "big.txt").write_text(output)
+    script = [
+        _reply(_cat("toolu_1", "cat big.txt")),
+        _reply(_cat("toolu_2", "cat ./big.txt")),
+        _reply({"type": "text", "text": "read it twice"}),
+        _reply({"type": "text", "text": "still here"}),
+    ]
+    with serve_anthropic(script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        async with serving(db) as d, open_client(d.socket_path) as c:
+            run = await c.call(
+                "dispatch", yes=True, task="read big.txt twice", model="anthropic/claude-test", cwd=str(project), attach=True
+            )
+            live = stored(await events_until(c, finished(run["run"])))
+        session = run["session"]
+        assert [e["result"] for e in live if e["type"] == "tool.finished"] == [output, output]
+
+        # One row holds the output, once, by its SHA-256; both events refer to it.
+        digest = hashlib.sha256(output.encode()).digest()
+        [(size, stored_bytes)] = _rows(db, "SELECT size, length(data) FROM blobs WHERE hash = ?", digest)
+        assert size == len(output.encode()) and len(output) // 2 < stored_bytes < len(output)
+        finished_seqs = [e["seq"] for e in live if e["type"] == "tool.finished"]
+        refs = _rows(db, "SELECT seq FROM blob_refs WHERE hash = ? ORDER BY seq", digest)
+        assert [seq for (seq,) in refs] == finished_seqs
+        # The events' own rows are small: the output is not in them.
+        bodies = _rows(db, "SELECT max(length(body)) FROM events WHERE session = ?", session)
+        assert bodies[0][0] < BLOB_MIN + 1024
+        (total,) = _rows(db, "SELECT sum(length(data)) FROM blobs")[0]
+        assert total < len(output) * 1.2
+
+        # A new daemon: attach and events give the whole output; the model's next call
+        # gets the history rebuilt from the store, outputs whole.
+        async with serving(db) as d, open_client(d.socket_path) as c:
+            await c.call("attach", session=session)
+            replayed = await events_until(c, lambda e: e.get("seq") == live[-1]["seq"])
+            assert replayed == live
+            assert (await c.call("events", session=session))["events"] == live
+            again = await c.call("dispatch", yes=True, task="and now?", session=session, model="anthropic/claude-test", attach=True)
+            await events_until(c, finished(again["run"]))
+        history = server.requests[-1].body["messages"]
+    results = [b["content"] for m in history for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert results == [output, output]
+    assert [n for (n,) in _rows(db, "SELECT count(*) FROM blobs")] == [1]
