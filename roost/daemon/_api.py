@@ -180,9 +180,12 @@ class Api:
         return {"session": session.id}
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = await self._session(params["session"])
-        last_seq = await self.conductor.fanout.attach(connection, session.id, params.get("since", 0))
-        return {"session": session.id, "last_seq": last_seq}
+        session = params["session"]
+        if not self.conductor.sessions.stored_only(session):
+            # Loaded (or settled) first: a run that seems to go on is never replayed.
+            await self._session(session)
+        last_seq = await self.conductor.fanout.attach(connection, session, params.get("since", 0))
+        return {"session": session, "last_seq": last_seq}
 
     async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.conductor.fanout.detach(connection, params["session"])
@@ -539,9 +542,14 @@ class Api:
             raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
     async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = await self._session(params["session"])
-        events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
-        return {"events": [e.to_map() for e in events], "last_seq": session.state.last_seq}
+        session = params["session"]
+        store = self.conductor.store
+        if self.conductor.sessions.stored_only(session):
+            last_seq = store.last_seq(session)  # nothing in flight: all of it is stored
+        else:
+            last_seq = (await self._session(session)).state.last_seq
+        events = await store.events(session, params.get("since", 0), params.get("limit"))
+        return {"events": [e.to_map() for e in events], "last_seq": last_seq}
 
     async def _session(self, session_id: str) -> Session:
         try:

@@ -23,6 +23,8 @@ from typing import Any, Mapping
 
 import msgpack
 
+from roost.protocol import pack
+
 #: Bytes (UTF-8) from which a string of an event is stored apart, once. Below a SQLite page
 #: (4 KiB): bodies stay small rows, and an output read twice is not stored twice.
 BLOB_MIN = 2048
@@ -36,11 +38,6 @@ class Blob:
 
     digest: bytes
     data: bytes
-
-
-def pack(obj: Any) -> bytes:
-    """``obj`` as msgpack, the way the store and the wire encode it."""
-    return msgpack.packb(obj, use_bin_type=True)
 
 
 def pack_body(event_map: Mapping[str, Any]) -> tuple[bytes, tuple[Blob, ...]]:

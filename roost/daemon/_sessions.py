@@ -158,6 +158,16 @@ class SessionTable:
         """The sessions in memory."""
         return list(self._sessions.values())
 
+    def stored_only(self, session_id: str) -> bool:
+        """Whether the session exists and is not in memory, with nothing to settle: no run
+        of it is in flight (a session with one is always loaded), so its log can be read
+        as it is, without folding it."""
+        return (
+            session_id not in self._sessions
+            and session_id not in self.unsettled
+            and self._store.has_session(session_id)
+        )
+
     async def get(self, session_id: str) -> Session:
         """The session, folded from its stored events the first time.
 

@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterator, Sequence, TypeVar
 import trio
 
 from roost.loop import Event
+from roost.protocol import pack
 
 from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
 from ._paths import private_opener
@@ -371,6 +372,17 @@ class EventStore:
         def read(db: sqlite3.Connection) -> list[Event]:
             rows, _, texts = _read_events(db, session, since, limit)
             return [Event.from_map(unpack_body(body, texts)) for _, body in rows]
+
+        return await self._read_with(read)
+
+    async def packed_events(self, session: str, since: int = 0) -> list[tuple[int, bytes]]:
+        """Stored events of ``session`` with ``seq > since``, in order, as (seq, the event
+        map in msgpack): what is sent to clients, as stored (a body that refers to texts
+        stored apart is packed again with them)."""
+
+        def read(db: sqlite3.Connection) -> list[tuple[int, bytes]]:
+            rows, with_refs, texts = _read_events(db, session, since, None)
+            return [(seq, pack(unpack_body(body, texts)) if seq in with_refs else body) for seq, body in rows]
 
         return await self._read_with(read)
 

@@ -20,7 +20,7 @@ from ._errors import (
     error_table,
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
-from ._messages import Message, Notification, Request, Response, encode, pack, parse
+from ._messages import Message, Notification, Request, Response, encode, encode_packed, notification_head, pack, parse
 from ._methods import (
     API_COMPATIBLE,
     API_LEVEL,
@@ -67,7 +67,9 @@ __all__ = [
     "check_private_dir",
     "default_socket_path",
     "encode",
+    "encode_packed",
     "error_table",
+    "notification_head",
     "notification_map",
     "pack",
     "parse",

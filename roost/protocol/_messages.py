@@ -8,7 +8,7 @@ so a call looks like ``[0, 7, "dispatch", [{"task": "..."}]]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Sequence, Union
 
 import msgpack
 
@@ -60,6 +60,20 @@ def encode(message: Message) -> bytes:
     if isinstance(message, Response):
         return pack([RESPONSE, message.msgid, message.error, message.result])
     return pack([NOTIFICATION, message.method, message.params])
+
+
+def encode_packed(method: str, params: Sequence[bytes]) -> bytes:
+    """A notification whose params are each given already encoded (one msgpack value
+    apiece): the bytes :func:`encode` makes of ``Notification(method, [decoded, ...])``,
+    without decoding and encoding again what is sent as stored."""
+    return notification_head(method, len(params)) + b"".join(params)
+
+
+def notification_head(method: str, count: int) -> bytes:
+    """The bytes a notification of ``count`` params starts with; the params, each encoded,
+    follow (see :func:`encode_packed`)."""
+    packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack_array_header(3) + packer.pack(NOTIFICATION) + packer.pack(method) + packer.pack_array_header(count)
 
 
 def parse(obj: Any) -> Message:
