@@ -144,7 +144,7 @@ class Conductor:
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
-        self.sessions = SessionTable(store, self._settle)
+        self.sessions = SessionTable(store, self._settle, nursery)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
 
@@ -654,6 +654,7 @@ class Conductor:
             done.set()
         if unstored is not None:
             raise unstored
+        self.sessions.keep_snapshot(session)
 
     async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()

@@ -91,9 +91,23 @@ def _m002_blobs(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
 
 
+def _m003_snapshots(db: sqlite3.Connection) -> None:
+    # A session's state as of seq, as plain data (see roost.loop.snapshot), for the code
+    # whose snapshots are of that format; its long texts are blobs (blob_refs seq 0).
+    db.execute(
+        """CREATE TABLE snapshots (
+            session TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            format TEXT NOT NULL,
+            body BLOB NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_blobs", _m002_blobs),
+    ("m003_snapshots", _m003_snapshots),
 ]
 
 #: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
@@ -286,6 +300,9 @@ class EventStore:
             for row in rows:
                 if row[0] == "event" and row[7]:
                     _store_blobs(db, row[1], row[2], row[7])
+                elif row[0] == "work":
+                    # Set, not added to: a batch that failed is committed again piece by piece.
+                    row[2][:] = [_do(row[1], db)]
 
     async def create_session(self, session: str, cwd: str, created: float, first: Sequence[Event] = ()) -> list[Event]:
         """Record a new session and its ``first`` events, durably and together (a session
@@ -386,6 +403,54 @@ class EventStore:
 
         return await self._read_with(read)
 
+    async def save_snapshot(self, session: str, seq: int, format: str, state: Callable[[], Any]) -> None:
+        """Keep ``state()`` (plain data) as ``session``'s state as of ``seq``, in place of
+        its earlier snapshot. Made and packed on the writer's thread (a long history is a
+        lot to copy and hash); its long texts are stored once, as blobs."""
+
+        def write(db: sqlite3.Connection) -> None:
+            body, blobs = pack_body(state())
+            db.execute("DELETE FROM blob_refs WHERE session = ? AND seq = 0", (session,))
+            db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (session, seq, format, body))
+            _store_blobs(db, session, 0, blobs)
+
+        await self._work(write)
+
+    async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
+        """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
+        and the stored events after it, whole."""
+
+        def read(db: sqlite3.Connection) -> tuple[Any, list[Event]]:
+            state, since = None, 0
+            row = db.execute(
+                "SELECT seq, body FROM snapshots WHERE session = ? AND format = ?", (session, format)
+            ).fetchone()
+            if row is not None:
+                since = row[0]
+                texts = {}
+                for digest, compressed, data in db.execute(
+                    """SELECT b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
+                       WHERE r.session = ? AND r.seq = 0""",
+                    (session,),
+                ):
+                    texts[digest] = decompress(data, bool(compressed))
+                state = unpack_body(row[1], texts)
+            rows, _, texts = _read_events(db, session, since, None)
+            return state, [Event.from_map(unpack_body(body, texts)) for _, body in rows]
+
+        return await self._read_with(read)
+
+    async def _work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work(writer)`` on the writer's thread, in a transaction of its own (or batched
+        with appends); its result.
+
+        Raises:
+            StoreError: it failed; nothing of it was committed.
+        """
+        out: list[_T] = []
+        await self._submit([("work", work, out)])
+        return out[0]
+
     async def sessions(self) -> list[SessionRow]:
         """Every session with its event count and the reason its last run ended."""
         rows = await self._read(
@@ -485,8 +550,18 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
+def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:
+    """``work(db)``; a bug in it fails that work (as SQLite's errors do), never the writer."""
+    try:
+        return work(db)
+    except (sqlite3.Error, OSError):
+        raise
+    except Exception as exc:
+        raise sqlite3.Error(f"{type(exc).__name__}: {exc}") from exc
+
+
 def _sessions_of(rows: list[tuple[Any, ...]]) -> set[str]:
-    """The sessions whose records ``rows`` write."""
+    """The sessions whose records ``rows`` write (work of the writer's own writes none)."""
     return {r[1] for r in rows if r[0] in ("session", "event")}
 
 

@@ -33,6 +33,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
+from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
 from ._step import PHASE_INPUTS, InvalidInput, Transition, step
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "LIVE_TYPES",
     "ModelFailed",
     "ModelFinished",
+    "NotSnapshottable",
     "PHASE_INPUTS",
     "PermissionDecided",
     "Phase",
@@ -70,6 +72,8 @@ __all__ = [
     "RunState",
     "RunTool",
     "SECRET_PATTERNS",
+    "SNAPSHOTS_WORK",
+    "SNAPSHOT_FORMAT",
     "SessionState",
     "StartClock",
     "StartSubagent",
@@ -94,8 +98,10 @@ __all__ = [
     "parse_plan",
     "parse_rule",
     "paths_named",
+    "restore",
     "safe_text",
     "secrets_guardrails",
+    "snapshot",
     "step",
     "visible",
 ]

@@ -9,13 +9,17 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pytest
+import trio
 
+from roost.daemon import _sessions
 from roost.daemon._blobs import BLOB_MIN
+from roost.loop import SessionState, fold
 from roost.protocol.trio_client import open_client
 from tests.fakes.anthropic_server import serve_anthropic
 
-from .conftest import events_until, finished, serving, stored
+from .conftest import bash, events_until, finished, serving, stored, text, write_script
 
 
 def _rows(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -85,3 +89,61 @@ async def test_an_output_seen_twice_is_stored_once_and_read_back_whole(
     results = [b["content"] for m in history for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert results == [output, output]
     assert [n for (n,) in _rows(db, "SELECT count(*) FROM blobs")] == [1]
+
+
+async def test_a_long_session_loads_from_its_snapshot_and_the_events_after_it(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sessions, "SNAPSHOT_AFTER", 10)
+    db = tmp_path / "roost.db"
+    steps = [[bash(f"echo {i}")] for i in range(4)]
+    model = write_script(project, *steps, [text("first done")], [text("second done")], [text("third done")])
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        run = await c.call("dispatch", yes=True, task="go", model=model, cwd=str(project), attach=True)
+        first = stored(await events_until(c, finished(run["run"])))
+        session = run["session"]
+        # Written in the background once the run ended (more than 10 events since none).
+        with trio.fail_after(5):
+            while not _rows(db, "SELECT seq FROM snapshots"):
+                await trio.sleep(0.01)
+        assert _rows(db, "SELECT session, seq, format FROM snapshots") == [(session, first[-1]["seq"], _sessions.SNAPSHOT_KEY)]
+        # A short run after it: not worth a new snapshot yet.
+        again = await c.call("dispatch", yes=True, task="more", session=session, model=model, attach=True)
+        second = stored(await events_until(c, finished(again["run"])))
+        assert second[-1]["text"] == "second done"
+
+    async def loaded() -> SessionState:
+        async with serving(db) as d:
+            state = (await d.api.conductor.sessions.get(session)).state
+            # Folded from the snapshot and the events after it: the state the whole log gives.
+            assert state == fold(await d.api.conductor.store.events(session), SessionState(session))
+            async with open_client(d.socket_path) as c:
+                third = await c.call("dispatch", yes=True, task="once more", session=session, model=model, attach=True)
+                events = await events_until(c, finished(third["run"]))
+            # The model's history was whole: the scripted model answers by its length.
+            assert events[-1]["text"] == "third done"
+        return state
+
+    state = await loaded()
+    assert state.last_seq == second[-1]["seq"] and len(state.messages) == 12
+    # A snapshot of another version or format is never read: the log is folded whole, and
+    # a snapshot of this one written in its place.
+    check = sqlite3.connect(db)
+    with check:
+        check.execute("UPDATE snapshots SET format = 'another', body = x'80'")
+    check.close()
+    async with serving(db) as d:
+        state = (await d.api.conductor.sessions.get(session)).state
+        assert len(state.messages) == 14 and state == fold(await d.api.conductor.store.events(session), SessionState(session))
+        with trio.fail_after(5):
+            while _rows(db, "SELECT format FROM snapshots") != [(_sessions.SNAPSHOT_KEY,)]:
+                await trio.sleep(0.01)
+    # And it is what loading starts from: a mark put in it by hand is in the loaded state.
+    [(body,)] = _rows(db, "SELECT body FROM snapshots")
+    marked = msgpack.packb({**msgpack.unpackb(body, raw=False), "summary": "from the snapshot"}, use_bin_type=True)
+    check = sqlite3.connect(db)
+    with check:
+        check.execute("UPDATE snapshots SET body = ?", (marked,))
+    check.close()
+    async with serving(db) as d:
+        assert (await d.api.conductor.sessions.get(session)).state.summary == "from the snapshot"
