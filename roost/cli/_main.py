@@ -17,7 +17,7 @@ from ._mcp import mcp
 from ._daemon import daemon, status, stop
 from ._models import chat, providers
 from ._run import abort, dispatch, steer
-from ._sessions import logs, sessions
+from ._sessions import gc, logs, sessions
 from ._trust import trust, untrust
 from .shell import attach, shell
 
@@ -55,7 +55,7 @@ def cli(ctx: click.Context, socket: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, gc):
     cli.add_command(command)
 
 

@@ -230,6 +230,16 @@ def untrusted(e: dict[str, Any], limit: int = 6) -> str:
     return f"⚠ not trusted, so ignored: {shown} · to review and trust them: {e.get('hint')}"
 
 
+def size(n: int) -> str:
+    """A number of bytes, readable: ``512 B``, ``3.4 KiB``, ``1.2 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
 def when(ts: float) -> str:
     """A timestamp as local time, to the second."""
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")

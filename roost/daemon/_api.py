@@ -50,7 +50,7 @@ from ._prompt import compose, render
 from ._files import read_bounded
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
 from ._setup import FolderSetup
-from ._store import StoreError, StoreFull
+from ._store import SessionRow, StoreError, StoreFull
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
@@ -90,6 +90,8 @@ class Api:
             "shutdown": self.shutdown,
             "sessions.list": self.sessions_list,
             "sessions.create": self.sessions_create,
+            "sessions.prune": self.sessions_prune,
+            "gc": self.gc,
             "attach": self.attach,
             "detach": self.detach,
             "dispatch": self.dispatch,
@@ -170,9 +172,28 @@ class Api:
                     "status": status,
                     "events": events,
                     "clients": clients,
+                    "last_active": row.last_active,
                 }
             )
         return {"sessions": out}
+
+    async def sessions_prune(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        older_than = params["older_than"]
+        if older_than < 0:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "older_than must not be negative")
+        only = params.get("sessions")
+        if only is not None and not all(isinstance(s, str) for s in only):
+            raise RpcError(ErrorCode.INVALID_PARAMS, "sessions must be a list of session ids")
+        dry_run = bool(params.get("dry_run"))
+        pruned, kept = await self.conductor.prune(time.time() - older_than, dry_run=dry_run, only=only)
+        return {"sessions": [_pruned(r) for r in pruned], "kept": [_pruned(r) for r in kept], "dry_run": dry_run}
+
+    async def gc(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        store = self.conductor.store
+        blobs, freed = await store.collect_garbage()
+        size, free = await store.size()
+        log.info("gc: %d blobs nothing referred to, %d bytes", blobs, freed)
+        return {"blobs": blobs, "bytes": freed, "database": str(store.path), "database_bytes": size, "free_bytes": free}
 
     async def sessions_create(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
@@ -588,6 +609,18 @@ def store_refusal(error: StoreError) -> RpcError:
     """A store's error as the error response it is."""
     code = ErrorCode.STORE_FULL if isinstance(error, StoreFull) else ErrorCode.STORE_UNAVAILABLE
     return RpcError(code, str(error), {"database": str(error.path)})
+
+
+def _pruned(row: SessionRow) -> dict[str, Any]:
+    """A session that prune deletes (or keeps), as listed."""
+    return {
+        "id": row.id,
+        "cwd": row.cwd,
+        "created": row.created,
+        "last_active": row.last_active,
+        "events": row.events,
+        "status": row.last_status or "new",
+    }
 
 
 def _widening_files(setup: FolderSetup) -> dict[str, str]:

@@ -78,7 +78,7 @@ from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
-from ._store import EventStore, StoreError
+from ._store import EventStore, SessionRow, StoreError
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
@@ -278,6 +278,32 @@ class Conductor:
             return load_folder(cwd, environ, trust)
 
         return await trio.to_thread.run_sync(load)
+
+    async def prune(
+        self, idle_since: float, *, dry_run: bool = False, only: Iterable[str] | None = None
+    ) -> tuple[list[SessionRow], list[SessionRow]]:
+        """Delete the sessions (of ``only``, if given) with no activity since
+        ``idle_since``, never one with a run in flight; return those deleted (with
+        ``dry_run``: those that would be) and those kept because a run of theirs is in
+        flight. What their events referred to stays stored until :meth:`EventStore.collect_garbage`.
+        """
+        wanted = None if only is None else set(only)
+        old = [r for r in await self.store.sessions() if r.last_active < idle_since and (wanted is None or r.id in wanted)]
+        # A run open in the log is in flight too (its session is loaded, or settling).
+        open_ = set(await self.store.open_runs())
+        kept = [r for r in old if r.id in open_ or self.sessions.busy(r.id)]
+        old = [r for r in old if r not in kept]
+        if dry_run or not old:
+            return old, kept
+        taken = self.sessions.take(r.id for r in old)
+        try:
+            gone = set(await self.store.delete_sessions(taken, idle_since))
+        finally:
+            self.sessions.give_back(taken)
+        for row in old:
+            if row.id in gone:
+                log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
+        return [r for r in old if r.id in gone], kept + [r for r in old if r.id not in taken]
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""

@@ -13,7 +13,7 @@ import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Iterator, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
 
 import trio
 
@@ -172,6 +172,8 @@ class SessionTable:
         self._settle = settle
         #: Where snapshots are written in the background (None: never).
         self._nursery = nursery
+        #: Sessions being deleted (see :meth:`take`).
+        self._taken: set[str] = set()
         #: Sessions forgotten with a run their log still has open: id -> why it ended.
         self.unsettled: dict[str, str] = {}
 
@@ -186,8 +188,36 @@ class SessionTable:
         return (
             session_id not in self._sessions
             and session_id not in self.unsettled
+            and session_id not in self._taken
             and self._store.has_session(session_id)
         )
+
+    def busy(self, session_id: str) -> bool:
+        """Whether a run of the session is in flight or being set up (in memory: the
+        caller also asks the log), or its run's end is still to be stored."""
+        session = self._sessions.get(session_id)
+        in_flight = session is not None and (session.claimed or session.state.run is not None)
+        return in_flight or session_id in self.unsettled or session_id in self._taken
+
+    def take(self, session_ids: Iterable[str]) -> list[str]:
+        """Take those of ``session_ids`` that are not :meth:`busy` out of use, to delete
+        them: :meth:`get` refuses them (SessionNotFound), and a dispatch that holds one
+        already is refused as busy. :meth:`give_back` ends that (a deleted session is then
+        not found anyway). Returns the ids taken."""
+        taken = []
+        for session_id in session_ids:
+            if self.busy(session_id):
+                continue
+            session = self._sessions.pop(session_id, None)
+            if session is not None:
+                session.claimed = True  # for good: this object is out of the table
+            self._taken.add(session_id)
+            taken.append(session_id)
+        return taken
+
+    def give_back(self, session_ids: Iterable[str]) -> None:
+        """End :meth:`take` for ``session_ids``."""
+        self._taken.difference_update(session_ids)
 
     async def get(self, session_id: str) -> Session:
         """The session, folded from its stored events the first time.
@@ -199,7 +229,7 @@ class SessionTable:
         session = self._sessions.get(session_id)
         if session is not None:
             return session
-        if not self._store.has_session(session_id):
+        if not self._store.has_session(session_id) or session_id in self._taken:
             raise SessionNotFound(session_id)
         async with self._loading:
             session = self._sessions.get(session_id)
@@ -208,6 +238,8 @@ class SessionTable:
                     snap, events = await self._store.history(session_id, SNAPSHOT_KEY)
                 else:
                     snap, events = None, await self._store.events(session_id)
+                if session_id in self._taken:
+                    raise SessionNotFound(session_id)  # taken to be deleted meanwhile
                 start = restore(snap) if snap is not None else SessionState(session_id)
                 state = fold(events, start)
                 session = self._sessions[session_id] = Session(state, snapshot_seq=start.last_seq)

@@ -176,6 +176,8 @@ class SessionRow:
     created: float
     events: int
     last_status: str | None
+    #: When its last event happened (when it was created, if it has none).
+    last_active: float = 0.0
 
 
 class EventStore:
@@ -454,17 +456,61 @@ class EventStore:
     async def sessions(self) -> list[SessionRow]:
         """Every session with its event count and the reason its last run ended."""
         rows = await self._read(
-            """SELECT s.id, s.cwd, s.created,
+            f"""SELECT s.id, s.cwd, s.created,
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
-                 ORDER BY seq DESC LIMIT 1)
+                 ORDER BY seq DESC LIMIT 1),
+                {_LAST_ACTIVE}
                FROM sessions s ORDER BY s.created""",
             (),
         )
         return [
-            SessionRow(id, cwd, created, count, _unpack(last)["reason"] if last else None)
-            for id, cwd, created, count, last in rows
+            SessionRow(id, cwd, created, count, _unpack(last)["reason"] if last else None, active)
+            for id, cwd, created, count, last, active in rows
         ]
+
+    async def delete_sessions(self, sessions: Sequence[str], idle_since: float) -> list[str]:
+        """Delete those of ``sessions`` with no activity since ``idle_since`` (checked again
+        here: an event stored meanwhile keeps its session), with their events and
+        snapshots; return the ids deleted. The texts they referred to stay until
+        :meth:`collect_garbage`. The caller makes sure nothing appends to them."""
+
+        def delete(db: sqlite3.Connection) -> list[str]:
+            gone = []
+            for session in sessions:
+                sql = f"DELETE FROM sessions WHERE id IN (SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?)"
+                if db.execute(sql, (session, idle_since)).rowcount:
+                    gone.append(session)
+            return gone
+
+        gone = await self._work(delete)
+        for session in gone:
+            self._next_seq.pop(session, None)
+        return gone
+
+    async def collect_garbage(self) -> tuple[int, int]:
+        """Remove the texts that nothing refers to any more (their sessions were deleted);
+        how many, and the bytes they took in the database (free pages, reused by later
+        writes: the file keeps its size)."""
+
+        def collect(db: sqlite3.Connection) -> tuple[int, int]:
+            unreferenced = "FROM blobs WHERE hash NOT IN (SELECT hash FROM blob_refs)"
+            count, size = db.execute(f"SELECT count(*), coalesce(sum(length(data)), 0) {unreferenced}").fetchone()
+            db.execute(f"DELETE {unreferenced}")
+            return count, size
+
+        return await self._work(collect)
+
+    async def size(self) -> tuple[int, int]:
+        """Bytes of the database file (with its write-ahead log), and of its free pages."""
+
+        def measure(db: sqlite3.Connection) -> tuple[int, int]:
+            (page,) = db.execute("PRAGMA page_size").fetchone()
+            (free,) = db.execute("PRAGMA freelist_count").fetchone()
+            total = sum(os.path.getsize(f) for f in (self.path, f"{self.path}-wal") if os.path.exists(f))
+            return total, free * page
+
+        return await self._read_with(measure)
 
     async def open_runs(self) -> list[str]:
         """Sessions whose last run started and never finished (a daemon died mid-run).
@@ -548,6 +594,10 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
         raise
+
+
+#: SQL: when the session ``s`` last did something: its last event's time, else its creation.
+_LAST_ACTIVE = "coalesce((SELECT ts FROM events e WHERE e.session = s.id ORDER BY seq DESC LIMIT 1), s.created)"
 
 
 def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:

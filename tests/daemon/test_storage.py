@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import trio
 from roost.daemon import _sessions
 from roost.daemon._blobs import BLOB_MIN
 from roost.loop import SessionState, fold
+from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import open_client
 from tests.fakes.anthropic_server import serve_anthropic
 
@@ -147,3 +149,74 @@ async def test_a_long_session_loads_from_its_snapshot_and_the_events_after_it(
     check.close()
     async with serving(db) as d:
         assert (await d.api.conductor.sessions.get(session)).state.summary == "from the snapshot"
+
+
+DAY = 86400.0
+
+
+def _age(db: Path, session: str, days: float) -> None:
+    """Make ``session``'s whole history ``days`` older, in the SQLite file (daemon stopped)."""
+    check = sqlite3.connect(db)
+    with check:
+        check.execute("UPDATE events SET ts = ts - ? WHERE session = ?", (days * DAY, session))
+        check.execute("UPDATE sessions SET created = created - ? WHERE id = ?", (days * DAY, session))
+    check.close()
+
+
+async def test_prune_deletes_old_idle_sessions_only_and_gc_then_frees_what_they_alone_held(
+    tmp_path: Path, project: Path
+) -> None:
+    db = tmp_path / "roost.db"
+    shared = "".join(f"{i} {os.urandom(20).hex()}\n" for i in range(300))
+    own = "".join(f"{i} {os.urandom(20).hex()}\n" for i in range(300))
+    (project / "shared.txt").write_text(shared)
+    (project / "own.txt").write_text(own)
+    reads_shared = write_script(project, [bash("cat shared.txt")], [text("read")], name="a.json")
+    reads_both = write_script(project, [bash("cat shared.txt")], [bash("cat own.txt")], [text("read")], name="b.json")
+    waits = write_script(project, [bash("cat own.txt")], [text("never")], name="c.json")
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        ids = {}
+        for name, model in (("a", reads_shared), ("b", reads_both)):
+            run = await c.call("dispatch", yes=True, task=name, model=model, cwd=str(project), attach=True)
+            await events_until(c, finished(run["run"]))
+            ids[name] = run["session"]
+        # Agent mode: its command waits for an approval, so its run stays in flight.
+        run = await c.call("dispatch", task="c", model=waits, cwd=str(project), attach=True)
+        await events_until(c, lambda e: e.get("type") == "permission.requested")
+        ids["c"] = run["session"]
+    a, b, c_ = ids["a"], ids["b"], ids["c"]
+    _age(db, a, 40)
+    _age(db, c_, 40)
+    _age(db, b, 10)
+    blob_bytes = dict(_rows(db, "SELECT hash, length(data) FROM blobs"))
+    assert len(blob_bytes) == 2  # each output once, whoever read it
+
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        listed = await c.call("sessions.prune", older_than=30 * DAY, dry_run=True)
+        assert [r["id"] for r in listed["sessions"]] == [a] and [r["id"] for r in listed["kept"]] == [c_]
+        assert listed["sessions"][0]["last_active"] < time.time() - 39 * DAY
+        assert len(_rows(db, "SELECT id FROM sessions")) == 3  # a dry run deletes nothing
+        assert (await c.call("gc"))["blobs"] == 0
+
+        pruned = await c.call("sessions.prune", older_than=30 * DAY)
+        assert [r["id"] for r in pruned["sessions"]] == [a] and [r["id"] for r in pruned["kept"]] == [c_]
+        assert _rows(db, "SELECT count(*) FROM events WHERE session = ?", a) == [(0,)]
+        assert _rows(db, "SELECT count(*) FROM blob_refs WHERE session = ?", a) == [(0,)]
+        assert {r["id"] for r in (await c.call("sessions.list"))["sessions"]} == {b, c_}
+        with pytest.raises(RpcError) as gone:
+            await c.call("attach", session=a)
+        assert gone.value.code == ErrorCode.SESSION_NOT_FOUND
+        # What it read, b read too: nothing is freed yet.
+        assert (await c.call("gc"))["blobs"] == 0 and len(_rows(db, "SELECT hash FROM blobs")) == 2
+
+        # Younger than the limit: kept; older: deleted, and its outputs freed.
+        assert (await c.call("sessions.prune", older_than=30 * DAY))["sessions"] == []
+        assert [r["id"] for r in (await c.call("sessions.prune", older_than=5 * DAY))["sessions"]] == [b]
+        freed = await c.call("gc")
+        assert freed["blobs"] == 2 and freed["bytes"] == sum(blob_bytes.values())
+        assert freed["free_bytes"] >= freed["bytes"] and freed["database"] == str(db)
+        assert _rows(db, "SELECT count(*) FROM blobs") == [(0,)]
+        # The session with a run in flight is still there, still waiting.
+        [pending] = (await c.call("pending"))["pending"]
+        assert pending["session"] == c_
+        assert (await c.call("gc"))["blobs"] == 0
