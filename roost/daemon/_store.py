@@ -35,6 +35,7 @@ import errno
 import os
 import sqlite3
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -92,8 +93,9 @@ def _m002_blobs(db: sqlite3.Connection) -> None:
 
 
 def _m003_snapshots(db: sqlite3.Connection) -> None:
-    # A session's state as of seq, as plain data (see roost.loop.snapshot), for the code
-    # whose snapshots are of that format; its long texts are blobs (blob_refs seq 0).
+    # A session's state as of seq, as plain data (see roost.loop.snapshot), msgpack
+    # zlib-compressed, for the code whose snapshots are of that format; its long texts are
+    # blobs (blob_refs seq 0).
     db.execute(
         """CREATE TABLE snapshots (
             session TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
@@ -412,6 +414,8 @@ class EventStore:
 
         def write(db: sqlite3.Connection) -> None:
             body, blobs = pack_body(state())
+            # A history is mostly text: compressed, it is a few bytes an event.
+            body = zlib.compress(body, 1)
             db.execute("DELETE FROM blob_refs WHERE session = ? AND seq = 0", (session,))
             db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (session, seq, format, body))
             _store_blobs(db, session, 0, blobs)
@@ -436,7 +440,7 @@ class EventStore:
                     (session,),
                 ):
                     texts[digest] = decompress(data, bool(compressed))
-                state = unpack_body(row[1], texts)
+                state = unpack_body(zlib.decompress(row[1]), texts)
             rows, _, texts = _read_events(db, session, since, None)
             return state, [Event.from_map(unpack_body(body, texts)) for _, body in rows]
 
