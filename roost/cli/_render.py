@@ -67,6 +67,10 @@ class Renderer:
         self._end_line()
         self._out(untrusted(e), fg="yellow")
 
+    def _tools_changed(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(tools_changed(e), fg="yellow")
+
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
         prefix = {"steer": "steer", "nudge": "roost", "check": "check"}.get(e.get("origin", ""), "task")
@@ -238,6 +242,16 @@ def size(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def tools_changed(e: dict[str, Any]) -> str:
+    """A ``tools.changed`` event in one line: what disappeared and appeared since the last run."""
+    parts = []
+    if e.get("removed"):
+        parts.append("gone: " + ", ".join(e["removed"]))
+    if e.get("added"):
+        parts.append("new: " + ", ".join(e["added"]))
+    return "⚙ tools changed since the last run (the model is told) · " + " · ".join(parts)
 
 
 def when(ts: float) -> str:

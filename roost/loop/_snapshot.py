@@ -27,8 +27,8 @@ _PLAIN = (
     "last_seq", "events", "summary", "compacted_upto", "compactions", "anchor_tokens", "anchor_at",
 )  # fmt: skip
 #: Fields coded on purpose: the history, the idempotency keys, the session's allow rules,
-#: and the run (always None in a snapshot).
-_CODED = ("messages", "request_ids", "allowed", "run")
+#: the last run's tools, and the run (always None in a snapshot).
+_CODED = ("messages", "request_ids", "allowed", "last_tools", "run")
 
 _FIELDS = tuple(f.name for f in fields(SessionState))
 
@@ -57,6 +57,7 @@ def snapshot(state: SessionState) -> dict[str, Any]:
     out["messages"] = [_plain(m) for m in state.messages]
     out["request_ids"] = dict(state.request_ids)
     out["allowed"] = [rule.to_map() for rule in state.allowed]
+    out["last_tools"] = None if state.last_tools is None else list(state.last_tools)
     return out
 
 
@@ -67,6 +68,7 @@ def restore(data: Mapping[str, Any]) -> SessionState:
         messages=tuple(data["messages"]),
         request_ids=dict(data["request_ids"]),
         allowed=tuple(Rule.from_map(r) for r in data["allowed"]),
+        last_tools=None if data["last_tools"] is None else tuple(data["last_tools"]),
     )
 
 

@@ -38,3 +38,13 @@ def test_the_run_header_says_where_commands_run() -> None:
     assert lines == ["▶ run r1 · m · session s", "sandbox: workspace (writes: /p, private /tmp; no network)"]
     shown = [shell.plain(line) for line in shell.run_started({**event, "agent": "default", "mode": "agent"})]
     assert shown[1:] == ["▶ run r1 · default · agent · m", "sandbox: workspace (writes: /p, private /tmp; no network)"]
+
+
+def test_a_change_of_tools_is_said_in_one_line_by_both_clients() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    event = {"type": "tools.changed", "run": "r2", "session": "s", "added": ["git__log"], "removed": ["time__now", "x"]}
+    Renderer(echo, color=False).render(event)
+    said = "⚙ tools changed since the last run (the model is told) · gone: time__now, x · new: git__log"
+    assert lines == [said]
+    assert [shell.plain(line) for line in shell.tools_changed_line(event)] == [said]
