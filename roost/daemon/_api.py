@@ -37,11 +37,14 @@ from roost.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
     Notification,
+    Packed,
     Request,
     Response,
     RpcError,
     encode,
     error_table,
+    packed_array,
+    packed_map,
 )
 
 from ._conductor import Conductor
@@ -562,15 +565,16 @@ class Api:
         except TrustError as exc:
             raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
-    async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def events(self, connection: Connection, params: dict[str, Any]) -> Packed:
         session = params["session"]
         store = self.conductor.store
         if self.conductor.sessions.stored_only(session):
             last_seq = store.last_seq(session)  # nothing in flight: all of it is stored
         else:
             last_seq = (await self._session(session)).state.last_seq
-        events = await store.events(session, params.get("since", 0), params.get("limit"))
-        return {"events": [e.to_map() for e in events], "last_seq": last_seq}
+        events = await store.packed_events(session, params.get("since", 0), params.get("limit"))
+        # As stored: a long log is sent without being decoded and encoded again.
+        return packed_map({"events": packed_array([body for _, body in events]), "last_seq": last_seq})
 
     async def _session(self, session_id: str) -> Session:
         try:

@@ -396,13 +396,13 @@ class EventStore:
 
         return await self._read_with(read)
 
-    async def packed_events(self, session: str, since: int = 0) -> list[tuple[int, bytes]]:
-        """Stored events of ``session`` with ``seq > since``, in order, as (seq, the event
-        map in msgpack): what is sent to clients, as stored (a body that refers to texts
-        stored apart is packed again with them)."""
+    async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
+        as (seq, the event map in msgpack): what is sent to clients, as stored (a body that
+        refers to texts stored apart is packed again with them)."""
 
         def read(db: sqlite3.Connection) -> list[tuple[int, bytes]]:
-            rows, with_refs, texts = _read_events(db, session, since, None)
+            rows, with_refs, texts = _read_events(db, session, since, limit)
             return [(seq, pack(unpack_body(body, texts)) if seq in with_refs else body) for seq, body in rows]
 
         return await self._read_with(read)

@@ -20,7 +20,20 @@ from ._errors import (
     error_table,
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
-from ._messages import Message, Notification, Request, Response, encode, encode_packed, notification_head, pack, parse
+from ._messages import (
+    Message,
+    Notification,
+    Packed,
+    Request,
+    Response,
+    encode,
+    encode_packed,
+    notification_head,
+    pack,
+    packed_array,
+    packed_map,
+    parse,
+)
 from ._methods import (
     API_COMPATIBLE,
     API_LEVEL,
@@ -52,6 +65,7 @@ __all__ = [
     "NotPrivate",
     "Notification",
     "PROTOCOL_VERSION",
+    "Packed",
     "Param",
     "ProtocolError",
     "Request",
@@ -72,6 +86,8 @@ __all__ = [
     "notification_head",
     "notification_map",
     "pack",
+    "packed_array",
+    "packed_map",
     "parse",
     "peer_credentials",
     "result_of",

@@ -7,7 +7,18 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.protocol import Notification, ProtocolError, Request, Response, encode, encode_packed, pack, parse
+from roost.protocol import (
+    Notification,
+    ProtocolError,
+    Request,
+    Response,
+    encode,
+    encode_packed,
+    pack,
+    packed_array,
+    packed_map,
+    parse,
+)
 
 
 def _roundtrip(message: Any) -> Any:
@@ -125,3 +136,10 @@ def test_bad_request_with_readable_msgid_carries_it(obj: Any) -> None:
     with pytest.raises(ProtocolError) as info:
         parse(obj)
     assert info.value.msgid == 42  # type: ignore[attr-defined]
+
+
+def test_a_result_packed_beforehand_is_sent_as_it_is() -> None:
+    stored = [pack({"type": "a", "seq": 1}), pack({"type": "b", "seq": 2, "x": "y" * 5000})]
+    result = packed_map({"events": packed_array(stored), "last_seq": 2})
+    whole = {"events": [{"type": "a", "seq": 1}, {"type": "b", "seq": 2, "x": "y" * 5000}], "last_seq": 2}
+    assert encode(Response(9, None, result)) == encode(Response(9, None, whole))
