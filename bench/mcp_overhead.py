@@ -1,7 +1,7 @@
 """Figure 8: MCP tool calls through McpManager against the bare SDK, and ensure() to ready.
 
-No daemon: one ``trio.run`` in this process, real servers as child processes (installed by
-``.ci/run`` under ``.ci/mcp-servers/``):
+No daemon: one ``trio.run`` in this process, real servers as child processes (the pinned
+ones the tests use, installed into ``.cache/test-servers/`` on first use):
 
 - **call overhead**: ``everything__echo`` through ``McpManager.call`` against
   ``ClientSession.call_tool("echo")`` of the bare SDK (``stdio_client`` or
@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import REPO, Figure, median, parser, prepare, report, spread  # noqa: E402
 
-SERVERS = REPO / ".ci" / "mcp-servers"
-EVERYTHING_JS = SERVERS / "node_modules" / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-TIME_EXE = SERVERS / "venv" / "bin" / "mcp-server-time"
+from tests._servers import EVERYTHING_JS, TIME_EXE, ensure  # noqa: E402
+
 LOOPBACK = REPO / "tests" / "daemon" / "mcp" / "loopback.cjs"
 WARMUP = 30
 
@@ -181,9 +181,7 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=300, help="measured calls per kind (default 300)")
     p.add_argument("--starts", type=int, default=7, help="measured starts per server (default 7)")
     args = p.parse_args()
-    for path in (EVERYTHING_JS, TIME_EXE):
-        if not path.is_file():
-            sys.exit(f"bench: {path} is missing; .ci/run installs the MCP test servers (see it)")
+    ensure()
     context = prepare(args)
     for var in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         os.environ.pop(var, None)

@@ -20,8 +20,9 @@ from ._render import exit_status
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 @click.pass_obj
 def agents(obj: dict[str, Any], as_json: bool) -> None:
-    """List the agents for this folder: built-in, user (~/.config/roost/agents) and project
-    (.roost/agents, .claude/agents), with where each came from."""
+    """List the agents for this folder: built-in, user (~/.claude/agents,
+    ~/.config/roost/agents) and project (.claude/agents, .roost/agents, subfolders too),
+    with where each came from, the files skipped, and tool names roost has no tool for."""
     with connect(socket_path(obj["socket"])) as client:
         result = client.call("agents.list", cwd=os.getcwd())
     if as_json:
@@ -30,15 +31,20 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
     for agent in result["agents"]:
         extras = [f"mode {agent['mode']}"] if agent.get("mode") else []
         if agent.get("model"):
-            extras.append(agent["model"])
+            resolved = agent.get("model_id")
+            extras.append(agent["model"] + (f" = {resolved}" if resolved and resolved != agent["model"] else ""))
         if agent.get("tools") is not None:
             extras.append("tools: " + ", ".join(agent["tools"]))
         click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))
         if agent.get("description"):
-            click.echo(f"  {agent['description']}")
+            click.echo(f"  {agent['description'].splitlines()[0]}")
         click.echo(click.style(f"  {agent['source']}", dim=True))
     for problem in result["problems"]:
         click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
+    for agent in result["agents"]:
+        if agent.get("unknown_tools"):
+            line = f"{agent['name']}: tools roost does not have: {', '.join(agent['unknown_tools'])}"
+            click.echo(click.style(line + " (its runs go without them)", fg="yellow"), err=True)
 
 
 @click.command()

@@ -15,9 +15,10 @@ from ._approvals import answer, approve, deny, pending
 from ._connect import EXIT_REFUSED, daemon_log
 from ._mcp import mcp
 from ._daemon import daemon, status, stop
+from ._export import export, import_
 from ._models import chat, providers
 from ._run import abort, dispatch, steer
-from ._sessions import gc, logs, sessions
+from ._sessions import fork, gc, logs, sessions
 from ._trust import trust, untrust
 from .shell import attach, shell
 
@@ -53,9 +54,9 @@ def cli(ctx: click.Context, socket: str | None) -> None:
             shell.invoke(sub)
 
 
-for command in (shell, attach, dispatch, chat, sessions, logs, steer, abort, providers, status, stop, daemon):
+for command in (shell, attach, dispatch, chat, sessions, logs, fork, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, gc):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, gc):
     cli.add_command(command)
 
 

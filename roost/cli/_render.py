@@ -1,4 +1,5 @@
-"""Events as readable terminal output: text as it streams, tool calls in brief, a summary."""
+"""Events as readable terminal output: text as it streams, tool calls in brief, the model's
+checklist when it changes, a summary."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class Renderer:
         self._color = color
         self._streamed = False
         self._mid_line = False
+        #: The last checklist shown, by the ``path`` of the agent that keeps it.
+        self._todos: dict[tuple[str, ...], list[Any]] = {}
 
     def render(self, event: dict[str, Any]) -> None:
         """Write one event."""
@@ -62,6 +65,7 @@ class Renderer:
         if line is not None:
             warn = "unsandboxed" in line or "ignored" in line
             self._out(line, **({"fg": "yellow"} if warn else {"dim": True}))
+        self._hook_failures(e)
 
     def _project_untrusted(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -73,7 +77,12 @@ class Renderer:
 
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
-        prefix = {"steer": "steer", "nudge": "roost", "check": "check"}.get(e.get("origin", ""), "task")
+        prefix = {"steer": "steer", "nudge": "roost", "check": "check", "hook": "hook"}.get(e.get("origin", ""), "task")
+        if e.get("command"):
+            # A custom command: as typed, then what it expanded to.
+            self._out(f"{prefix}: {e['command']}", bold=True)
+            self._out(str(e.get("text", "")), dim=True)
+            return
         self._out(f"{prefix}: {e.get('text', '')}", bold=True)
 
     def _text_delta(self, e: dict[str, Any]) -> None:
@@ -103,6 +112,10 @@ class Renderer:
 
     def _tool_finished(self, e: dict[str, Any]) -> None:
         self._end_line()
+        todos = (e.get("meta") or {}).get("todos")
+        if e.get("name") == "todo" and isinstance(todos, list) and not e.get("is_error"):
+            self._checklist(tuple(e.get("path") or ()), todos)
+            return
         result = str(e.get("result", ""))
         lines = result.strip().splitlines()
         first = lines[0] if lines else ""
@@ -114,6 +127,26 @@ class Renderer:
             self._out(f"  ✗ {first}{more}{took}", fg="red")
         else:
             self._out(f"  ✓ {first}{more}{took}", dim=True)
+
+    def _stop_hooks_finished(self, e: dict[str, Any]) -> None:
+        self._hook_failures(e)
+
+    def _hook_failures(self, e: dict[str, Any]) -> None:
+        """Hooks that failed (they blocked nothing), as the event says."""
+        for failure in e.get("hook_failures") or e.get("failures") or ():
+            self._end_line()
+            self._out(f"hook failed: {failure}", fg="yellow")
+
+    def _checklist(self, path: tuple[str, ...], todos: list[Any]) -> None:
+        items = [t for t in todos if isinstance(t, dict)]
+        done = sum(t.get("status") == "completed" for t in items)
+        changed = self._todos.get(path) != items
+        self._todos[path] = items
+        self._out(f"  ✓ todo {done}/{len(items)} done{'' if changed else ' (unchanged)'}", dim=True)
+        if changed:
+            for item in items:
+                line, style = todo_line(item)
+                self._out(f"    {line}", **style)
 
     def _check_started(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -259,6 +292,31 @@ def when(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def session_tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """``sessions.list`` rows as a tree: (depth, row), each fork right after its parent
+    (depth one more), siblings in the order given. A row whose parent is not listed is a
+    root."""
+    ids = {row["id"] for row in rows}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for row in rows:
+        parent = row.get("parent")
+        children.setdefault(parent if parent in ids else None, []).append(row)
+    out: list[tuple[int, dict[str, Any]]] = []
+    stack = [(0, row) for row in reversed(children.get(None, []))]
+    while stack:
+        depth, row = stack.pop()
+        out.append((depth, row))
+        stack.extend((depth + 1, child) for child in reversed(children.get(row["id"], [])))
+    return out
+
+
+def tree_id(depth: int, row: dict[str, Any]) -> str:
+    """A session's id indented under its parent, with the seq it was forked at."""
+    if not depth:
+        return str(row["id"])
+    return "  " * (depth - 1) + f"└ {row['id']} @{row.get('forked_at')}"
+
+
 def session_offer(request: dict[str, Any]) -> str:
     """What approving ``request`` for the session adds (the daemon adds exactly that)."""
     rules = request.get("session_rules") or []
@@ -267,14 +325,27 @@ def session_offer(request: dict[str, Any]) -> str:
     return "for the session adds: " + ", ".join(rules)
 
 
+def todo_line(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """One item of the model's checklist, marked by its status, and its style: an item in
+    progress in the words of its ``activeForm``."""
+    status = item.get("status")
+    if status == "completed":
+        return f"✓ {item.get('content', '')}", {"dim": True}
+    if status == "in_progress":
+        return f"▸ {item.get('activeForm') or item.get('content', '')}", {"fg": "cyan", "bold": True}
+    return f"○ {item.get('content', '')}", {}
+
+
 def brief(value: Any, limit: int = 100) -> str:
     """A tool call's input in one short line: its main argument when it has one."""
     if isinstance(value, dict):
-        for key in ("command", "path", "pattern", "query"):
+        for key in ("command", "path", "pattern", "query", "url"):
             if isinstance(value.get(key), str):
                 text = value[key]
                 break
         else:
+            if isinstance(value.get("todos"), list):
+                return f"{len(value['todos'])} items"
             text = ", ".join(f"{k}={v!r}" for k, v in value.items())
     else:
         text = repr(value)

@@ -1,4 +1,5 @@
-"""Commands that look at sessions and their storage: sessions (and --prune), logs, gc."""
+"""Commands about sessions as a whole and their storage: sessions (and --prune), logs,
+fork, gc."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from roost.protocol import Client, ConnectionClosed
 
 from ._connect import DaemonError, connect, daemon, resolve_session, socket_path
 from ._follow import follow, print_json
-from ._render import Renderer, size, when
+from ._render import Renderer, session_tree, size, tree_id, when
 
 #: Seconds ``logs --follow`` waits for a daemon that went away to come back.
 RECONNECT_WAIT = 10.0
@@ -45,10 +46,13 @@ class Duration(click.ParamType):
 def sessions(obj: dict[str, Any], as_json: bool, prune: bool, older_than: float | None, dry_run: bool, yes: bool) -> None:
     """List sessions: id, created, cwd, last run status, event count.
 
+    Forks are listed under the session they were forked from, with the seq they start
+    after (`└ ID @SEQ`).
+
     With --prune --older-than AGE, delete the sessions whose last activity is older than
-    AGE, with their events; a session with a run in flight is never deleted. It lists
-    them and asks first (--yes: don't ask; --dry-run: only list). `roost gc` then frees
-    the stored outputs that only they referred to.
+    AGE, with their events; a session with a run in flight is never deleted, nor one with
+    forks that are kept. It lists them and asks first (--yes: don't ask; --dry-run: only
+    list). `roost gc` then frees the stored outputs that only they referred to.
 
     \b
     Examples:
@@ -70,10 +74,12 @@ def sessions(obj: dict[str, Any], as_json: bool, prune: bool, older_than: float 
     if not rows:
         click.echo("no sessions yet: roost dispatch TASK starts one")
         return
-    click.echo(f"{'ID':<13} {'CREATED':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
-    for row in rows:
+    tree = [(tree_id(depth, row), row) for depth, row in session_tree(rows)]
+    width = max(13, *(len(name) + 1 for name, _ in tree))
+    click.echo(f"{'ID':<{width}} {'CREATED':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
+    for name, row in tree:
         click.echo(
-            f"{row['id']:<13} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
+            f"{name:<{width}} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
         )
 
 
@@ -117,7 +123,7 @@ def _show_pruned(found: dict[str, Any], verb: str) -> None:
                 f"  {row['id']:<13} {when(row['last_active']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
             )
     for row in found["kept"]:
-        click.echo(f"kept, a run is in flight: {row['id']} ({row['cwd']})")
+        click.echo(f"kept, {row.get('why', 'a run is in flight')}: {row['id']} ({row['cwd']})")
 
 
 @click.command()
@@ -139,6 +145,45 @@ def gc(obj: dict[str, Any], as_json: bool) -> None:
         f"freed {size(done['bytes'])} ({done['blobs']} stored outputs nothing referred to); "
         f"{done['database']}: {size(done['database_bytes'])}, {size(done['free_bytes'])} of it free for reuse"
     )
+
+
+@click.command()
+@click.argument("session")
+@click.option("--at", type=click.IntRange(min=1), help="The last seq of SESSION's history to keep (default: all).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def fork(obj: dict[str, Any], session: str, at: int | None, as_json: bool) -> None:
+    """Make a new session whose history is SESSION's up to seq --at; print its id.
+
+    The history is shared with SESSION, not copied. A seq between a tool call and its
+    result is moved back to the last point a model accepts (the end of a step, or the
+    model call before it); a run cut there ends `aborted` in the fork. SESSION, and any
+    run in flight in it, is not changed.
+
+    \b
+    Example: try the last task again differently
+      roost logs 3f2a            # find the seq to go back to
+      roost fork 3f2a --at 17
+      roost dispatch "do it another way" --session NEW_ID
+    """
+    with daemon(obj) as client:
+        session = resolve_session(client, session)
+        params: dict[str, Any] = {"session": session}
+        if at is not None:
+            params["at"] = at
+        result = client.call("sessions.fork", params)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(result["session"])
+    if result["forked_at"] != result["at"]:
+        click.echo(
+            f"(seq {result['at']} is between a tool call and its result: the fork starts after seq "
+            f"{result['forked_at']})",
+            err=True,
+        )
+    if result.get("ended_run"):
+        click.echo(f"(the run {result['ended_run']} was in progress there: it ends aborted in the fork)", err=True)
 
 
 @click.command()

@@ -24,7 +24,8 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
     """Trust a project folder (default: here): let its files widen what roost does.
 
     A repository's files can always narrow what roost does (deny and ask rules, fewer
-    tools). What widens — MCP servers (.mcp.json, [mcp.servers]), hooks, allow rules, a
+    tools). What widens — MCP servers (.mcp.json, [mcp.servers]), hooks ([hooks] and
+    Claude Code's .claude/settings.json and settings.local.json), allow rules, a
     guardrail switched off, providers and their URLs, the default model and aliases, agents
     that run without approvals or replace the default one — is ignored until you trust the
     folder. This command shows each such item and asks before it records the files' content:

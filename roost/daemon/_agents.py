@@ -13,11 +13,18 @@
     ---
     You review changes. ...
 
-The body is the agent's instructions. Files come from the user config dir (``agents/``),
-then the project's ``.claude/agents/`` (Claude Code's sub-agent format loads as it is:
-``tools: Read, Grep`` and ``model: sonnet`` are understood), then ``.roost/agents/``; a
-later file of the same name overrides an earlier one and the built-in. A file that cannot
-be used is reported with its path (and line) and the others still load.
+The body is the agent's instructions. Files come from ``~/.claude/agents/`` and the user
+config dir (``agents/``), the user's own, then the project's ``.claude/agents/`` and
+``.roost/agents/``, subfolders included (``.claude/agents/team/reviewer.md``); a later file
+of the same name overrides an earlier one and the built-in. Claude Code's sub-agent format
+loads as it is: front matter that only its lenient reading accepts (an unquoted
+``description:`` holding ``: ``), ``tools: Read, Grep``, its tool names (``WebFetch`` is
+``web_fetch``, ``Task`` and ``Agent`` are ``task``, ``mcp__server__tool`` is
+``server__tool``), and its model tiers (``sonnet``, ``opus``, ``haiku``, resolved by the
+config: ``Config.alias``; ``inherit``: the caller's model). A file that cannot be used is
+reported with its path (and line) and the others still load. Tool names roost has no tool
+for stay in the agent's list, and ``agents.list`` reports them (:func:`unknown_tools`); its
+runs go without them.
 
 A project's agent that widens what roost does — ``mode: full`` or ``exec``, allow rules, or
 the name ``default`` (replacing the agent every plain dispatch gets) — loads only while its
@@ -28,33 +35,25 @@ agent's ``sandbox`` may only narrow the run's sandbox, trusted or not (see ``san
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from roost.loop import Rule, RuleError, parse_rule
 from roost.protocol import MODES
 
 from .sandbox import MODES as SANDBOX_MODES
 
+from ._claude import roost_tool
 from ._files import read_bounded
-from ._project import FrontMatterError, agent_dirs, project_root, split_front_matter
+from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, project_root, split_front_matter
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.
 DEFAULT_AGENT = "default"
 #: Thinking budgets (tokens) for the words ``think`` accepts.
 THINK_LEVELS = {"off": 0, "low": 2048, "medium": 8192, "high": 24576}
-#: Claude Code's names for its tools and models, as roost names them.
-_CLAUDE_TOOLS = {
-    "Read": "read", "Write": "write", "Edit": "edit", "MultiEdit": "edit", "Bash": "bash",
-    "Glob": "glob", "Grep": "grep", "LS": "glob",
-}
-_CLAUDE_MODELS = {
-    "sonnet": "anthropic/claude-sonnet-4-6",
-    "opus": "anthropic/claude-opus-4-5",
-    "haiku": "anthropic/claude-haiku-4-5",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +127,15 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
     problems: list[str] = []
     widening: list[Widening] = []
     root = project_root(cwd)
-    user_dir, *project_dirs = agent_dirs(cwd)
-    for folder in (user_dir, *project_dirs):
-        if not folder.is_dir():
+    for folder in agent_dirs(cwd):
+        if not folder.path.is_dir():
             continue
-        ours = folder == user_dir
-        within = None if ours or root is None or trust.has_folder(root) else root
-        for path in sorted(folder.glob("*.md")):
+        within = None if folder.own or root is None or trust.has_folder(root) else root
+        files = agent_files(folder.path)
+        if len(files) > AGENT_FILES:
+            problems.append(f"{folder.path}: more than {AGENT_FILES} agent files; the rest are not read")
+            files = files[:AGENT_FILES]
+        for path in files:
             try:
                 data = read_bounded(path, within=within)
                 agent = parse_agent(data.decode("utf-8-sig"), str(path))
@@ -143,8 +144,8 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
             except (OSError, UnicodeDecodeError) as exc:
                 problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
             else:
-                agent = replace(agent, from_project=not ours)
-                widens = None if ours else _widens(agent)
+                agent = replace(agent, from_project=not folder.own)
+                widens = None if folder.own else _widens(agent)
                 if widens is not None:
                     item = Widening("agent", agent.name, widens, str(path), digest(data), trust.covers(path, data))
                     widening.append(item)
@@ -152,6 +153,28 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
                         continue
                 agents[agent.name] = agent
     return AgentSet(agents, tuple(problems), tuple(widening))
+
+
+def unknown_tools(
+    agent: Agent, tools: Collection[str], servers: Collection[str], agents: Collection[str]
+) -> tuple[str, ...]:
+    """The names in ``agent``'s tool list that are no tool a run could get: not one of
+    ``tools`` (the daemon's), not an agent of ``agents`` (a sub-agent), not on an MCP
+    server of ``servers`` (``server__tool``, ``server__*``, or a glob over servers)."""
+    if agent.tools is None:
+        return ()
+    return tuple(name for name in agent.tools if not _known(name, tools, servers, agents))
+
+
+def _known(name: str, tools: Collection[str], servers: Collection[str], agents: Collection[str]) -> bool:
+    if name in tools or name in agents:
+        return True
+    server, sep, _ = name.partition("__")
+    if sep:
+        # Which tools a server has is only known once it runs: its name has to do.
+        return any(fnmatch.fnmatchcase(s, server) for s in servers)
+    # A glob with no "__" (``*``, ``git*``) selects MCP tools only (see the conductor).
+    return any(c in name for c in "*?[") and any(fnmatch.fnmatchcase(f"{s}__", name) for s in servers)
 
 
 def _widens(agent: Agent) -> str | None:
@@ -194,7 +217,9 @@ def parse_agent(text: str, source: str) -> Agent:
         raise AgentError(f"{where}sandbox must be one of {', '.join(SANDBOX_MODES)}")
     return Agent(
         name=name,
-        description=_text(meta, "description", where),
+        # A one-line description writes its line ends as a backslash and n, which Claude
+        # Code reads as line ends.
+        description=_text(meta, "description", where).replace("\\n", "\n"),
         instructions=body,
         model=_model(meta.get("model"), where),
         mode=mode,
@@ -231,7 +256,8 @@ def _model(value: Any, where: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise AgentError(f"{where}model must be provider/model, or sonnet, opus, haiku, inherit")
-    return _CLAUDE_MODELS.get(value, value)
+    # sonnet, opus and haiku stay as they are: the config resolves them (Config.alias).
+    return value
 
 
 def _tools(value: Any, where: str) -> tuple[str, ...] | None:
@@ -244,8 +270,10 @@ def _tools(value: Any, where: str) -> tuple[str, ...] | None:
     names = []
     for tool in value:
         if tool.startswith("mcp__"):
+            # mcp__server__tool is server__tool; mcp__server alone is every tool of it.
             tool = tool[len("mcp__") :]
-        names.append(_CLAUDE_TOOLS.get(tool, tool))
+            tool = tool if "__" in tool else f"{tool}__*"
+        names.append(roost_tool(tool))
     return tuple(dict.fromkeys(names))
 
 

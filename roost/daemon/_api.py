@@ -12,6 +12,8 @@ import logging
 import os
 import secrets
 import time
+import weakref
+from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 import trio
@@ -47,8 +49,11 @@ from roost.protocol import (
     packed_map,
 )
 
-from ._conductor import Conductor
+from ._agents import Agent, unknown_tools
+from ._conductor import Conductor, PromptBlocked
+from ._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
 from ._config import Config, ConfigError, price_map
+from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
 from ._prompt import compose, render
 from ._files import read_bounded
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
@@ -87,12 +92,17 @@ class Api:
         self.notices = notices
         self.started = time.monotonic()
         self._shutdown = shutdown
+        #: Imports sent in parts, by connection (they end with it) and upload id.
+        self._uploads: weakref.WeakKeyDictionary[Connection, dict[str, Importer]] = weakref.WeakKeyDictionary()
         self._handlers: dict[str, Handler] = {
             "hello": self.hello,
             "status": self.status,
             "shutdown": self.shutdown,
             "sessions.list": self.sessions_list,
             "sessions.create": self.sessions_create,
+            "sessions.fork": self.sessions_fork,
+            "sessions.export": self.sessions_export,
+            "sessions.import": self.sessions_import,
             "sessions.prune": self.sessions_prune,
             "gc": self.gc,
             "attach": self.attach,
@@ -106,6 +116,7 @@ class Api:
             "human.respond": self.human_respond,
             "pending": self.pending,
             "agents.list": self.agents_list,
+            "commands.list": self.commands_list,
             "prompt": self.prompt,
             "compact": self.compact,
             "mcp.list": self.mcp_list,
@@ -175,6 +186,8 @@ class Api:
                     "status": status,
                     "events": events,
                     "clients": clients,
+                    "parent": row.parent,
+                    "forked_at": row.forked_at,
                     "last_active": row.last_active,
                 }
             )
@@ -189,7 +202,11 @@ class Api:
             raise RpcError(ErrorCode.INVALID_PARAMS, "sessions must be a list of session ids")
         dry_run = bool(params.get("dry_run"))
         pruned, kept = await self.conductor.prune(time.time() - older_than, dry_run=dry_run, only=only)
-        return {"sessions": [_pruned(r) for r in pruned], "kept": [_pruned(r) for r in kept], "dry_run": dry_run}
+        return {
+            "sessions": [_pruned(r) for r in pruned],
+            "kept": [{**_pruned(r), "why": why} for r, why in kept],
+            "dry_run": dry_run,
+        }
 
     async def gc(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         store = self.conductor.store
@@ -202,6 +219,74 @@ class Api:
         self._refuse_when_stopping()
         session = await self.conductor.create_session(_cwd(params.get("cwd")))
         return {"session": session.id}
+
+    async def sessions_fork(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        parent = await self._session(params["session"])
+        last = parent.state.last_seq
+        at = params.get("at", last)
+        if not 1 <= at <= last:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS, f"session {parent.id} has seqs 1 to {last}: there is no seq {at} to fork at"
+            )
+        session = await self.conductor.fork(parent, at)
+        forked_at = self.conductor.store.parent(session.id)
+        assert forked_at is not None
+        return {
+            "session": session.id,
+            "parent": parent.id,
+            "forked_at": forked_at[1],
+            "at": at,
+            "last_seq": session.state.last_seq,
+            "ended_run": session.state.last_run if session.state.last_seq > forked_at[1] else None,
+        }
+
+    async def sessions_export(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = await self._session(params["session"])
+        since = params.get("since", 0)
+        upto = params.get("upto") or session.state.last_seq
+        if not 0 <= since < upto <= session.state.last_seq:
+            raise RpcError(
+                ErrorCode.INVALID_PARAMS,
+                f"session {session.id} has seqs 1 to {session.state.last_seq}: cannot export after {since} up to {upto}",
+            )
+        lines = []
+        if since == 0:
+            [row] = await self.conductor.store.sessions(only=session.id)
+            lines.append(header_line(row, upto))
+        events = await self.conductor.store.events(session.id, since, min(PAGE_EVENTS, upto - since))
+        more, next_since = page(events, upto)
+        return {"session": session.id, "lines": lines + more, "upto": upto, "next": next_since}
+
+    async def sessions_import(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        self._refuse_when_stopping()
+        uploads = self._uploads.setdefault(connection, {})
+        upload = params.get("upload")
+        if upload is None:
+            upload = "u" + secrets.token_hex(6)
+            uploads[upload] = Importer()
+        importer = uploads.get(upload)
+        if importer is None:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"no import {upload!r} in progress on this connection")
+        try:
+            importer.feed(params["lines"])
+            if not params.get("done"):
+                return {"upload": upload, "lines": importer.lines}
+            imported = importer.finish()
+        except ImportRefused as exc:
+            del uploads[upload]
+            raise RpcError(ErrorCode.IMPORT_INVALID, str(exc), {"line": exc.line}) from None
+        del uploads[upload]
+        meta = imported.session
+        session = await self.conductor.sessions.import_session(
+            meta["id"], meta["cwd"], meta["created"], imported.events, imported.state
+        )
+        return {
+            "session": session,
+            "original": meta["id"],
+            "events": self.conductor.store.last_seq(session),
+            "lines": importer.lines,
+        }
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = params["session"]
@@ -235,6 +320,16 @@ class Api:
             cwd = _cwd(params.get("cwd"))
         environ = _environ(params)
         setup = await self._folder(cwd, environ)
+        task, command = params["task"], None
+        invocation = parse_invocation(task)
+        if invocation is not None:
+            found = await self._command(setup, environ, invocation[0])
+            task = found.expand(invocation[1])
+            command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": params["task"]}
+            if found.model is not None and asked.model is UNSET:
+                asked = replace(asked, model=found.model)
+        elif task.startswith("//"):
+            task = task[1:]
         settings = self._settle(setup, asked, environ)
         if session is None:
             session = await self.conductor.create_session(cwd)
@@ -246,11 +341,27 @@ class Api:
                     since = session.state.last_seq if params.get("session") else 0
                     await self.attach(connection, {"session": session.id, "since": since})
                 run = await self.conductor.dispatch(
-                    session, settings, setup=setup, environ=environ, task=params["task"], request_id=request_id
+                    session,
+                    settings,
+                    setup=setup,
+                    environ=environ,
+                    task=task,
+                    request_id=request_id,
+                    command=command,
                 )
         except SessionBusy:
             raise _busy(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("task", exc) from None
         return {"session": session.id, "run": run, "model": settings.model.model_id}
+
+    async def _command(self, setup: FolderSetup, environ: Mapping[str, str], name: str) -> CustomCommand:
+        """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""
+        commands = await _commands(setup, environ)
+        try:
+            return commands.find(name)
+        except UnknownCommand as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
     def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
         sandbox = self.conductor.sandbox
@@ -363,6 +474,8 @@ class Api:
             await self.conductor.steer(session, params["text"])
         except InvalidInput:
             raise _not_running(session) from None
+        except PromptBlocked as exc:
+            raise _blocked("steering", exc) from None
         return {"ok": True}
 
     async def abort(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -475,11 +588,24 @@ class Api:
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(_cwd(params.get("cwd")), _environ(params))
         found = setup.agents
+        tools = self.conductor.tools.names()
+        servers = {*setup.mcp, *setup.mcp_config.untrusted}
+
+        def listed(agent: Agent) -> dict[str, Any]:
+            model = setup.config.alias(agent.model) if agent.model else None
+            unknown = unknown_tools(agent, tools, servers, found.agents)
+            return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
+
         return {
-            "agents": [a.describe() for _, a in sorted(found.agents.items())],
+            "agents": [listed(a) for _, a in sorted(found.agents.items())],
             "problems": list(found.problems),
             "untrusted": [item.to_map() for item in found.widening if not item.trusted],
         }
+
+    async def commands_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        environ = _environ(params)
+        commands = await _commands(await self._folder(_cwd(params.get("cwd")), environ), environ)
+        return {"commands": commands.describe(), "problems": list(commands.problems)}
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")
@@ -502,7 +628,9 @@ class Api:
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted)
+        # The tools a run of the agent would get, as far as the skills layer cares.
+        tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
+        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted)
         return {
             "agent": agent.name,
             "mode": mode,
@@ -624,7 +752,13 @@ def _pruned(row: SessionRow) -> dict[str, Any]:
         "last_active": row.last_active,
         "events": row.events,
         "status": row.last_status or "new",
+        "parent": row.parent,
     }
+
+
+async def _commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSet:
+    """The folder's custom commands, read in a worker thread."""
+    return await trio.to_thread.run_sync(load_commands, setup.cwd, environ, setup.trusted)
 
 
 def _widening_files(setup: FolderSetup) -> dict[str, str]:
@@ -740,6 +874,10 @@ def _busy(session: Session) -> RpcError:
         f"session {session.id} has a run in flight ({run}); steer it or abort it",
         {"run": run},
     )
+
+
+def _blocked(what: str, exc: PromptBlocked) -> RpcError:
+    return RpcError(ErrorCode.PROMPT_BLOCKED, f"a UserPromptSubmit hook refused the {what}: {exc}")
 
 
 def _not_running(session: Session) -> RpcError:

@@ -32,6 +32,7 @@ import trio
 
 from roost.loop import (
     REASONING_DELTA,
+    TASK,
     TEXT_DELTA,
     TOOL_PROGRESS,
     Abort,
@@ -52,11 +53,13 @@ from roost.loop import (
     RunCheck,
     RunFailed,
     RunState,
+    RunStopHooks,
     RunTool,
     SessionState,
     StartClock,
     StartSubagent,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarize,
     Summarized,
@@ -72,7 +75,8 @@ from roost.loop import (
 
 from ._agents import Agent
 from ._config import ConfigError, price_map
-from ._hooks import run_post_hooks, run_pre_hooks
+from ._delegation import agent_specs, delegates
+from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._fanout import Fanout
 from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
@@ -94,15 +98,6 @@ CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
 #: How deep sub-agents may nest (a sub-agent's sub-agent is depth 2).
 SUBAGENT_DEPTH = 3
-#: What a sub-agent tool takes.
-SUBAGENT_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "message": {"type": "string", "minLength": 1, "description": "the task, complete on its own"}
-    },
-    "required": ["message"],
-    "additionalProperties": False,
-}
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
 #: Seconds between tries to store the end of a run that ended in memory only (a full disk).
@@ -236,11 +231,11 @@ class Conductor:
             log.warning("session %s: sub-agent %s cannot go on: %s", session.id, run.agent, exc)
             model = None
         settings = resumed(setup, run, model) if model is not None else None
-        agents = setup.agents.agents
-        child.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        child.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
-            layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+            cwd = session.state.cwd
+            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted)
             sandbox = None
             if run.sandbox is not None:
                 sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
@@ -257,9 +252,8 @@ class Conductor:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
-        agents = setup.agents.agents
-        session.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
+        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted)
+        session.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         session.mcp_servers = self._resume_mcp(setup, run.tools)
         self._set_up(session, settings, session.sandbox, render(layers))
 
@@ -281,18 +275,30 @@ class Conductor:
 
     async def prune(
         self, idle_since: float, *, dry_run: bool = False, only: Iterable[str] | None = None
-    ) -> tuple[list[SessionRow], list[SessionRow]]:
+    ) -> tuple[list[SessionRow], list[tuple[SessionRow, str]]]:
         """Delete the sessions (of ``only``, if given) with no activity since
-        ``idle_since``, never one with a run in flight; return those deleted (with
-        ``dry_run``: those that would be) and those kept because a run of theirs is in
-        flight. What their events referred to stays stored until :meth:`EventStore.collect_garbage`.
+        ``idle_since``, never one with a run in flight, nor one with a fork that stays;
+        return those deleted (with ``dry_run``: those that would be) and those kept, each
+        with why. Forks go before their parents. What they referred to stays stored until
+        :meth:`EventStore.collect_garbage`.
         """
         wanted = None if only is None else set(only)
-        old = [r for r in await self.store.sessions() if r.last_active < idle_since and (wanted is None or r.id in wanted)]
+        every = await self.store.sessions()
+        old = [r for r in every if r.last_active < idle_since and (wanted is None or r.id in wanted)]
         # A run open in the log is in flight too (its session is loaded, or settling).
         open_ = set(await self.store.open_runs())
-        kept = [r for r in old if r.id in open_ or self.sessions.busy(r.id)]
-        old = [r for r in old if r not in kept]
+        kept = [(r, "a run is in flight") for r in old if r.id in open_ or self.sessions.busy(r.id)]
+        going = {r.id for r in old} - {r.id for r, _ in kept}
+        forks: dict[str, list[str]] = {}
+        for row in every:
+            if row.parent is not None:
+                forks.setdefault(row.parent, []).append(row.id)
+        # A parent goes only with all its forks (the store keeps a fork's history there).
+        while stay := {s for s in going if any(f not in going for f in forks.get(s, ()))}:
+            going -= stay
+            kept += [(r, "it has forks that stay") for r in old if r.id in stay]
+        depth = {r.id: _depth(r.id, {x.id: x.parent for x in every}) for r in old}
+        old = sorted((r for r in old if r.id in going), key=lambda r: -depth[r.id])
         if dry_run or not old:
             return old, kept
         taken = self.sessions.take(r.id for r in old)
@@ -303,7 +309,7 @@ class Conductor:
         for row in old:
             if row.id in gone:
                 log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
-        return [r for r in old if r.id in gone], kept + [r for r in old if r.id not in taken]
+        return [r for r in old if r.id in gone], kept
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""
@@ -312,6 +318,14 @@ class Conductor:
     async def create_session(self, cwd: str) -> Session:
         """A new session; its first events are stored and published."""
         session, stored = await self.sessions.create(cwd)
+        for event in stored:
+            self.fanout.publish(event.to_map())
+        return session
+
+    async def fork(self, parent: Session, at: int) -> Session:
+        """A fork of ``parent`` at seq ``at`` (or the last whole point before it: see
+        :meth:`SessionTable.fork`); its first events are stored and published."""
+        session, stored = await self.sessions.fork(parent, at)
         for event in stored:
             self.fanout.publish(event.to_map())
         return session
@@ -325,17 +339,31 @@ class Conductor:
         environ: Mapping[str, str],
         task: str,
         request_id: str | None = None,
+        command: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run on ``session`` as ``settings`` say; return the run id once
         ``run.started`` is stored. Its commands run under the settings' sandbox where the
         sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
 
+        ``command`` is the custom command ``task`` was expanded from (``{"name",
+        "arguments", "source", "typed"}``), recorded in ``run.started``. The
+        UserPromptSubmit hooks see the task first, as it was typed: they may refuse it or
+        add context.
+
         Raises:
             InvalidInput: a run is already in flight.
+            PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         agent, mode = settings.agent, settings.mode
-        layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
-        tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
+        typed = command["typed"] if command is not None else None
+        self._equip(session, setup, environ)
+        prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode))
+        if prompt.failures:
+            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
+        if prompt.blocked is not None:
+            raise PromptBlocked(prompt.blocked)
+        tools, session.agent_specs, session.mcp_servers, team = await self._tools_of(agent, setup)
+        layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted)
         submit = self._submit(
             settings,
             run="r" + secrets.token_hex(6),
@@ -344,11 +372,15 @@ class Conductor:
             specs=session.agent_specs,
             servers=session.mcp_servers,
             layers=layers,
+            delegates=team,
             request_id=request_id,
             check=_check_command(session.state.cwd) if mode == "exec" else None,
             untrusted=setup.untrusted_notice(),
+            context=prompt.context,
+            hook_failures=prompt.failures,
+            command=command,
+            stop_hooks=any(hook.kind == "stop" for hook in session.hooks),
         )
-        self._equip(session, setup, environ)
         self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
         await self._nursery.start(self._run, session, submit)
         if request_id:
@@ -415,24 +447,26 @@ class Conductor:
     def _equip(self, session: Session, setup: FolderSetup, environ: Mapping[str, str]) -> None:
         """Keep what the session's runs and sub-agents take from its folder and its client."""
         session.setup = setup
-        session.hooks = setup.config.hooks
+        session.hooks = setup.hooks
         session.client_env = environ
         session.environ = setup.tool_environment(environ)
 
     async def _tools_of(
         self, agent: Agent, setup: FolderSetup
-    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig]]:
-        """The tools a run of ``agent`` gets (its allow list, or every built-in), those of
-        them that are other agents, as the model sees them, and the MCP servers the others
-        are on."""
+    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig], tuple[str, ...]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in and ``task``),
+        those of them that run agents, as the model sees them, the MCP servers the others
+        are on, and the agents its ``task`` may run (see ``_delegation``)."""
         mcp_names, servers = await self._mcp_tools(agent, setup)
         names = self.tools.names() + mcp_names
-        if agent.tools is None:
-            return names, {}, servers
         agents = setup.agents.agents
-        specs = {n: _agent_spec(agents[n]) for n in agent.tools if n in agents and n not in names}
+        team = delegates(agent, agents)
+        if agent.tools is None:
+            specs = agent_specs((TASK,), team, agents)
+            return names + tuple(specs), specs, servers, team
+        specs = agent_specs((n for n in agent.tools if n not in names), team, agents)
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
-        return offered + tuple(specs), specs, servers
+        return offered + tuple(specs), specs, servers, team
 
     async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
         """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers
@@ -476,8 +510,28 @@ class Conductor:
         return self._request_ids.get(request_id)
 
     async def steer(self, session: Session, text: str) -> None:
-        """Queue words for the run in flight. Raises InvalidInput when there is none."""
-        await self.feed(session, Steer(text, time.time()))
+        """Queue words for the run in flight, after the UserPromptSubmit hooks (the context
+        they add follows the words).
+
+        Raises:
+            InvalidInput: no run in flight.
+            PromptBlocked: a UserPromptSubmit hook refused the words.
+        """
+        run = session.state.run
+        if run is None:
+            raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
+        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode))
+        if prompt.failures:
+            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
+        if prompt.blocked is not None:
+            raise PromptBlocked(prompt.blocked)
+        await self.feed(session, Steer("\n\n".join((text, *prompt.context)), time.time()))
+
+    def _hook_env(self, session: Session, mode: str) -> HookEnv:
+        """Where the session's hooks run, and what they are told of it."""
+        cwd = session.state.cwd
+        root = session.setup.root if session.setup is not None else cwd
+        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger)
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).
@@ -639,6 +693,7 @@ class Conductor:
             StartSubagent: self._subagent,
             RunCheck: self._run_check,
             StartClock: self._clock,
+            RunStopHooks: self._stop_hooks,
         }
         for effect in effects:
             task = tasks.get(type(effect))
@@ -829,8 +884,8 @@ class Conductor:
         except (SettingsError, ProviderError) as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
-        layers = await compose(agent, settings.mode, cwd, trusted=setup.trusted)
-        tools, specs, servers = await self._tools_of(agent, setup)
+        tools, specs, servers, team = await self._tools_of(agent, setup)
+        layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
@@ -853,6 +908,7 @@ class Conductor:
             servers=servers,
             layers=layers,
             describe_sandbox=confined is not None,
+            delegates=team,
         )
         return child, submit
 
@@ -872,6 +928,15 @@ class Conductor:
                 status if isinstance(status, int) else 1, tail, time.time(), time.monotonic() - started
             ),
         )
+
+    async def _stop_hooks(self, session: Session, track: Session | Subrun, effect: RunStopHooks) -> None:
+        run = track.state.run
+        where = self._hook_env(session, run.mode if run is not None else "agent")
+        outcome = await run_stop_hooks(session.hooks, effect.active, effect.text, where)
+        if outcome.failures:
+            log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
+        answer = StopHooksFinished(time.time(), outcome.reason, outcome.failures)
+        await self._feed_result(session, track, effect.run, answer)
 
     async def _clock(self, session: Session, track: Session | Subrun, effect: StartClock) -> None:
         await trio.sleep(max(0.0, effect.deadline - time.time()))
@@ -897,9 +962,11 @@ class Conductor:
             "cwd": cwd,
             **({"path": list(track.path)} if track.path else {}),
         }
+        run = track.state.run
+        where = self._hook_env(session, run.mode if run is not None else "agent")
         async with session.tool_limiter:
             started = time.monotonic()
-            pre = await run_pre_hooks(session.hooks, call, cwd, self.ledger, session.environ)
+            pre = await run_pre_hooks(session.hooks, call, where)
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
             else:
@@ -920,13 +987,15 @@ class Conductor:
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
                         sandbox=track.sandbox,
+                        private_network=session.setup is not None and session.setup.config.fetch_private,
                     )
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            result, post_failures = await run_post_hooks(session.hooks, call, result, cwd, self.ledger, session.environ)
+            post = await run_post_hooks(session.hooks, call, result, where)
+            result = post.result
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
-        failures = pre.failures + post_failures
+        failures = pre.failures + post.failures
         if failures:
             log.warning("session %s: %s", session.id, "; ".join(failures))
             meta["hook_failures"] = list(failures)
@@ -943,6 +1012,10 @@ class Conductor:
                 meta,
             ),
         )
+        stop = pre.stop or post.stop
+        if stop is not None and track.state.run is not None and track.state.run.id == effect.run:
+            # A hook said the run must not go on ("continue": false).
+            await self._feed_result(session, track, effect.run, _abort(track, f"a hook stopped the run: {stop}"))
 
     async def _feed_result(self, session: Session, track: Session | Subrun, run: str, result: Input) -> None:
         if track.state.run is None or track.state.run.id != run:
@@ -982,6 +1055,14 @@ class Conductor:
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _depth(session: str, parents: Mapping[str, str | None]) -> int:
+    """How many forks deep ``session`` is (0: not a fork)."""
+    depth = 0
+    while (session := parents.get(session) or "") and depth < len(parents):
+        depth += 1
+    return depth
 
 
 def _on_track(track: Session | Subrun, events: tuple[Event, ...]) -> tuple[Event, ...]:
@@ -1061,14 +1142,13 @@ def _history_before(messages: tuple[Mapping[str, Any], ...], call_id: str) -> tu
     return messages
 
 
-def _agent_spec(agent: Agent) -> ToolSpec:
-    """An agent as a tool another agent may call (a sub-agent)."""
-    return ToolSpec(agent.name, agent.description or f"the {agent.name} agent", SUBAGENT_SCHEMA)
-
-
 def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
     """Whether an agent's tool list (``time__*``, ``everything__echo``) covers an MCP tool."""
     return "__" in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
+
+
+class PromptBlocked(Exception):
+    """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
 
 
 class _SubagentError(Exception):

@@ -25,6 +25,7 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
 
     [models]                               # aliases for whole model ids
     fast = "anthropic/claude-haiku-4-5"
+    sonnet = "openai/gpt-4o"               # Claude's tiers too (agents' model: sonnet)
 
     [prices."anthropic/claude-sonnet-4-6"] # USD per million tokens
     input = 3.0
@@ -50,13 +51,18 @@ says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permis
     at = 0.8                               # fill this share of the window,
     keep_turns = 6                         # keeping the last replies whole
 
-    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]
-    match = "bash"                         # tool glob (default "*")
+    [[hooks.pre_tool]]                     # also [[hooks.post_tool]]; Claude Code's
+    match = "bash"                         # tool glob (default "*")   settings.json hooks:
+                                           # see _claude_settings
     command = "python3 .roost/hooks/check.py"
     timeout = 30
 
     [tools.env]                            # secrets tools, hooks and MCP servers may see
     pass = ["GITHUB_TOKEN"]                # (others named *KEY*, *TOKEN*, ... are removed)
+
+    [tools.web_fetch]                      # your config only: a project's is not read
+    allow_private = false                  # true: web_fetch may reach this machine and
+                                           # private networks (loopback, 10/8, 192.168/16, ...)
 
     [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
     mode = "workspace"                     # workspace (default) | read-only | off
@@ -86,6 +92,7 @@ from typing import Any, Mapping
 
 from roost.loop import Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
+from ._claude import tool_matcher
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
 from ._trust import NO_TRUST, Trust, Widening, digest
@@ -97,26 +104,43 @@ BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
 KINDS = ("anthropic", "openai", "scripted")
 
+#: Claude's model tiers, as Claude Code's agent files name them (``model: sonnet``), when
+#: no ``[models]`` alias of that name says otherwise.
+CLAUDE_TIERS: Mapping[str, str] = {
+    "sonnet": "anthropic/claude-sonnet-4-6",
+    "opus": "anthropic/claude-opus-4-5",
+    "haiku": "anthropic/claude-haiku-4-5",
+}
 
-#: The kinds of hooks: before and after a tool call.
+
+#: The kinds of hooks config.toml has: before and after a tool call.
 HOOK_KINDS = ("pre_tool", "post_tool")
 
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One configured hook (see roost.daemon._hooks for what hooks do)."""
+    """One configured hook (see roost.daemon._hooks for what hooks do).
+
+    ``kind`` is ``pre_tool`` or ``post_tool`` (config.toml, and Claude Code's PreToolUse and
+    PostToolUse), ``prompt`` (UserPromptSubmit) or ``stop`` (Stop).
+    """
 
     kind: str
-    #: Tool names it applies to (a glob: ``bash``, ``everything__*``, ``*``).
+    #: Tool names it applies to: a glob (``bash``, ``everything__*``, ``*``), or for a
+    #: Claude Code hook its matcher (``Bash|Edit``, ``mcp__.*``; see ``_claude``).
     match: str
     command: str
     timeout: float = 30.0
     source: str = ""
+    #: The Claude Code event of a hook from a ``settings.json`` (it gets Claude Code's
+    #: payload and is read as Claude Code reads it); None: roost's own format.
+    event: str | None = None
 
     def applies(self, tool: str) -> bool:
         """Whether the hook runs for calls of ``tool``."""
+        if self.event is not None:
+            return tool_matcher(self.match)(tool)
         return fnmatch.fnmatchcase(tool, self.match)
-
 
 
 class ConfigError(Exception):
@@ -187,11 +211,21 @@ class Config:
     keep_turns: int = 6
     #: Secret-looking variables tool processes may still see (``[tools.env] pass``).
     tool_env_pass: tuple[str, ...] = ()
+    #: web_fetch may reach loopback, link-local and private addresses (the user's
+    #: ``[tools.web_fetch] allow_private``; a project cannot say so).
+    fetch_private: bool = False
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
     sandbox: SandboxConfig = SandboxConfig()
     project_sandbox: SandboxConfig | None = None
+
+    def alias(self, model_id: str) -> str:
+        """The model ``model_id`` names: a ``[models]`` alias, else a Claude tier
+        (``sonnet``, ``opus``, ``haiku``) as Anthropic's model, else itself. So
+        ``[models] sonnet = "openai/gpt-4o"`` runs Claude Code's agents without an
+        Anthropic key."""
+        return self.aliases.get(model_id) or CLAUDE_TIERS.get(model_id, model_id)
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None
@@ -251,6 +285,7 @@ def load_config(
             _merge(config, parsed, str(user)),
             tool_env_pass=_passed(parsed, str(user)),
             sandbox=_sandbox(parsed, str(user), None),
+            fetch_private=_fetch_private(parsed, str(user)),
         )
     project = project_config_file(cwd)
     if project is not None:
@@ -337,6 +372,17 @@ def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"{where}: [tools.env] pass must be a list of variable names")
     return tuple(names)
+
+
+def _fetch_private(data: Mapping[str, Any], where: str) -> bool:
+    table = _table(_table(data, "tools", where), "web_fetch", f"{where}: [tools]")
+    unknown = set(table) - {"allow_private"}
+    if unknown:
+        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} (allow_private)")
+    allowed = table.get("allow_private", False)
+    if not isinstance(allowed, bool):
+        raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
+    return allowed
 
 
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:

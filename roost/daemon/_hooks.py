@@ -1,19 +1,45 @@
-"""Pre- and post-tool hooks: commands that see each call as JSON and may change its course.
+"""Hooks: commands that see what a run does as JSON and may change its course.
 
-A hook runs ``bash -c COMMAND`` in the session's folder, in its own process group, with the
-call as a JSON object on stdin: ``{"hook", "session", "run", "call_id", "tool", "input",
-"cwd"}`` (a post hook also gets ``"result"`` and ``"is_error"``). What it may answer:
+One runner serves two formats. A hook runs ``bash -c COMMAND`` in the session's folder, in
+its own process group, with the session's environment without secrets plus
+``CLAUDE_PROJECT_DIR`` (the project's root), and a JSON object on stdin.
+
+roost's own (``[[hooks.pre_tool]]`` / ``[[hooks.post_tool]]`` in config.toml) get
+``{"hook", "session", "run", "call_id", "tool", "input", "cwd"}`` (a post hook also
+``"result"`` and ``"is_error"``) and may answer:
 
 - pre_tool: nothing (go on), or a JSON object on stdout: ``{"decision": "deny", "reason":
   ...}`` blocks the call (the model sees the reason), ``{"input": {...}}`` replaces its
-  input. Exit status 2 also blocks it, with stderr as the reason (the convention other agent
-  tools use).
+  input. Exit status 2 also blocks it, with stderr as the reason.
 - post_tool: nothing, or ``{"result": "...", "is_error": bool}`` to replace the result.
 
-A hook that fails (another exit status, bad JSON, a timeout, a crash) is reported in the
-call's result metadata and the daemon log; the call goes on as if it had said nothing.
-Hooks run after the permission decision: a hook can block an allowed call, never allow a
-call that a rule or a person refused.
+Claude Code's (from ``settings.json``, see ``_claude_settings``) get Claude Code's payload
+(``session_id``, ``transcript_path`` (always ``""``: roost keeps no transcript file),
+``cwd``, ``permission_mode``, ``hook_event_name``; ``tool_name``, ``tool_input`` and
+``tool_use_id`` in Claude Code's names (see ``_claude``); ``tool_response`` after a call;
+``prompt`` for UserPromptSubmit; ``stop_hook_active`` and ``last_assistant_message`` for
+Stop) and are read as Claude Code reads them: exit 0 goes on (stdout is read only if it is
+a JSON object, and for UserPromptSubmit plain stdout is context for the model); exit 2
+blocks, with stderr as the reason; other exits are failures, reported. JSON answers:
+
+- PreToolUse: ``hookSpecificOutput.permissionDecision`` ``deny`` blocks the call with
+  ``permissionDecisionReason``; ``ask`` blocks it too, since roost asks people before hooks
+  run, never after; ``allow`` is no objection (it never skips a rule or a person).
+  ``updatedInput`` replaces the input. The older ``{"decision": "block", "reason"}`` blocks
+  and ``"approve"`` is no objection.
+- PostToolUse: ``{"decision": "block", "reason"}`` (or exit 2) and
+  ``hookSpecificOutput.additionalContext`` are added to the result the model sees.
+- UserPromptSubmit: ``{"decision": "block", "reason"}`` (or exit 2) refuses the prompt;
+  ``hookSpecificOutput.additionalContext`` (or plain stdout) is added after it.
+- Stop: ``{"decision": "block", "reason"}`` (or exit 2) makes the run go on with the reason.
+- Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
+  run); for Stop, it lets the run end even if another hook blocked.
+
+A hook that fails (another exit status, a timeout, a crash, roost's format printing
+something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
+``stop_hooks.finished``) and in the daemon log; it blocks nothing. Hooks run after the
+permission decision: a hook can block an allowed call, never allow one that a rule or a
+person refused.
 """
 
 from __future__ import annotations
@@ -27,103 +53,302 @@ from typing import Any, Mapping
 
 import trio
 
+from . import _claude as claude
 from ._config import Hook
 from ._environ import tool_environment
 from .tools import ProcessLedger, ToolResult, kill_group
 
 log = logging.getLogger(__name__)
 
-#: Exit status of a pre hook that blocks the call.
+#: Exit status of a hook that blocks.
 BLOCK_STATUS = 2
 _OUTPUT_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
+class HookEnv:
+    """Where a session's hooks run and what they are told of it."""
+
+    session: str
+    cwd: str
+    #: The project's root (``CLAUDE_PROJECT_DIR``).
+    root: str
+    #: The run's mode (Claude Code's ``permission_mode``).
+    mode: str = "agent"
+    #: The session's environment without secrets (None: the daemon's, without them).
+    env: Mapping[str, str] | None = None
+    ledger: ProcessLedger | None = None
+
+    def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
+        return {
+            "session_id": self.session,
+            "transcript_path": "",
+            "cwd": self.cwd,
+            "permission_mode": claude.permission_mode(self.mode),
+            "hook_event_name": event,
+            **fields,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class PreOutcome:
-    """What the pre hooks said: a block (its reason), a new input, and failures to report."""
+    """What the pre hooks said: a block (its reason), a new input, a stop of the run (its
+    reason), and failures to report."""
 
     blocked: str | None = None
     input: Mapping[str, Any] | None = None
     failures: tuple[str, ...] = field(default=())
+    stop: str | None = None
 
 
-async def run_pre_hooks(
-    hooks: tuple[Hook, ...],
-    call: Mapping[str, Any],
-    cwd: str,
-    ledger: ProcessLedger | None,
-    env: Mapping[str, str] | None = None,
-) -> PreOutcome:
+@dataclass(frozen=True, slots=True)
+class PostOutcome:
+    """What the post hooks made of a result, a stop of the run (its reason), and failures."""
+
+    result: ToolResult
+    failures: tuple[str, ...] = ()
+    stop: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptOutcome:
+    """What the UserPromptSubmit hooks said: a refusal (its reason), context to add after
+    the prompt, and failures."""
+
+    blocked: str | None = None
+    context: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StopOutcome:
+    """What the Stop hooks said: why the run goes on (None: it may end), and failures."""
+
+    reason: str | None = None
+    failures: tuple[str, ...] = ()
+
+
+async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where: HookEnv) -> PreOutcome:
     """Run the pre hooks that apply to ``call`` in order; the first block ends the chain."""
-    input = call["input"]
+    tool, input = call["tool"], call["input"]
     failures: list[str] = []
     changed = False
     for hook in hooks:
-        if hook.kind != "pre_tool" or not hook.applies(call["tool"]):
+        if hook.kind != "pre_tool" or not hook.applies(tool):
             continue
-        status, answer, problem = await _run(hook, {**call, "input": input, "hook": hook.kind}, cwd, ledger, env)
+        if hook.event is not None:
+            payload = where.claude_payload(
+                hook.event,
+                tool_name=claude.tool_name(tool),
+                tool_input=claude.claude_input(tool, input, where.cwd),
+                tool_use_id=call["call_id"],
+            )
+        else:
+            payload = {**call, "input": input, "hook": hook.kind}
+        ran = await _run(hook, payload, where)
+        if ran.problem is not None:
+            failures.append(ran.problem)
+            continue
+        if ran.status == BLOCK_STATUS:
+            return PreOutcome(ran.stderr or _blocked(hook), None, tuple(failures))
+        answer, problem = _answer(hook, ran)
         if problem is not None:
             failures.append(problem)
-        elif status == BLOCK_STATUS:
-            return PreOutcome(answer.get("reason") or f"blocked by the hook {hook.command!r}", None, tuple(failures))
-        elif answer.get("decision") == "deny":
-            reason = str(answer.get("reason") or f"blocked by the hook {hook.command!r}")
-            return PreOutcome(reason, None, tuple(failures))
-        elif "input" in answer:
-            if isinstance(answer["input"], dict):
-                input, changed = answer["input"], True
+        blocked, new, stop = _claude_pre(hook, answer) if hook.event is not None else _roost_pre(hook, answer)
+        if blocked is not None or stop is not None:
+            return PreOutcome(blocked or stop, None, tuple(failures), stop)
+        if new is not None:
+            if isinstance(new, dict):
+                input, changed = (claude.roost_input(tool, new) if hook.event is not None else new), True
             else:
-                failures.append(f"hook {hook.command!r}: input must be a JSON object; ignored")
+                failures.append(f"hook {hook.command!r}: the new input must be a JSON object; ignored")
     return PreOutcome(None, input if changed else None, tuple(failures))
 
 
+def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
+    """(block reason, new input, stop reason) of roost's own pre hook."""
+    if answer.get("decision") == "deny":
+        return str(answer.get("reason") or _blocked(hook)), None, None
+    return None, answer.get("input"), None
+
+
+def _claude_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
+    """(block reason, new input, stop reason) of a Claude Code PreToolUse hook."""
+    stop = _stop(answer)
+    specific = _specific(answer)
+    decision = specific.get("permissionDecision")
+    reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or "")
+    if decision == "deny" or answer.get("decision") == "block":
+        return reason or _blocked(hook), None, stop
+    if decision == "ask":
+        # roost asks people before hooks run: a question now could never be put, and a
+        # hook's question must not go unasked.
+        why = reason or "no reason given"
+        return f"the hook {hook.command!r} asks for a person's approval, which roost cannot ask for after its own: {why}", None, stop
+    return None, specific.get("updatedInput"), stop
+
+
 async def run_post_hooks(
-    hooks: tuple[Hook, ...],
-    call: Mapping[str, Any],
-    result: ToolResult,
-    cwd: str,
-    ledger: ProcessLedger | None,
-    env: Mapping[str, str] | None = None,
-) -> tuple[ToolResult, tuple[str, ...]]:
+    hooks: tuple[Hook, ...], call: Mapping[str, Any], result: ToolResult, where: HookEnv
+) -> PostOutcome:
     """Run the post hooks that apply to ``call``; each sees the result the last one left."""
+    tool = call["tool"]
     failures: list[str] = []
+    stop = None
     for hook in hooks:
-        if hook.kind != "post_tool" or not hook.applies(call["tool"]):
+        if hook.kind != "post_tool" or not hook.applies(tool):
             continue
-        payload = {**call, "hook": hook.kind, "result": result.text, "is_error": result.is_error}
-        status, answer, problem = await _run(hook, payload, cwd, ledger, env)
-        if problem is None and status != 0:
-            problem = f"hook {hook.command!r} exited with status {status}"
+        if hook.event is not None:
+            payload = where.claude_payload(
+                hook.event,
+                tool_name=claude.tool_name(tool),
+                tool_input=claude.claude_input(tool, call["input"], where.cwd),
+                tool_use_id=call["call_id"],
+                tool_response=claude.tool_response(tool, call["input"], result.text, result.is_error, where.cwd),
+            )
+        else:
+            payload = {**call, "hook": hook.kind, "result": result.text, "is_error": result.is_error}
+        ran = await _run(hook, payload, where)
+        if hook.event is None and ran.problem is None and ran.status != 0:
+            ran = _Ran(ran.status, ran.stdout, ran.stderr, f"hook {hook.command!r} exited with status {ran.status}")
+        if ran.problem is not None:
+            failures.append(ran.problem)
+            continue
+        answer, problem = _answer(hook, ran)
         if problem is not None:
             failures.append(problem)
-        elif "result" in answer:
-            text = answer["result"] if isinstance(answer["result"], str) else json.dumps(answer["result"])
-            is_error = answer.get("is_error", result.is_error)
-            result = ToolResult(text, bool(is_error), {**result.meta, "changed_by_hook": hook.command})
-    return result, tuple(failures)
+        if hook.event is None:
+            if "result" in answer:
+                text = answer["result"] if isinstance(answer["result"], str) else json.dumps(answer["result"])
+                is_error = answer.get("is_error", result.is_error)
+                result = ToolResult(text, bool(is_error), {**result.meta, "changed_by_hook": hook.command})
+            continue
+        said = [ran.stderr] if ran.status == BLOCK_STATUS else []
+        if answer.get("decision") == "block":
+            said.append(str(answer.get("reason") or ""))
+        said.append(str(_specific(answer).get("additionalContext") or ""))
+        feedback = "\n".join(s for s in said if s)
+        if feedback:
+            # The call has run: what the hook says goes to the model with its result.
+            text = f"{result.text.rstrip()}\n\n[{hook.event} hook] {feedback}"
+            result = ToolResult(text, result.is_error, {**result.meta, "hook_feedback": hook.command})
+        stop = stop or _stop(answer)
+    return PostOutcome(result, tuple(failures), stop)
 
 
-async def _run(
-    hook: Hook, payload: Mapping[str, Any], cwd: str, ledger: ProcessLedger | None, env: Mapping[str, str] | None
-) -> tuple[int, dict[str, Any], str | None]:
-    """Run one hook: (exit status, its JSON answer or {"reason": stderr}, a failure or None).
+async def run_prompt_hooks(hooks: tuple[Hook, ...], prompt: str, where: HookEnv) -> PromptOutcome:
+    """Run the UserPromptSubmit hooks on a task or steering, before it enters the run; the
+    first refusal ends the chain."""
+    context: list[str] = []
+    failures: list[str] = []
+    for hook in hooks:
+        if hook.kind != "prompt":
+            continue
+        ran = await _run(hook, where.claude_payload(hook.event or "UserPromptSubmit", prompt=prompt), where)
+        if ran.problem is not None:
+            failures.append(ran.problem)
+            continue
+        if ran.status == BLOCK_STATUS:
+            return PromptOutcome(ran.stderr or _blocked(hook), (), tuple(failures))
+        answer, _ = _answer(hook, ran)
+        if answer.get("decision") == "block" or _stop(answer) is not None:
+            refused = _stop(answer) or str(answer.get("reason") or _blocked(hook))
+            return PromptOutcome(refused, (), tuple(failures))
+        added = _specific(answer).get("additionalContext") if answer else ran.stdout
+        if isinstance(added, str) and added.strip():
+            context.append(added.strip())
+    return PromptOutcome(None, tuple(context), tuple(failures))
 
-    ``env`` is the session's environment without secrets (None: the daemon's, without them).
-    """
+
+async def run_stop_hooks(hooks: tuple[Hook, ...], active: bool, text: str, where: HookEnv) -> StopOutcome:
+    """Run the Stop hooks when the model ends its turn: every one, their reasons to go on
+    joined; one that says ``continue: false`` lets the run end whatever the others say."""
+    reasons: list[str] = []
+    failures: list[str] = []
+    ending = False
+    for hook in hooks:
+        if hook.kind != "stop":
+            continue
+        payload = where.claude_payload(hook.event or "Stop", stop_hook_active=active, last_assistant_message=text)
+        ran = await _run(hook, payload, where)
+        if ran.problem is not None:
+            failures.append(ran.problem)
+            continue
+        if ran.status == BLOCK_STATUS:
+            reasons.append(ran.stderr or _blocked(hook))
+            continue
+        answer, _ = _answer(hook, ran)
+        ending = ending or _stop(answer) is not None
+        if answer.get("decision") == "block":
+            reasons.append(str(answer.get("reason") or _blocked(hook)))
+    return StopOutcome(None if ending or not reasons else "\n".join(reasons), tuple(failures))
+
+
+def _blocked(hook: Hook) -> str:
+    return f"blocked by the hook {hook.command!r}"
+
+
+def _specific(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Claude Code answer's ``hookSpecificOutput`` (empty if it has none)."""
+    specific = answer.get("hookSpecificOutput")
+    return specific if isinstance(specific, dict) else {}
+
+
+def _stop(answer: Mapping[str, Any]) -> str | None:
+    """Why a Claude Code answer ends the run (``continue: false``), or None."""
+    if answer.get("continue") is not False:
+        return None
+    return str(answer.get("stopReason") or "a hook stopped the run")
+
+
+@dataclass(frozen=True, slots=True)
+class _Ran:
+    """How a hook process ended: its exit status, what it printed, and a failure (it could
+    not start, timed out, or exited with a status other than 0 and 2)."""
+
+    status: int
+    stdout: str
+    stderr: str
+    problem: str | None = None
+
+
+def _answer(hook: Hook, ran: _Ran) -> tuple[dict[str, Any], str | None]:
+    """The JSON object a hook that exited 0 printed (else ``{}``), and a failure to report:
+    roost's format must print JSON or nothing; Claude Code's may print anything."""
+    if ran.status != 0 or not ran.stdout:
+        return {}, None
+    try:
+        answer = json.loads(ran.stdout)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict):
+        return answer, None
+    if hook.event is not None:
+        return {}, None
+    what = "printed something that is not JSON" if answer is None else "printed JSON that is not an object"
+    return {}, f"hook {hook.command!r} {what}; ignored"
+
+
+async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
+    """Run one hook with ``payload`` on its stdin, for at most its timeout."""
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
+    env = dict(where.env) if where.env is not None else tool_environment(os.environ)
+    env["CLAUDE_PROJECT_DIR"] = where.root
+    ledger = where.ledger
     try:
         process = await trio.lowlevel.open_process(
             ["bash", "-c", hook.command],
-            cwd=cwd,
-            env=dict(env) if env is not None else tool_environment(os.environ),
+            cwd=where.cwd,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
     except OSError as exc:
-        return 1, {}, f"{name} could not start: {exc}"
+        return _Ran(1, "", "", f"{name} could not start: {exc}")
     if ledger is not None:
         ledger.add(process.pid)
     out, err = bytearray(), bytearray()
@@ -143,23 +368,13 @@ async def _run(
         if ledger is not None:
             ledger.remove(process.pid)
     if scope.cancelled_caught:
-        return 1, {}, f"{name} timed out after {hook.timeout:g} s"
+        return _Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
     status = process.returncode
+    stdout = out.decode("utf-8", "replace").strip()
     stderr = err.decode("utf-8", "replace").strip()
-    if status == BLOCK_STATUS:
-        return status, {"reason": stderr[-2000:]}, None
-    if status != 0:
-        return status, {}, f"{name} exited with status {status}" + (f": {stderr[-500:]}" if stderr else "")
-    text = out.decode("utf-8", "replace").strip()
-    if not text:
-        return 0, {}, None
-    try:
-        answer = json.loads(text)
-    except ValueError:
-        return 0, {}, f"{name} printed something that is not JSON; ignored"
-    if not isinstance(answer, dict):
-        return 0, {}, f"{name} printed JSON that is not an object; ignored"
-    return 0, answer, None
+    if status in (0, BLOCK_STATUS):
+        return _Ran(status, stdout, stderr[-2000:])
+    return _Ran(status, stdout, stderr, f"{name} exited with status {status}" + (f": {stderr[-500:]}" if stderr else ""))
 
 
 async def _feed(stream: Any, data: bytes) -> None:

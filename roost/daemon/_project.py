@@ -1,11 +1,25 @@
-"""Where a project's roost files are: its root, agents, skills and memory, and the front
-matter that agent and skill files share."""
+"""Where things are: a project's root, the user's and the project's agent and skill
+folders, instruction and memory files; and the front matter that agent and skill files share.
+
+The project root decides where a project's files are looked for and what ``roost trust``
+records, so it follows version control first: the nearest folder at or above the working
+directory with ``.git`` (a folder, or a file in a git worktree), ``.hg`` or ``.jj``. Outside
+version control it is the nearest folder with ``.roost`` or ``.claude``, except that the
+home folder's ``.claude`` is the user's own (Claude Code keeps its settings there), never a
+sign that ``$HOME`` is a project; else the working directory itself.
+
+Front matter is read as Claude Code reads it: strict YAML first; when that fails, one
+``key: value`` a line, the value being the rest of the line (so an unquoted ``description:
+Use this agent when: ...`` loads, as it does in Claude Code). A UTF-8 byte order mark and
+Windows line ends are no reason to refuse a file.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import platformdirs
 
@@ -13,10 +27,34 @@ from ._files import read_head
 
 #: Bytes of a SKILL.md read for its front matter and body.
 SKILL_LIMIT = 256 * 1024
+#: Bytes of a SKILL.md read to list it (its front matter).
+SKILL_HEAD = 32 * 1024
+#: What marks a folder under version control (``.git`` may be a worktree's file).
+VCS_MARKERS = (".git", ".hg", ".jj")
+#: Agent files read from one agent folder, its subfolders included.
+AGENT_FILES = 1000
 
 
 class FrontMatterError(ValueError):
     """A file whose front matter cannot be read; the message names the file and line."""
+
+
+class Folder(NamedTuple):
+    """A folder roost reads agents or skills from."""
+
+    path: Path
+    #: The user's own (in their home or config dir): it needs no trust.
+    own: bool
+
+
+class Skill(NamedTuple):
+    """A skill: a folder with a SKILL.md."""
+
+    description: str
+    #: Its SKILL.md.
+    path: Path
+    #: From the user's own folders: its files need no trust.
+    own: bool
 
 
 def user_config_file() -> Path:
@@ -24,15 +62,29 @@ def user_config_file() -> Path:
     return Path(platformdirs.user_config_dir("roost", appauthor=False)) / "config.toml"
 
 
+def claude_home() -> Path:
+    """The user's Claude Code folder, ``~/.claude`` (agents, skills, CLAUDE.md)."""
+    return Path.home() / ".claude"
+
+
 def project_root(cwd: str | None) -> Path | None:
-    """The nearest folder at or above ``cwd`` holding ``.roost``, ``.claude`` or ``.git``
-    (``cwd`` itself when there is none)."""
+    """The project ``cwd`` is in: the nearest folder at or above it under version control,
+    else the nearest with ``.roost`` or ``.claude`` (never ``$HOME`` for its ``.claude``),
+    else ``cwd`` itself."""
     if not cwd:
         return None
-    for folder in (Path(cwd), *Path(cwd).parents):
-        if any((folder / marker).exists() for marker in (".roost", ".claude", ".git")):
+    folders = (Path(cwd), *Path(cwd).parents)
+    for folder in folders:
+        if any(os.path.lexists(folder / marker) for marker in VCS_MARKERS):
+            return folder
+    for folder in folders:
+        if (folder / ".roost").exists() or ((folder / ".claude").exists() and not _is_home(folder)):
             return folder
     return Path(cwd)
+
+
+def _is_home(folder: Path) -> bool:
+    return os.path.realpath(folder) == os.path.realpath(Path.home())
 
 
 def project_config_file(cwd: str | None) -> Path | None:
@@ -45,36 +97,59 @@ def project_config_file(cwd: str | None) -> Path | None:
     return path if os.path.lexists(path) else None
 
 
-def agent_dirs(cwd: str | None) -> list[Path]:
-    """Where agent files are read, lowest precedence first."""
-    dirs = [user_config_file().parent / "agents"]
+def agent_dirs(cwd: str | None) -> list[Folder]:
+    """Where agent files are read, lowest precedence first: ``~/.claude/agents``,
+    ``~/.config/roost/agents``, then the project's ``.claude/agents`` and ``.roost/agents``."""
+    return _folders(cwd, "agents")
+
+
+def skill_dirs(cwd: str) -> list[Folder]:
+    """Folders holding skill folders (each with a SKILL.md), lowest precedence first, as
+    :func:`agent_dirs`."""
+    return _folders(cwd, "skills")
+
+
+def _folders(cwd: str | None, kind: str) -> list[Folder]:
+    own = [claude_home() / kind, user_config_file().parent / kind]
     root = project_root(cwd)
-    if root is not None:
-        dirs += [root / ".claude" / "agents", root / ".roost" / "agents"]
-    return dirs
+    project = [root / ".claude" / kind, root / ".roost" / kind] if root is not None else []
+    # A project at $HOME (a dotfiles repository) has the user's ~/.claude as its own: it
+    # stays the user's.
+    mine = {os.path.realpath(path) for path in own}
+    return [Folder(path, True) for path in own] + [
+        Folder(path, False) for path in project if os.path.realpath(path) not in mine
+    ]
 
 
-def skill_dirs(cwd: str) -> list[Path]:
-    """Folders holding skill folders (each with a SKILL.md), lowest precedence first."""
-    root = project_root(cwd) or Path(cwd)
-    return [user_config_file().parent / "skills", root / ".claude" / "skills", root / ".roost" / "skills"]
+def agent_files(folder: Path) -> list[Path]:
+    """The ``*.md`` files of an agent folder and its subfolders (hidden ones and links to
+    folders left out), a folder's own files before its subfolders', at most
+    ``AGENT_FILES + 1`` (more than ``AGENT_FILES`` is for the caller to report)."""
+    found: list[Path] = []
+    for here, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        found += [Path(here, name) for name in sorted(files) if name.endswith(".md") and not name.startswith(".")]
+        if len(found) > AGENT_FILES:
+            return found[: AGENT_FILES + 1]
+    return found
 
 
-def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
-    """Skills by name: (description, path of SKILL.md); later folders override earlier.
+def find_skills(cwd: str, trusted: bool = False) -> dict[str, Skill]:
+    """Skills by name; later folders override earlier.
 
     A SKILL.md whose front matter cannot be read is named after its folder; one that is not
     a regular file, or (unless the folder is ``trusted``) leads out of the project, is left
     out. Reads files: call it in a worker thread.
     """
-    found: dict[str, tuple[str, Path]] = {}
-    user_dir, *project_dirs = skill_dirs(cwd)
-    for folder in (user_dir, *project_dirs):
-        if not folder.is_dir():
+    found: dict[str, Skill] = {}
+    root = project_root(cwd)
+    for folder in skill_dirs(cwd):
+        if not folder.path.is_dir():
             continue
-        for skill in sorted(folder.glob("*/SKILL.md")):
+        within = None if trusted or folder.own else root
+        for skill in sorted(folder.path.glob("*/SKILL.md")):
             try:
-                text = read_skill(skill, None if trusted or folder == user_dir else project_root(cwd))
+                text = read_head(skill, SKILL_HEAD, within=within).decode("utf-8", errors="replace")
             except OSError:
                 continue
             try:
@@ -82,13 +157,13 @@ def find_skills(cwd: str, trusted: bool = False) -> dict[str, tuple[str, Path]]:
             except FrontMatterError:
                 meta = {}
             name = str(meta.get("name") or skill.parent.name)
-            found[name] = (str(meta.get("description", "")).strip(), skill)
+            found[name] = Skill(str(meta.get("description", "")).strip(), skill, folder.own)
     return found
 
 
 def read_skill(path: Path, within: Path | None) -> str:
     """A SKILL.md's text (bounded; ``within``: the folder it must not lead out of)."""
-    return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace")
+    return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
 def memory_files(cwd: str) -> dict[str, Path]:
@@ -98,24 +173,108 @@ def memory_files(cwd: str) -> dict[str, Path]:
 
 
 def split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
-    """The YAML front matter between ``---`` lines, and the body after it.
+    """The front matter between ``---`` lines, and the body after it.
+
+    Strict YAML first, then (as Claude Code does) one ``key: value`` a line.
 
     Raises:
-        FrontMatterError: no front matter, bad YAML, or not a map.
+        FrontMatterError: no front matter, or front matter that neither reading makes a map
+            of (the message names the line).
     """
     import yaml
 
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
     if not text.startswith("---"):
         raise FrontMatterError(f"{source}:1: no front matter: the file must start with a --- line")
     end = text.find("\n---", 3)
     if end == -1:
         raise FrontMatterError(f"{source}:1: the front matter has no closing --- line")
+    block = text[3:end]
+    body = text[end + 4 :].lstrip("-").strip()
     try:
-        meta = yaml.safe_load(text[3:end]) or {}
+        meta = yaml.safe_load(block) or {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        raise FrontMatterError(f"{source}:{line}: bad YAML: {getattr(exc, 'problem', None) or exc}") from None
+        strict_line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        try:
+            return _lenient(block), body
+        except _LineError as bad:
+            # The strict parser's words are the better ones when it stumbled on that line too.
+            why = problem if bad.line == strict_line else bad.why
+            raise FrontMatterError(f"{source}:{bad.line}: bad YAML: {why}") from None
     if not isinstance(meta, dict):
         raise FrontMatterError(f"{source}:2: the front matter must be a map of fields")
-    return meta, text[end + 4 :].lstrip("-").strip()
+    return meta, body
+
+
+#: A ``key: value`` line of the lenient reading (the value may be empty).
+_KEY_LINE = re.compile(r"([A-Za-z_][\w-]*)[ \t]*:(?:[ \t]+(.*))?$")
+#: YAML's block scalar indicators: ``|`` keeps line ends, ``>`` folds them.
+_BLOCK_SCALARS = ("|", "|-", "|+", ">", ">-", ">+")
+
+
+class _LineError(Exception):
+    """A front matter line the lenient reading cannot use."""
+
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(f"line {line}: {why}")
+        self.line = line
+        self.why = why
+
+
+def _lenient(block: str) -> dict[str, Any]:
+    """Front matter read one ``key: value`` a line, the value being the rest of the line.
+
+    Indented lines after a key continue its value: ``- item`` lines make a list, others
+    join the text (or a ``|`` / ``>`` block). A value that reads as a YAML scalar, or a
+    ``[...]`` / ``{...}`` collection, is that; any other is the text as written.
+
+    Raises:
+        _LineError: a line that is none of these, or a ``[`` / ``{`` that does not close.
+    """
+    meta: dict[str, Any] = {}
+    key: tuple[str, str, int] | None = None
+    more: list[str] = []
+    # The block starts right after the opening ---: its first piece is the rest of line 1.
+    for number, line in enumerate(block.split("\n")[1:], start=2):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _KEY_LINE.match(line)
+        if match:
+            if key is not None:
+                meta[key[0]] = _value(key[1], more, key[2])
+            key, more = (match[1], (match[2] or "").strip(), number), []
+        elif key is not None and line[0] in " \t-":
+            more.append(line)
+        else:
+            raise _LineError(number, "not a key: value line")
+    if key is not None:
+        meta[key[0]] = _value(key[1], more, key[2])
+    return meta
+
+
+def _value(raw: str, more: list[str], line: int) -> Any:
+    """The value of one key: the rest of its line and the lines that continue it."""
+    if raw in _BLOCK_SCALARS:
+        lines = [part.strip() for part in more]
+        return ("\n" if raw[0] == "|" else " ").join(lines)
+    if not raw and more and all(part.strip().startswith("- ") for part in more):
+        return [_scalar(part.strip()[2:].strip(), line) for part in more]
+    text = " ".join([raw, *(part.strip() for part in more)]).strip()
+    return _scalar(text, line) if text else None
+
+
+def _scalar(text: str, line: int) -> Any:
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        if text.startswith(("[", "{")):
+            raise _LineError(line, "a list or map that does not close") from None
+        return text
+    # "when: the user asks" reads as a map, "- x" as a list: they were meant as text.
+    if isinstance(value, (dict, list)) and not text.startswith(("[", "{")):
+        return text
+    return value

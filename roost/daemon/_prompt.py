@@ -4,40 +4,56 @@ longest prefix.
 1. agent: the agent's instructions
 2. mode: what the run mode expects
 3. bootstrap: OS, Python, date, project path, git branch
-4. instructions: AGENTS.md, CLAUDE.md and .roost/INSTRUCTIONS.md, from the project root down
-   to the working directory
-5. skills: name and description of each SKILL.md folder (the ``skill`` tool reads one)
+4. instructions: the user's ``~/.claude/CLAUDE.md``, then AGENTS.md, CLAUDE.md,
+   CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
+   directory, each followed by the files it imports (``@path``, as in Claude Code)
+5. skills: name and description of each SKILL.md folder, bounded, only for a run that has
+   the ``skill`` tool (which reads one)
 6. memory: the user's and the project's memory files (the ``remember`` tool appends)
-7. repo map: the project's files and, for Python, their top-level definitions (bounded)
+7. repo map: the project's files, source first and none under dot or vendored folders,
+   and for Python their top-level definitions (bounded)
 8. summary: the session's summary after a compaction
 
 Each layer is read fresh for every run; its size goes into ``run.started``. Every file is
 read bounded and only if it is a regular file (``_files``); in a folder the user has not
-trusted, a project file that links out of the project is skipped.
+trusted, a project file that links out of the project is skipped, and so is a file that a
+project's instruction file imports from outside the project. The user's own files (in
+``~/.claude`` and the config dir) and what they import need no trust.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime
+import errno
+import os
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Collection
 
 import trio
 
 from ._agents import Agent
-from ._files import read_head
-from ._project import find_skills, memory_files, project_root
+from ._files import FileRefused, read_head
+from ._project import claude_home, find_skills, memory_files, project_root
 from .tools import list_files
 
 #: Files merged into the instructions layer, in each folder from the root down.
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".roost/INSTRUCTIONS.md")
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
 #: Characters the repo map may take, and the files it looks at.
 REPO_MAP_LIMIT = 8000
 REPO_MAP_FILES = 2000
 #: Characters one instruction or memory file may add.
 FILE_LIMIT = 20000
+#: How deep ``@path`` imports nest (Claude Code's limit), and the characters all the
+#: imported files of the instructions layer may add.
+IMPORT_DEPTH = 5
+IMPORTS_LIMIT = 40000
+#: Characters the skills layer may take, and one skill's line.
+SKILLS_LIMIT = 6000
+SKILL_LINE = 200
 #: Bytes of a Python file read for the repo map's outline.
 OUTLINE_LIMIT = 512 * 1024
 
@@ -70,19 +86,24 @@ class Layer:
     source: str = ""
 
 
-async def compose(agent: Agent, mode: str, cwd: str, summary: str = "", *, trusted: bool = False) -> list[Layer]:
-    """The layers for a run of ``agent`` in ``mode`` in ``cwd``; empty ones are left out.
+async def compose(
+    agent: Agent, mode: str, cwd: str, summary: str = "", *, tools: Collection[str], trusted: bool = False
+) -> list[Layer]:
+    """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
+    empty ones are left out.
 
     ``trusted``: the user trusts the folder (its files may link outside it). Files are read
     in a worker thread, so a large project never blocks the daemon.
     """
     root = project_root(cwd) or Path(cwd)
     files = await list_files(root)
-    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted)
+    # Only a run that can read a skill gets the list (a plan gets no tools at all).
+    skills = "skill" in tools and mode != "plan"
+    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted, skills)
 
 
 def _layers(
-    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool
+    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool, skills: bool
 ) -> list[Layer]:
     within = None if trusted else root
     layers = [
@@ -90,7 +111,7 @@ def _layers(
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
         _instructions(root, Path(cwd), within),
-        _skills(root, trusted),
+        _skills(root, trusted) if skills else Layer("skills", ""),
         _memory(root, within),
         _repo_map(root, files),
         Layer("summary", summary_text(summary), "compaction"),
@@ -144,24 +165,126 @@ def _instructions(root: Path, cwd: Path, within: Path | None) -> Layer:
     if cwd != root and cwd.is_relative_to(root):
         for part in cwd.relative_to(root).parts:
             folders.append(folders[-1] / part)
-    parts, sources = [], []
+    found = _Instructions()
+    found.add(claude_home() / "CLAUDE.md", None)
     for folder in folders:
         for name in INSTRUCTION_FILES:
-            path = folder / name
-            text = _read(path, within)
-            if text:
-                parts.append(f"Instructions from {path}:\n{text}")
-                sources.append(str(path))
-    return Layer("instructions", "\n\n".join(parts), ", ".join(sources))
+            found.add(folder / name, within)
+    return Layer("instructions", "\n\n".join(found.parts), ", ".join(found.sources))
+
+
+#: ``@path`` at the start of a line or after a blank, as Claude Code finds imports.
+_IMPORT = re.compile(r"(?:^|(?<=\s))@([^\s`]+)")
+#: Inline code, where an ``@`` is no import.
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+#: The line that opens or closes a fenced code block.
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+class _Instructions:
+    """The instruction files of a layer, each followed by what it imports (``@path``).
+
+    Every file is read once (so a cycle of imports ends where it closes); imports nest at
+    most ``IMPORT_DEPTH`` deep and add at most ``IMPORTS_LIMIT`` characters in all. A file
+    imports with the reach it was read with: the user's anything, a project's (in a folder
+    the user has not trusted) only files inside the project.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        #: The files read, and the imports that were not (with why).
+        self.sources: list[str] = []
+        self._seen: set[str] = set()
+        self._left = IMPORTS_LIMIT
+
+    def add(self, path: Path, within: Path | None) -> None:
+        """A top-level instruction file (if there is one), then what it imports."""
+        text = self._once(path, within, FILE_LIMIT)
+        if text:
+            self.parts.append(f"Instructions from {path}:\n{text}")
+            self.sources.append(str(path))
+            self._imports(path, text, within, 1)
+
+    def _imports(self, importer: Path, text: str, within: Path | None, depth: int) -> None:
+        for name in imports(text):
+            path = Path.home() / name[2:] if name.startswith("~/") else importer.parent / name
+            if not path.exists():
+                continue  # "@someone" is often a mention, not a file
+            if self._left <= 0:
+                self.sources.append(f"{path} (not read: imports are limited to {IMPORTS_LIMIT} characters)")
+                return
+            try:
+                imported = self._once(path, within, min(FILE_LIMIT, self._left), refuse=True)
+            except FileRefused:
+                self.sources.append(f"{path} (not read: it leads outside the project, which is not trusted)")
+                continue
+            if not imported:
+                continue
+            self._left -= len(imported)
+            self.parts.append(f"Instructions from {path} (imported by {importer}):\n{imported}")
+            self.sources.append(f"{path} (imported)")
+            if depth < IMPORT_DEPTH:
+                self._imports(path, imported, within, depth + 1)
+
+    def _once(self, path: Path, within: Path | None, limit: int, refuse: bool = False) -> str:
+        """The file's text; "" when it was read before or cannot be read (with ``refuse``,
+        a file outside ``within`` raises ``FileRefused``)."""
+        real = os.path.realpath(path)
+        if real in self._seen:
+            return ""
+        text = _read(path, within, limit, refuse=refuse)
+        if text:
+            self._seen.add(real)
+        return text
+
+
+def imports(text: str) -> list[str]:
+    """The paths ``text`` imports, in order, once each: every ``@path`` at the start of a
+    line or after a blank, outside inline code and fenced code blocks."""
+    found: list[str] = []
+    fence = ""
+    for line in text.splitlines():
+        mark = _FENCE.match(line)
+        if fence:
+            if mark and mark[1][0] == fence[0] and len(mark[1]) >= len(fence):
+                fence = ""
+            continue
+        if mark:
+            fence = mark[1]
+            continue
+        for match in _IMPORT.finditer(_CODE_SPAN.sub(" ", line)):
+            # "see @docs/style.md." ends a sentence, not the file's name.
+            found.append(match[1].rstrip(".,;:!?)]}\"'"))
+    return [name for name in dict.fromkeys(found) if name]
 
 
 def _skills(root: Path, trusted: bool) -> Layer:
     skills = find_skills(str(root), trusted)
     if not skills:
         return Layer("skills", "")
-    lines = [f"- {name}: {description}" for name, (description, _) in sorted(skills.items())]
+    # The project's skills first: when the list is cut, the user's many go first.
+    ordered = sorted(skills.items(), key=lambda item: (item[1].own, item[0]))
+    lines: list[str] = []
+    size = 0
+    for shown, (name, skill) in enumerate(ordered):
+        line = f"- {name}: {_one_line(skill.description)}"
+        if size + len(line) > SKILLS_LIMIT:
+            lines.append(
+                f"- ... and {len(ordered) - shown} more skills (asked for one it does not know, the "
+                "skill tool names them all)"
+            )
+            break
+        lines.append(line)
+        size += len(line) + 1
     text = "Skills you can read with the skill tool when one fits the task:\n" + "\n".join(lines)
-    return Layer("skills", text, ", ".join(str(path.parent) for _, path in skills.values()))
+    folders = dict.fromkeys(str(skill.path.parent.parent) for _, skill in ordered)
+    return Layer("skills", text, ", ".join(folders))
+
+
+def _one_line(text: str) -> str:
+    """The first line of a description, cut to ``SKILL_LINE`` characters."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= SKILL_LINE else line[: SKILL_LINE - 1].rstrip() + "…"
 
 
 def _memory(root: Path, within: Path | None) -> Layer:
@@ -176,8 +299,24 @@ def _memory(root: Path, within: Path | None) -> Layer:
     return Layer("memory", "\n\n".join(parts) + "\n(Add to memory with the remember tool.)", ", ".join(sources))
 
 
+#: Folders the repo map leaves out (besides those whose name starts with a dot): what
+#: other people wrote or a build made.
+_NOT_MAPPED = frozenset({"node_modules", "vendor", "third_party", "dist", "build", "target", "__pycache__", "site-packages"})
+#: What counts as source, listed before the project's other files.
+_SOURCE = frozenset(
+    ".py .pyi .js .jsx .mjs .ts .tsx .go .rs .java .kt .scala .c .h .cc .cpp .hpp .cs .rb .php .swift .lua .ex "
+    ".exs .zig .sh .sql".split()
+)
+
+
+def mapped_files(files: list[str]) -> list[str]:
+    """The files the repo map lists, source first: none under a dot or vendored folder."""
+    kept = [p for p in files if not any(part.startswith(".") or part in _NOT_MAPPED for part in p.split("/"))]
+    return sorted(kept, key=lambda p: os.path.splitext(p)[1] not in _SOURCE)
+
+
 def _repo_map(root: Path, files: list[str]) -> Layer:
-    files = files[:REPO_MAP_FILES]
+    files = mapped_files(files)[:REPO_MAP_FILES]
     lines: list[str] = []
     size = 0
     for path in files:
@@ -219,11 +358,16 @@ def _args(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return ", ".join(names)
 
 
-def _read(path: Path, within: Path | None) -> str:
+def _read(path: Path, within: Path | None, limit: int = FILE_LIMIT, *, refuse: bool = False) -> str:
+    """A file's text, cut to ``limit`` characters ("" when it cannot be read; with
+    ``refuse``, a file outside ``within`` raises ``FileRefused``)."""
     try:
-        # At most 4 bytes a character: enough bytes for FILE_LIMIT characters.
-        text = read_head(path, FILE_LIMIT * 4, within=within).decode("utf-8", errors="replace")
+        # At most 4 bytes a character: enough bytes for ``limit`` characters.
+        text = read_head(path, limit * 4, within=within).decode("utf-8", errors="replace")
+    except FileRefused as exc:
+        if refuse and exc.errno == errno.EACCES:
+            raise
+        return ""
     except OSError:
         return ""
-    return text[:FILE_LIMIT].strip()
-
+    return text.removeprefix("\ufeff")[:limit].strip()

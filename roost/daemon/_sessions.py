@@ -9,16 +9,29 @@ folded beyond its last one: when a run ends, and when such a session is loaded.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 import trio
 
 import roost
-from roost.loop import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, CreateSession, SessionState, fold, restore, snapshot, step
+from roost.loop import (
+    SNAPSHOT_FORMAT,
+    SNAPSHOTS_WORK,
+    Abort,
+    CreateSession,
+    Event,
+    SessionState,
+    fold,
+    fork_point,
+    restore,
+    snapshot,
+    step,
+)
 
 from ._config import Hook
 from ._settings import RunSettings
@@ -147,6 +160,10 @@ class Subrun:
     sandbox: Confinement | None = None
     #: What its run was set up with (its own sub-agents inherit from it).
     settings: RunSettings | None = None
+
+
+#: What a session id taken from a file may look like (else it gets a new one).
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class SessionNotFound(KeyError):
@@ -303,3 +320,47 @@ class SessionTable:
         session = Session(fold(stored, SessionState(session_id)))
         self._sessions[session_id] = session
         return session, stored
+
+    async def fork(self, parent: Session, at: int) -> tuple[Session, list[Event]]:
+        """A new session whose history is ``parent``'s up to the last whole point at or
+        before seq ``at`` (:func:`roost.loop.fork_point`: never between a tool call and
+        its result), shared in the store rather than copied; returns it and its own first
+        events: when the point is inside a run, that run ends there, ``aborted``, in the
+        fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
+
+        Raises:
+            StoreError: it could not be stored; there is no such session.
+        """
+        session_id = secrets.token_hex(6)
+        now = time.time()
+        history = await self._store.events(parent.id, 0, limit=at)
+        seq, state = fork_point(history, at, SessionState(session_id))
+        first: tuple[Event, ...] = ()
+        if state.run is not None:
+            why = f"the session was forked from {parent.id} at seq {seq}, inside this run"
+            first = step(state, Abort(now, why)).events
+        stored = await self._store.create_session(
+            session_id, state.cwd, now, first, parent=parent.id, forked_at=seq
+        )
+        session = Session(fold(stored, state))
+        self._sessions[session_id] = session
+        return session, stored
+
+    async def import_session(
+        self, id: str, cwd: str, created: float, events: Sequence[Event], state: SessionState
+    ) -> str:
+        """Store a session read from a file (its ``events``, folded into ``state``) as one
+        new session, all at once; return its id: ``id`` unless that is taken (or not a
+        plain token), else a new one. A run the file left in flight ends there,
+        ``aborted``, so the session is idle.
+
+        Raises:
+            StoreError: it could not be stored; there is no such session.
+        """
+        session_id = id if _TOKEN.fullmatch(id) and not self._store.has_session(id) else secrets.token_hex(6)
+        state = replace(state, id=session_id)
+        first = [replace(event, session=session_id) for event in events]
+        if state.run is not None:
+            first += step(state, Abort(time.time(), "the session was exported while this run was in flight")).events
+        await self._store.create_session(session_id, cwd, created, first)
+        return session_id

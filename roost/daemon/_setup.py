@@ -1,8 +1,8 @@
 """What a folder's files say for a run, read once, under one trust snapshot.
 
 A dispatch, a sub-agent, a compaction and restart recovery all need the same things from a
-session's folder: the merged config, the agents, the MCP servers, and what the project's
-files would widen but may not (see ``_trust``). :func:`load_folder` reads them together in
+session's folder: the merged config, the agents, the MCP servers, the hooks of Claude Code's
+settings files, and what the project's files would widen but may not (see ``_trust``). :func:`load_folder` reads them together in
 one worker thread, so that every part of a run sees the same files and the same trust, and
 the event loop never waits on a disk.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._agents import AgentSet, load_agents
-from ._config import Config, load_config
+from ._claude_settings import ClaudeSettings, load_claude_settings
+from ._config import Config, Hook, load_config
 from ._environ import tool_environment
 from ._project import project_root
 from ._trust import Trust, Widening
@@ -25,7 +26,8 @@ from .mcp import McpServers, load_mcp_servers
 
 @dataclass(frozen=True, slots=True)
 class FolderSetup:
-    """A folder's config, agents and MCP servers, as one trust snapshot allows them."""
+    """A folder's config, agents, MCP servers and Claude Code hooks, as one trust snapshot
+    allows them."""
 
     cwd: str
     #: The project's root (where ``roost trust`` records the folder).
@@ -35,11 +37,18 @@ class FolderSetup:
     mcp_config: McpServers
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
+    #: The hooks of Claude Code's settings files (the user's, and the project's).
+    claude: ClaudeSettings = ClaudeSettings()
 
     @property
     def widening(self) -> tuple[Widening, ...]:
         """Everything the project's files say that widens, trusted or not."""
-        return self.config.widening + self.agents.widening + self.mcp_config.widening
+        return self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
+
+    @property
+    def hooks(self) -> tuple[Hook, ...]:
+        """The hooks runs here get: config.toml's, then Claude Code's settings files'."""
+        return self.config.hooks + self.claude.hooks
 
     @property
     def ignored(self) -> tuple[Widening, ...]:
@@ -69,7 +78,7 @@ class FolderSetup:
 
 
 def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSetup:
-    """Read ``cwd``'s config, agents and MCP servers (in a worker thread).
+    """Read ``cwd``'s config, agents, MCP servers and Claude Code hooks (in a worker thread).
 
     Raises:
         ConfigError: a config file cannot be used.
@@ -78,4 +87,5 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
     config = load_config(cwd, environ, trust)
     agents = load_agents(cwd, trust)
     servers = load_mcp_servers(cwd, environ, trust)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root))
+    claude = load_claude_settings(cwd, environ, trust)
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root), claude)

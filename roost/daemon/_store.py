@@ -15,6 +15,13 @@ sessions were pruned) is removed by :meth:`EventStore.collect_garbage`.
 
 Migrations are numbered and named; applied names are recorded in ``_migrations``.
 
+Forks share what they do not change. A fork's row names its parent and ``forked_at``, the
+last seq of the parent's history it starts from; only the fork's own events (numbered from
+``forked_at + 1``) are stored under its id. Reading a fork's events reads its ancestors'
+up to those seqs, then its own, each with the fork's id in ``session``: the same history,
+seqs and fold as if it had been copied. A fork of a fork chains. A session with forks
+cannot be deleted (the foreign key restricts it).
+
 Error handling:
     What SQLite and the file system report is translated here, once::
 
@@ -69,7 +76,16 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX events_type ON events(type, session)")
 
 
-def _m002_blobs(db: sqlite3.Connection) -> None:
+def _m002_forks(db: sqlite3.Connection) -> None:
+    # A fork names its parent and the last seq of the parent's history it shares; its own
+    # events are numbered after that seq. RESTRICT: the parent's events are the fork's
+    # history, so a session with forks cannot be deleted (delete its forks first).
+    db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT REFERENCES sessions(id) ON DELETE RESTRICT")
+    db.execute("ALTER TABLE sessions ADD COLUMN forked_at INTEGER")
+    db.execute("CREATE INDEX sessions_parent ON sessions(parent)")
+
+
+def _m003_blobs(db: sqlite3.Connection) -> None:
     # A text (UTF-8, zlib-compressed when smaller) by its SHA-256; and which events refer
     # to which texts, so that what nothing refers to can be found (seq 0: not an event,
     # the session's own record, such as its snapshot).
@@ -92,7 +108,7 @@ def _m002_blobs(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
 
 
-def _m003_snapshots(db: sqlite3.Connection) -> None:
+def _m004_snapshots(db: sqlite3.Connection) -> None:
     # A session's state as of seq, as plain data (see roost.loop.snapshot), msgpack
     # zlib-compressed, for the code whose snapshots are of that format; its long texts are
     # blobs (blob_refs seq 0).
@@ -108,8 +124,9 @@ def _m003_snapshots(db: sqlite3.Connection) -> None:
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
-    ("m002_blobs", _m002_blobs),
-    ("m003_snapshots", _m003_snapshots),
+    ("m002_forks", _m002_forks),
+    ("m003_blobs", _m003_blobs),
+    ("m004_snapshots", _m004_snapshots),
 ]
 
 #: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
@@ -178,8 +195,15 @@ class SessionRow:
     created: float
     events: int
     last_status: str | None
-    #: When its last event happened (when it was created, if it has none).
+    #: The session this one was forked from, and the last seq of its history it shares.
+    parent: str | None = None
+    forked_at: int | None = None
+    #: When its own last event happened (when it was created, if it has none).
     last_active: float = 0.0
+
+
+#: A seq above any a session will have (an open upper bound in queries).
+_NO_END = 1 << 62
 
 
 class EventStore:
@@ -205,6 +229,13 @@ class EventStore:
         self._queue_send, self._queue_receive = trio.open_memory_channel[
             tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
         ](256)
+        #: Forks: session -> (parent, forked_at).
+        self._forks: dict[str, tuple[str, int]] = {}
+        for session, parent, forked_at in writer.execute(
+            "SELECT id, parent, forked_at FROM sessions WHERE parent IS NOT NULL"
+        ):
+            self._forks[session] = (parent, forked_at)
+            self._next_seq[session] = forked_at + 1
         for session, last in writer.execute("SELECT session, max(seq) FROM events GROUP BY session"):
             self._next_seq[session] = last + 1
 
@@ -298,7 +329,9 @@ class EventStore:
             sessions = [r[1:] for r in rows if r[0] == "session"]
             events = [r[1:7] for r in rows if r[0] == "event"]
             if sessions:
-                db.executemany("INSERT INTO sessions VALUES (?, ?, ?)", sessions)
+                db.executemany(
+                    "INSERT INTO sessions (id, cwd, created, parent, forked_at) VALUES (?, ?, ?, ?, ?)", sessions
+                )
             if events:
                 db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
             for row in rows:
@@ -308,17 +341,37 @@ class EventStore:
                     # Set, not added to: a batch that failed is committed again piece by piece.
                     row[2][:] = [_do(row[1], db)]
 
-    async def create_session(self, session: str, cwd: str, created: float, first: Sequence[Event] = ()) -> list[Event]:
+    async def create_session(
+        self,
+        session: str,
+        cwd: str,
+        created: float,
+        first: Sequence[Event] = (),
+        *,
+        parent: str | None = None,
+        forked_at: int = 0,
+    ) -> list[Event]:
         """Record a new session and its ``first`` events, durably and together (a session
-        is never stored without them); return the events numbered."""
-        numbered, rows = self._number(first)
+        is never stored without them); return the events numbered.
+
+        With ``parent``, the session is a fork: its history is the parent's up to
+        ``forked_at`` (shared, not copied), then ``first``, numbered from ``forked_at + 1``.
+        """
         if session in self._next_seq:
             raise ValueError(f"session {session} exists")
-        self._next_seq[session] = len(numbered) + 1
+        if parent is not None and not 0 < forked_at <= self.last_seq(parent):
+            raise ValueError(f"session {parent} has no seq {forked_at} to fork at")
+        start = forked_at if parent is not None else 0
+        self._next_seq[session] = start + 1
+        if parent is not None:
+            self._forks[session] = (parent, forked_at)
         try:
-            await self._submit([("session", session, cwd, created), *rows])
+            numbered, rows = self._number(first)
+            self._next_seq[session] = start + len(numbered) + 1
+            await self._submit([("session", session, cwd, created, parent, forked_at if parent else None), *rows])
         except BaseException:
             del self._next_seq[session]
+            self._forks.pop(session, None)
             raise
         return numbered
 
@@ -386,24 +439,61 @@ class EventStore:
         """Whether the session exists."""
         return session in self._next_seq
 
+    def parent(self, session: str) -> tuple[str, int] | None:
+        """The session ``session`` was forked from and the seq it was forked at (None: not
+        a fork)."""
+        return self._forks.get(session)
+
+    def _segments(self, session: str) -> list[tuple[str, int, int]]:
+        """Where ``session``'s history is stored: (session, after, upto) ranges of seqs,
+        oldest first, from its first ancestor down to itself."""
+        out = []
+        upto = _NO_END
+        node = session
+        while True:
+            link = self._forks.get(node)
+            after = link[1] if link is not None else 0
+            if upto > after:
+                out.append((node, after, upto))
+            if link is None:
+                return out[::-1]
+            upto = min(upto, after)
+            node = link[0]
+
     async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
         """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
-        stored apart put back)."""
+        stored apart put back; for a fork: its ancestors' up to where it forked, then its
+        own, all with ``session`` its id)."""
+        segments = self._segments(session)
 
         def read(db: sqlite3.Connection) -> list[Event]:
-            rows, _, texts = _read_events(db, session, since, limit)
-            return [Event.from_map(unpack_body(body, texts)) for _, body in rows]
+            rows, _, texts = _read_events(db, segments, since, limit)
+            out = []
+            for source, _, body in rows:
+                event = unpack_body(body, texts)
+                if source != session:
+                    event["session"] = session  # an ancestor's event, as the fork's own
+                out.append(Event.from_map(event))
+            return out
 
         return await self._read_with(read)
 
     async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
         """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
-        as (seq, the event map in msgpack): what is sent to clients, as stored (a body that
-        refers to texts stored apart is packed again with them)."""
+        as (seq, the event map in msgpack): what is sent to clients, as stored (packed
+        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
+        segments = self._segments(session)
 
         def read(db: sqlite3.Connection) -> list[tuple[int, bytes]]:
-            rows, with_refs, texts = _read_events(db, session, since, limit)
-            return [(seq, pack(unpack_body(body, texts)) if seq in with_refs else body) for seq, body in rows]
+            rows, with_refs, texts = _read_events(db, segments, since, limit)
+            out = []
+            for source, seq, body in rows:
+                if seq in with_refs or source != session:
+                    event = unpack_body(body, texts)
+                    event["session"] = session
+                    body = pack(event)
+                out.append((seq, body))
+            return out
 
         return await self._read_with(read)
 
@@ -424,7 +514,8 @@ class EventStore:
 
     async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
         """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
-        and the stored events after it, whole."""
+        and the stored events after it, whole (as :meth:`events` gives them)."""
+        segments = self._segments(session)
 
         def read(db: sqlite3.Connection) -> tuple[Any, list[Event]]:
             state, since = None, 0
@@ -441,8 +532,14 @@ class EventStore:
                 ):
                     texts[digest] = decompress(data, bool(compressed))
                 state = unpack_body(zlib.decompress(row[1]), texts)
-            rows, _, texts = _read_events(db, session, since, None)
-            return state, [Event.from_map(unpack_body(body, texts)) for _, body in rows]
+            rows, _, texts = _read_events(db, segments, since, None)
+            events = []
+            for source, _, body in rows:
+                event = unpack_body(body, texts)
+                if source != session:
+                    event["session"] = session
+                events.append(Event.from_map(event))
+            return state, events
 
         return await self._read_with(read)
 
@@ -457,32 +554,54 @@ class EventStore:
         await self._submit([("work", work, out)])
         return out[0]
 
-    async def sessions(self) -> list[SessionRow]:
-        """Every session with its event count and the reason its last run ended."""
+    async def sessions(self, only: str | None = None) -> list[SessionRow]:
+        """Every session (or the one named ``only``) with its event count (a fork's counts
+        what it shares) and the reason its last run ended."""
         rows = await self._read(
-            f"""SELECT s.id, s.cwd, s.created,
+            f"""SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
                  ORDER BY seq DESC LIMIT 1),
                 {_LAST_ACTIVE}
-               FROM sessions s ORDER BY s.created""",
-            (),
+               FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
+            (only,) if only is not None else (),
         )
-        return [
-            SessionRow(id, cwd, created, count, _unpack(last)["reason"] if last else None, active)
-            for id, cwd, created, count, last, active in rows
-        ]
+        out = []
+        for id, cwd, created, parent, forked_at, count, last, active in rows:
+            status = _unpack(last)["reason"] if last else None
+            if parent is not None:
+                count += forked_at
+                if status is None:
+                    status = await self._inherited_status(id)
+            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active))
+        return out
+
+    async def _inherited_status(self, session: str) -> str | None:
+        """The reason the last run a fork shares with its ancestors ended."""
+        for source, after, upto in reversed(self._segments(session)[:-1]):
+            rows = await self._read(
+                """SELECT body FROM events WHERE session = ? AND type = 'run.finished'
+                   AND seq > ? AND seq <= ? ORDER BY seq DESC LIMIT 1""",
+                (source, after, upto),
+            )
+            if rows:
+                return _unpack(rows[0][0])["reason"]
+        return None
 
     async def delete_sessions(self, sessions: Sequence[str], idle_since: float) -> list[str]:
-        """Delete those of ``sessions`` with no activity since ``idle_since`` (checked again
-        here: an event stored meanwhile keeps its session), with their events and
-        snapshots; return the ids deleted. The texts they referred to stay until
-        :meth:`collect_garbage`. The caller makes sure nothing appends to them."""
+        """Delete, in this order, those of ``sessions`` with no activity since
+        ``idle_since`` and no forks left (both checked again here: an event stored meanwhile
+        keeps its session, and a fork kept keeps its parent), with their events and
+        snapshots; return the ids deleted. Give forks before their parents. The texts they
+        referred to stay until :meth:`collect_garbage`. The caller makes sure nothing
+        appends to them."""
 
         def delete(db: sqlite3.Connection) -> list[str]:
             gone = []
+            sql = f"""DELETE FROM sessions WHERE id IN (
+                SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?
+                AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.parent = s.id))"""
             for session in sessions:
-                sql = f"DELETE FROM sessions WHERE id IN (SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?)"
                 if db.execute(sql, (session, idle_since)).rowcount:
                     gone.append(session)
             return gone
@@ -490,6 +609,7 @@ class EventStore:
         gone = await self._work(delete)
         for session in gone:
             self._next_seq.pop(session, None)
+            self._forks.pop(session, None)
         return gone
 
     async def collect_garbage(self) -> tuple[int, int]:
@@ -520,7 +640,8 @@ class EventStore:
         """Sessions whose last run started and never finished (a daemon died mid-run).
 
         Only the sessions' own runs count: a sub-agent's (its events carry a ``path``)
-        starts and finishes inside its caller's run.
+        starts and finishes inside its caller's run. A fork never shares an open run: one
+        it was cut from ends among its own first events.
         """
         rows = await self._read(
             "SELECT session, type, body FROM events WHERE type IN ('run.started', 'run.finished') ORDER BY session, seq",
@@ -629,28 +750,37 @@ def _store_blobs(db: sqlite3.Connection, session: str, seq: int, blobs: Sequence
 
 
 def _read_events(
-    db: sqlite3.Connection, session: str, since: int, limit: int | None
-) -> tuple[list[tuple[int, bytes]], set[int], dict[bytes, str]]:
-    """(seq, body) of ``session``'s events after ``since`` (at most ``limit``), the seqs
-    among them whose bodies refer to stored texts, and those texts by digest."""
-    sql = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
-    args: tuple[Any, ...] = (session, since)
+    db: sqlite3.Connection, segments: Sequence[tuple[str, int, int]], since: int, limit: int | None
+) -> tuple[list[tuple[str, int, bytes]], set[int], dict[bytes, str]]:
+    """(where it is stored, seq, body) of the events after ``since`` (at most ``limit``) of
+    a session stored as ``segments`` (see :meth:`EventStore._segments`), the seqs among them
+    whose bodies refer to stored texts, and those texts by digest."""
+    parts = " UNION ALL ".join(
+        "SELECT session, seq, body FROM events WHERE session = ? AND seq > ? AND seq <= ?" for _ in segments
+    )
+    sql = f"SELECT session, seq, body FROM ({parts}) ORDER BY seq" if len(segments) > 1 else parts + " ORDER BY seq"
+    args: tuple[Any, ...] = tuple(v for source, after, upto in segments for v in (source, max(after, since), upto))
     if limit is not None:
         sql += " LIMIT ?"
         args += (limit,)
     rows = db.execute(sql, args).fetchall()
     if not rows:
         return rows, set(), {}
-    refs = db.execute(
-        """SELECT r.seq, b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
-           WHERE r.session = ? AND r.seq > ? AND r.seq <= ?""",
-        (session, since, rows[-1][0]),
-    ).fetchall()
+    last = rows[-1][1]
+    with_refs: set[int] = set()
     texts: dict[bytes, str] = {}
-    for _, digest, compressed, data in refs:
-        if digest not in texts:
-            texts[digest] = decompress(data, bool(compressed))
-    return rows, {seq for seq, _, _, _ in refs}, texts
+    for source, after, upto in segments:
+        if max(after, since) >= min(upto, last):
+            continue
+        for seq, digest, compressed, data in db.execute(
+            """SELECT r.seq, b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
+               WHERE r.session = ? AND r.seq > ? AND r.seq <= ?""",
+            (source, max(after, since), min(upto, last)),
+        ):
+            with_refs.add(seq)
+            if digest not in texts:
+                texts[digest] = decompress(data, bool(compressed))
+    return rows, with_refs, texts
 
 
 def _unpack(body: bytes) -> Any:

@@ -10,9 +10,32 @@ from ._guardrails import SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
-from ._permissions import ASK_HUMAN, Decision, Policy, Rule, RuleError, decide, parse_rule, paths_named
+from ._permissions import (
+    ASK_HUMAN,
+    TODO,
+    WEB_FETCH,
+    Decision,
+    Policy,
+    Rule,
+    RuleError,
+    decide,
+    parse_rule,
+    paths_named,
+)
+from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
-from ._effects import CallModel, CancelRun, Effect, FinishRun, RunCheck, RunTool, StartClock, StartSubagent, Summarize
+from ._effects import (
+    CallModel,
+    CancelRun,
+    Effect,
+    FinishRun,
+    RunCheck,
+    RunStopHooks,
+    RunTool,
+    StartClock,
+    StartSubagent,
+    Summarize,
+)
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
 from ._inputs import (
     Abort,
@@ -27,14 +50,16 @@ from ._inputs import (
     PermissionDecided,
     RunFailed,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarized,
     TimeUp,
     ToolFinished,
 )
 from ._state import Phase, RunState, SessionState, apply, cost, fold
+from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
-from ._step import PHASE_INPUTS, InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 
 __all__ = [
     "ASK_HUMAN",
@@ -70,6 +95,7 @@ __all__ = [
     "RunCheck",
     "RunFailed",
     "RunState",
+    "RunStopHooks",
     "RunTool",
     "SECRET_PATTERNS",
     "SNAPSHOTS_WORK",
@@ -78,21 +104,28 @@ __all__ = [
     "StartClock",
     "StartSubagent",
     "Steer",
+    "StopHooksFinished",
     "Submit",
     "Summarize",
     "Summarized",
+    "TASK",
     "TEXT_DELTA",
+    "TODO",
     "TOOL_PROGRESS",
     "TimeUp",
     "ToolFinished",
     "Transition",
+    "UrlError",
+    "WEB_FETCH",
     "WILD",
+    "WebAddress",
     "apply",
     "cost",
     "cut_point",
     "decide",
     "estimate",
     "fold",
+    "fork_point",
     "glob_matcher",
     "judge",
     "parse_plan",
@@ -103,5 +136,8 @@ __all__ = [
     "secrets_guardrails",
     "snapshot",
     "step",
+    "unanswered",
     "visible",
+    "web_address",
+    "whole",
 ]

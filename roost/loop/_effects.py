@@ -73,6 +73,17 @@ class StartClock:
 
 
 @dataclass(frozen=True, slots=True)
+class RunStopHooks:
+    """The model ended its turn: run the Stop hooks; answer with StopHooksFinished."""
+
+    run: str
+    #: A Stop hook already made this run go on (Claude Code's ``stop_hook_active``).
+    active: bool
+    #: The text of the reply that ended the turn.
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CancelRun:
     """Stop every model stream and tool process of the run at once."""
 
@@ -87,4 +98,6 @@ class FinishRun:
     reason: str
 
 
-Effect = Union[CallModel, Summarize, RunTool, StartSubagent, RunCheck, StartClock, CancelRun, FinishRun]
+Effect = Union[
+    CallModel, Summarize, RunTool, StartSubagent, RunCheck, StartClock, RunStopHooks, CancelRun, FinishRun
+]

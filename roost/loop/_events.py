@@ -36,13 +36,19 @@ COMPACTED = "compacted"
 COMPACTION_SKIPPED = "compaction.skipped"
 CHECK_STARTED = "check.started"
 CHECK_FINISHED = "check.finished"
+STOP_HOOKS_STARTED = "stop_hooks.started"
+STOP_HOOKS_FINISHED = "stop_hooks.finished"
 RUN_FINISHED = "run.finished"
 ERROR = "error"
 
 #: Every event type, with what it means (listed by ``hello``).
 EVENT_TYPES: Mapping[str, str] = {
     SESSION_CREATED: "a session was created (cwd, created)",
-    RUN_STARTED: "a run started (task, agent, mode, model, max_turns, sandbox)",
+    RUN_STARTED: (
+        "a run started (task, agent, mode, model, max_turns, sandbox; command: the custom "
+        "command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
+        "hook_failures: UserPromptSubmit hooks that failed)"
+    ),
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "
         "(folder, ignored: [{kind, name, detail, source}], hint: the command that trusts it)"
@@ -51,7 +57,10 @@ EVENT_TYPES: Mapping[str, str] = {
         "the run's tools differ from those of the session's last run (added, removed: tool "
         "names; note: what the model is told, first in the run's first user message)"
     ),
-    MESSAGE_USER: "a user message entered the history (text, origin: task or steer)",
+    MESSAGE_USER: (
+        "a user message entered the history (text, origin: task, steer, hook, check or nudge; "
+        "command: the custom command a task was expanded from, as typed)"
+    ),
     STEP_STARTED: "a model call started (step)",
     TEXT_DELTA: "live: assistant text as it streams (text)",
     REASONING_DELTA: "live: model reasoning as it streams (text)",
@@ -80,6 +89,11 @@ EVENT_TYPES: Mapping[str, str] = {
     STEP_FINISHED: "a model call and its tool calls are done (step, usage, latency)",
     CHECK_STARTED: "exec mode: the check command started after an attempt (attempt, command)",
     CHECK_FINISHED: "exec mode: the check ended (attempt, exit_status, duration, output tail)",
+    STOP_HOOKS_STARTED: "the model ended its turn; the Stop hooks run before the run ends (active)",
+    STOP_HOOKS_FINISHED: (
+        "the Stop hooks answered (reason: why the run goes on, as the next user message; "
+        "absent: it ends; failures)"
+    ),
     RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
     ERROR: "something went wrong in the run (message)",
 }

@@ -54,8 +54,10 @@ class Submit:
     context_window: int | None = None
     compact_at: float = 0.8
     keep_turns: int = 6
-    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent.
+    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent. ``task``
+    #: among them runs the agent its call names, one of ``delegates``.
     subagents: tuple[str, ...] = ()
+    delegates: tuple[str, ...] = ()
     #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
     think: int | None = None
     #: Tools whose calls only read (run side by side); calls of the others run one at a
@@ -67,6 +69,16 @@ class Submit:
     #: The sandbox the run's commands run in, as ``run.started`` records it (mode,
     #: writable, hidden, network, available, ...; None: not said).
     sandbox: Mapping[str, Any] | None = None
+    #: What the UserPromptSubmit hooks added to the task: each a user message of origin
+    #: ``hook`` after it.
+    context: tuple[str, ...] = ()
+    #: UserPromptSubmit hooks that failed (reported in ``run.started``; none blocked).
+    hook_failures: tuple[str, ...] = ()
+    #: The custom command ``task`` was expanded from, as ``run.started`` records it
+    #: (``{"name", "arguments", "source", "typed"}``; None: the task was typed as it is).
+    command: Mapping[str, Any] | None = None
+    #: The run has Stop hooks: when the model ends its turn they are asked first.
+    stop_hooks: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +209,17 @@ class Interrupted:
 
 
 @dataclass(frozen=True, slots=True)
+class StopHooksFinished:
+    """The run's Stop hooks answered. A ``reason`` makes the run go on: it is the next
+    user message; None lets the run end."""
+
+    ts: float
+    reason: str | None = None
+    #: Hooks that failed (each reported, none blocking).
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RunFailed:
     """The daemon cannot carry the run on (its events could not be stored); ``message``
     says why."""
@@ -208,4 +231,5 @@ class RunFailed:
 Input = Union[
     CreateSession, Submit, ModelFinished, ModelFailed, ToolFinished, Steer, Abort, Interrupted,
     CheckFinished, TimeUp, PermissionDecided, HumanAnswered, Compact, Summarized, RunFailed,
+    StopHooksFinished,
 ]

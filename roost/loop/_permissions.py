@@ -17,6 +17,10 @@ call's main argument: the command for ``bash``, the path for the file tools.
   refused if any deny rule is about bash, as it cannot be checked against them.
   Redirections (``> f``, ``>> f``, ``&> f``) are judged as writes of their files, by the
   ``write`` rules and the outside-the-working-directory check.
+- ``web_fetch(https://docs.python.org/*)``: a glob on the URL, made canonical first (see
+  :func:`roost.loop.web_address`), ``*`` matching anything; a pattern without ``://``
+  names the host (``web_fetch(docs.python.org)``, ``web_fetch(*.python.org)``). A URL that
+  is not one ``web_fetch`` fetches is refused at once.
 - ``write(src/**)``, ``read(~/.ssh/**)``: a glob on the path. Relative patterns are relative
   to the session's working directory, ``~`` is the user's home. Paths are normalised
   (``a/../b``, ``//x``, ``/proc/self/root/x``), and the daemon resolves the paths a call
@@ -25,14 +29,14 @@ call's main argument: the command for ``bash``, the path for the file tools.
   the resolved path.
 
 Deny wins over ask, ask over allow; a call no rule matches gets the mode's preset. In
-``agent`` mode reads (and ``skill``, ``remember``) are allowed and everything else asks (a path outside the working
-directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
+``agent`` mode reads (and ``skill``, ``remember``, ``todo``) are allowed and everything else asks,
+``web_fetch`` included (a path outside the working directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
 
 Approving a call "for the session" adds exactly :attr:`Decision.session_rules`, which the
 request shows: for bash, each command the line runs that no rule allowed, as an exact rule
 (``bash(npm test)``), and each write that asked; nothing for a line the judge cannot take
-whole, or one with ``$X`` in it (approve it once).
+whole, or one with ``$X`` in it (approve it once); for ``web_fetch``, its host.
 With ``Policy.sandboxed`` (a working sandbox and ``[sandbox] auto_allow``) agent mode
 allows the bash calls no rule asks about or denies.
 """
@@ -48,17 +52,22 @@ from typing import Any, Mapping
 
 from ._commands import WILD, Command, escape, judge
 from ._patterns import glob_matcher
+from ._urls import UrlError, web_address
 
 ALLOW, ASK, DENY = "allow", "ask", "deny"
 ACTIONS = (ALLOW, ASK, DENY)
 
 #: The tool a person answers instead of a program.
 ASK_HUMAN = "ask_human"
+#: The tool that fetches a web page (decided on its URL), and the model's checklist.
+WEB_FETCH = "web_fetch"
+TODO = "todo"
 #: Tools whose main argument is a path, with the input key that holds it.
 _PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
 _SEARCH_TOOLS = frozenset({"glob", "grep"})
-#: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory).
-_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", "remember"}) | _SEARCH_TOOLS
+#: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory,
+#: the checklist, which lives only in the session's events).
+_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", "remember", TODO}) | _SEARCH_TOOLS
 _SEVERITY = {ALLOW: 0, ASK: 1, DENY: 2}
 _RULE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
@@ -173,6 +182,8 @@ def decide(
         verdict = judging.bash(input["command"])
     elif name in _PATH_TOOLS and isinstance(input.get(_PATH_TOOLS[name], "."), str):
         verdict = judging.path(name, input.get(_PATH_TOOLS[name], "."))
+    elif name == WEB_FETCH and isinstance(input.get("url"), str):
+        verdict = judging.web(input["url"])
     else:
         verdict = judging.tool(name)
     if verdict.action == ASK and (policy.yes or mode in ("full", "exec")):
@@ -272,6 +283,32 @@ class _Judging:
         pattern = _rule_path(rule.pattern, cwd, home)
         # ``dir/**`` covers the folder itself too (a glob or grep of ``~/.ssh``).
         return glob_matcher(pattern)(subject) or (rule.pattern.endswith("/**") and subject == pattern[:-3])
+
+    # -- web --------------------------------------------------------------------------------
+
+    def web(self, url: str) -> _Verdict:
+        """A ``web_fetch`` call: rules on its canonical URL (or, without ``://``, its host)."""
+        try:
+            address = web_address(url)
+        except UrlError as exc:
+            return _Verdict(DENY, f"{WEB_FETCH} {url}: {exc}")
+        hosts = (address.host, f"{address.host}:{address.port}")
+
+        def matches(rule: Rule) -> bool:
+            if rule.pattern is None:
+                return True
+            if "://" in rule.pattern:
+                return fnmatch.fnmatchcase(address.url, rule.pattern)
+            return any(fnmatch.fnmatchcase(h, rule.pattern.lower()) for h in hosts)
+
+        for action in (DENY, ASK, ALLOW):
+            hit = self.first(action, WEB_FETCH, matches)
+            if hit is not None:
+                # An ask rule would outdo an approval for the session: once only.
+                return _Verdict(action, f"{WEB_FETCH} {address.url}: rule {action} {hit}{_origin(hit)}")
+        if self.auto:
+            return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
+        return _Verdict(ASK, f"{WEB_FETCH} asks in {self.mode} mode", (f"{WEB_FETCH}({escape(address.host)})",))
 
     # -- bash -------------------------------------------------------------------------------
 

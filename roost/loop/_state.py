@@ -35,6 +35,8 @@ class Phase(enum.Enum):
     CHECK = "check"
     #: Waiting for the model's summary of the older history.
     COMPACT = "compact"
+    #: The model ended its turn: waiting for the Stop hooks before the run ends.
+    STOP = "stop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,10 @@ class RunState:
     keep_turns: int = 6
     compact_upto: int = 0
     compact_skipped: bool = False
-    #: Tools that are agents (a call runs a sub-agent).
+    #: Tools that are agents (a call runs a sub-agent), and the agents a ``task`` call may
+    #: run.
     subagents: tuple[str, ...] = ()
+    delegates: tuple[str, ...] = ()
     #: The sandbox its commands run in, as ``run.started`` recorded it (None: not said).
     sandbox: Mapping[str, Any] | None = None
     #: Tools whose calls only read: they run at once, side by side. Calls of other tools
@@ -102,6 +106,9 @@ class RunState:
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The run has Stop hooks, and how many times they made it go on.
+    stop_hooks: bool = False
+    stop_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +201,11 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
         compact_at=d.get("compact_at", 0.8),
         keep_turns=d.get("keep_turns", 6),
         subagents=tuple(d.get("subagents", ())),
+        delegates=tuple(d.get("delegates", ())),
         sandbox=d.get("sandbox"),
         read_only=frozenset(d.get("read_only", ())),
         think=d.get("think"),
+        stop_hooks=bool(d.get("stop_hooks")),
     )
     request_ids = state.request_ids
     if d.get("request_id"):
@@ -382,6 +391,15 @@ def _check_finished(state: SessionState, event: Event) -> SessionState:
     return replace(state, run=replace(run, attempt=run.attempt + 1, attempt_turns=run.turns))
 
 
+def _stop_hooks_started(state: SessionState, event: Event) -> SessionState:
+    return replace(state, run=replace(_run(state), phase=Phase.STOP))
+
+
+def _stop_hooks_finished(state: SessionState, event: Event) -> SessionState:
+    run = _run(state)
+    return replace(state, run=replace(run, stop_blocks=run.stop_blocks + bool(event.data.get("reason"))))
+
+
 def _run_finished(state: SessionState, event: Event) -> SessionState:
     run = state.run
     return replace(
@@ -459,5 +477,7 @@ _APPLY = {
     ev.COMPACTION_SKIPPED: _compaction_skipped,
     ev.CHECK_STARTED: _check_started,
     ev.CHECK_FINISHED: _check_finished,
+    ev.STOP_HOOKS_STARTED: _stop_hooks_started,
+    ev.STOP_HOOKS_FINISHED: _stop_hooks_finished,
     ev.RUN_FINISHED: _run_finished,
 }

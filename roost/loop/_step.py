@@ -17,9 +17,20 @@ Everything that decides what a run does next lives in this module. The rules:
   allowed calls run (RunTool); denied ones are answered
   with an error the model sees; the others wait for a person (``permission.requested``, and
   StartClock when approvals time out). A call to a tool that is an agent starts it as a
-  sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. ``ask_human`` calls wait for an answer
+  sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. So does a
+  call to ``task`` (:data:`TASK`), for the agent it names (``agent``, or Claude Code's
+  ``subagent_type``) among the run's ``delegates``, with its ``prompt``; an unknown agent
+  is an error result that lists them. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
+- Stop hooks: in a run that has them, a reply that would end the run ``done`` first yields
+  ``stop_hooks.started`` + RunStopHooks (phase STOP). ``StopHooksFinished`` with a reason
+  makes the run go on: the reason (through the input guardrails) becomes a user message of
+  origin ``hook`` and the next model call starts, unless every turn is used (``max_turns``).
+  Without one, queued steering starts the next call, else the run ends ``done``.
+- ``Submit`` may carry ``context`` (what UserPromptSubmit hooks added: user messages of
+  origin ``hook`` after the task, through the same guardrails) and ``command`` (the custom
+  command the task was expanded from, recorded in ``run.started`` and on the task's message).
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
   a later one is invalid); approved, the call runs (approved for the session, exactly the
   rules the request offered join the session's allow list; a request that offered none is
@@ -84,6 +95,7 @@ from ._effects import (
     Effect,
     FinishRun,
     RunCheck,
+    RunStopHooks,
     RunTool,
     StartClock,
     StartSubagent,
@@ -104,6 +116,7 @@ from ._inputs import (
     PermissionDecided,
     RunFailed,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarized,
     TimeUp,
@@ -112,6 +125,10 @@ from ._inputs import (
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
 from ._state import NO_TOOLS_MODES, Phase, RunState, SessionState, apply, cost
+
+#: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
+#: the agent it names as a sub-agent.
+TASK = "task"
 
 #: Replies running with the same tool calls before a nudge, and before the run stops.
 STUCK_NUDGE = 3
@@ -341,6 +358,7 @@ def _submit(b: _Builder, input: Submit) -> None:
             else {}
         ),
         **({"subagents": list(input.subagents)} if input.subagents else {}),
+        **({"delegates": list(input.delegates)} if input.delegates else {}),
         **({"think": input.think} if input.think else {}),
         **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
         **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
@@ -353,6 +371,9 @@ def _submit(b: _Builder, input: Submit) -> None:
             if input.mode == "exec"
             else {}
         ),
+        **({"command": dict(input.command)} if input.command is not None else {}),
+        **({"stop_hooks": True} if input.stop_hooks else {}),
+        **({"hook_failures": list(input.hook_failures)} if input.hook_failures else {}),
     )
     if input.untrusted:
         b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
@@ -361,14 +382,17 @@ def _submit(b: _Builder, input: Submit) -> None:
         removed = sorted(set(before) - set(input.tools))
         if added or removed:
             b.emit(ev.TOOLS_CHANGED, added=added, removed=removed, note=tools_note(added, removed))
-    tripwire = tripped(input.guardrails, INPUT, [input.task])
+    typed = {"command": input.command["typed"]} if input.command is not None else {}
+    tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context])
     if tripwire is not None:
-        b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task")
+        b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task", **typed)
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
         return
     if input.mode == "exec":
         b.effects.append(StartClock(input.run, input.ts + input.time_box))
-    b.emit(ev.MESSAGE_USER, text=input.task, origin="task")
+    b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed)
+    for text in input.context:
+        b.emit(ev.MESSAGE_USER, text=text, origin="hook")
     b.start_model_call()
 
 
@@ -482,12 +506,12 @@ def _start_call(
         return
     if name in run.subagents:
         # Delegation itself is not a risk: the sub-agent's own calls are decided one by one.
-        message = input.get("message")
-        if not isinstance(message, str) or not message.strip():
-            b.finish_call(call_id, f"invalid input for {name}: message must be a non-empty string", is_error=True)
+        target = _task_target(input, run.delegates) if name == TASK else _agent_target(name, input)
+        if isinstance(target, str):
+            b.finish_call(call_id, f"invalid input for {name}: {target}", is_error=True)
             _after_call(b)
         else:
-            b.effects.append(StartSubagent(run.id, call_id, name, message))
+            b.effects.append(StartSubagent(run.id, call_id, *target))
         return
     assert decision is not None
     if decision.action == DENY:
@@ -512,6 +536,27 @@ def _start_call(
         assert decision.action == ALLOW
         if not _changes(run, name):
             b.effects.append(RunTool(run.id, call_id, name, input, decision.outside))
+
+
+def _agent_target(name: str, input: Mapping[str, Any]) -> tuple[str, str] | str:
+    """The agent and the task of a call to the agent-tool ``name``, or what is wrong."""
+    message = input.get("message")
+    if not isinstance(message, str) or not message.strip():
+        return "message must be a non-empty string"
+    return name, message
+
+
+def _task_target(input: Mapping[str, Any], delegates: tuple[str, ...]) -> tuple[str, str] | str:
+    """The agent and the task of a ``task`` call (Claude Code's names accepted too), or what
+    is wrong: an unknown agent's error lists those there are."""
+    agent = input.get("agent", input.get("subagent_type"))
+    if not isinstance(agent, str) or agent not in delegates:
+        what = f"there is no agent {agent!r} to delegate to" if isinstance(agent, str) else "agent must name an agent"
+        return f"{what}; the agents: {', '.join(delegates) or 'none'}"
+    prompt = input.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "prompt must be a non-empty string: the task, complete on its own"
+    return agent, prompt
 
 
 def _question_problem(input: Mapping[str, Any]) -> str | None:
@@ -653,7 +698,12 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
     # steering keeps the run going.
     run = b.run
     if not after_tools and not run.steering:
-        _end_attempt(b, "done")
+        if run.stop_hooks:
+            # The hooks may yet make the run go on (StopHooksFinished decides).
+            b.emit(ev.STOP_HOOKS_STARTED, active=run.stop_blocks > 0)
+            b.effects.append(RunStopHooks(run.id, run.stop_blocks > 0, run.text))
+        else:
+            _end_attempt(b, "done")
     elif run.turns - run.attempt_turns >= run.max_turns:
         _end_attempt(b, "max_turns")
     else:
@@ -670,6 +720,29 @@ def _end_attempt(b: _Builder, reason: str) -> None:
         return
     b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
     b.effects.append(RunCheck(run.id, run.attempt, run.check))
+
+
+def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
+    run = b.run
+    b.emit(
+        ev.STOP_HOOKS_FINISHED,
+        **({"reason": input.reason} if input.reason else {}),
+        **({"failures": list(input.failures)} if input.failures else {}),
+    )
+    if not input.reason and not run.steering:
+        _end_attempt(b, "done")
+        return
+    if run.turns - run.attempt_turns >= run.max_turns:
+        _end_attempt(b, "max_turns")
+        return
+    if input.reason:
+        tripwire = tripped(run.guardrails, INPUT, [input.reason])
+        if tripwire is not None:
+            b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="hook")
+            b.emit_run_finished("guardrail", tripwire, text=tripwire)
+            return
+        b.emit(ev.MESSAGE_USER, text=input.reason, origin="hook")
+    b.start_model_call()
 
 
 def _check_finished(b: _Builder, input: CheckFinished) -> None:
@@ -791,6 +864,8 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
     elif run.phase is Phase.COMPACT:
         b.emit(ev.COMPACTION_SKIPPED, reason="the daemon stopped during the summary")
         b.start_model_call(compact=False)
+    elif run.phase is Phase.STOP:
+        b.effects.append(RunStopHooks(run.id, run.stop_blocks > 0, run.text))
 
 
 #: The state table (h11's ``_state.py`` is the anchor): the inputs each phase takes. ``step``
@@ -808,6 +883,8 @@ PHASE_INPUTS: Mapping[Phase, frozenset[type]] = {
     Phase.CHECK: frozenset({CheckFinished, *_IN_A_RUN}),
     # A summary in flight: it, or its failure.
     Phase.COMPACT: frozenset({Summarized, ModelFailed, *_IN_A_RUN}),
+    # The Stop hooks in flight: their answer.
+    Phase.STOP: frozenset({StopHooksFinished, *_IN_A_RUN}),
 }
 
 _HANDLERS: dict[type, Any] = {
@@ -826,4 +903,5 @@ _HANDLERS: dict[type, Any] = {
     HumanAnswered: _human_answered,
     Compact: _compact,
     Summarized: _summarized,
+    StopHooksFinished: _stop_hooks_finished,
 }

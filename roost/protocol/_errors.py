@@ -57,6 +57,11 @@ class ErrorCode(enum.IntEnum):
     #: The daemon's database cannot be used (it could not be opened, or it is damaged);
     #: the message names the file and what to do.
     STORE_UNAVAILABLE = 25
+    #: A UserPromptSubmit hook refused the task or steering; the message gives its reason.
+    PROMPT_BLOCKED = 26
+    #: ``sessions.import``: a line of the file is wrong (damaged, cut short, or not a roost
+    #: session export); ``data.line`` is its number. Nothing was imported.
+    IMPORT_INVALID = 27
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = 30
     #: A bug in the daemon; the details are in its log.
@@ -163,6 +168,8 @@ _DOCS = {
     ErrorCode.TRUST_CHANGED: "a file changed since trust.show showed it; nothing was trusted",
     ErrorCode.STORE_FULL: "the disk holding the database is full; nothing was stored (a run in flight ended)",
     ErrorCode.STORE_UNAVAILABLE: "the database cannot be used (not opened, or damaged); the message says what to do",
+    ErrorCode.PROMPT_BLOCKED: "a UserPromptSubmit hook refused the task or steering; the message says why",
+    ErrorCode.IMPORT_INVALID: "a line of the file to import is wrong (data.line); nothing was imported",
     ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
     ErrorCode.INTERNAL: "a bug in the daemon; see its log",
 }

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 4
+API_LEVEL = 6
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -97,6 +97,43 @@ METHODS: tuple[Method, ...] = (
         ("session",),
     ),
     Method(
+        "sessions.fork",
+        "A new session whose history is another's up to seq `at` (default: all of it), "
+        "shared, not copied. A seq between a tool call and its result is moved back to the "
+        "last point a model accepts (the end of a step, or the model call before it): "
+        "`forked_at` says where the fork starts. A run cut there ends `aborted` in the fork "
+        "(`ended_run`); the parent's goes on.",
+        (_SESSION, Param("at", "int", doc="the last seq of the parent's history to keep")),
+        ("session", "parent", "forked_at", "at", "last_seq", "ended_run"),
+    ),
+    Method(
+        "sessions.export",
+        "A session as JSON lines (format roost.session), a page at a time: the first page "
+        "(no `since`) starts with the header line; call again with `since` = `next` (and the "
+        "same `upto`) until `next` is null. Write the lines in order, one per line. A fork's "
+        "export holds its whole history.",
+        (
+            _SESSION,
+            Param("since", "int", doc="the last seq already exported (default 0: from the header)"),
+            Param("upto", "int", doc="the last seq to export (default: the last stored now)"),
+        ),
+        ("session", "lines", "upto", "next"),
+    ),
+    Method(
+        "sessions.import",
+        "Import a file made by sessions.export as a new session (the file's id unless taken), "
+        "sent in parts, one call after another: the first without `upload`, the next with the "
+        "`upload` the first returned, the last with `done`. A wrong line refuses the whole "
+        "file (IMPORT_INVALID, data.line); nothing is stored before the last part, and then "
+        "all at once.",
+        (
+            Param("lines", "list", True, "the next lines of the file (str or UTF-8 bytes, no newline)"),
+            Param("upload", "str", doc="the import these lines continue"),
+            Param("done", "bool", doc="these are the last lines: import the session"),
+        ),
+        ("upload", "lines", "session", "original", "events"),
+    ),
+    Method(
         "attach",
         "Stream a session's events: stored ones after `since`, then live ones, no gap.",
         (_SESSION, Param("since", "int", doc="last seq already seen (default 0: everything)")),
@@ -107,7 +144,13 @@ METHODS: tuple[Method, ...] = (
         "dispatch",
         "Start a run on a task; returns at once with the session and run ids.",
         (
-            Param("task", "str", True, "what to do"),
+            Param(
+                "task",
+                "str",
+                True,
+                "what to do; `/name args` runs the custom command `name` (.claude/commands), "
+                "`//...` is sent with one `/`",
+            ),
             Param("session", "str", doc="existing session (default: a new one)"),
             Param("agent", "str", doc="agent name (default: default); its model, mode, tools, limits"),
             Param("mode", "str", doc="plan, agent (default: approvals), full (no approvals) or exec"),
@@ -201,9 +244,18 @@ METHODS: tuple[Method, ...] = (
     ),
     Method(
         "agents.list",
-        "The agents for a folder (built-in, user, project), and files that could not be used.",
+        "The agents for a folder (built-in, user, project), and files that could not be used; "
+        "each agent with model_id (its model as the config resolves it) and unknown_tools "
+        "(names in its tools that no tool here has).",
         (Param("cwd", "str", doc="where project agents are looked up"),),
         ("agents", "problems"),
+    ),
+    Method(
+        "commands.list",
+        "The custom slash commands for a folder (Claude Code's .claude/commands/*.md, the "
+        "user's and the project's), and files that could not be used.",
+        (Param("cwd", "str", doc="where project commands are looked up"), _ENV),
+        ("commands", "problems"),
     ),
     Method(
         "prompt",

@@ -1,4 +1,5 @@
-"""The dispatch output's run header: where the run's commands run, said every time."""
+"""The dispatch output: the run header (where the run's commands run, said every time), and
+the model's checklist, printed when it changes."""
 
 from __future__ import annotations
 
@@ -48,3 +49,48 @@ def test_a_change_of_tools_is_said_in_one_line_by_both_clients() -> None:
     said = "⚙ tools changed since the last run (the model is told) · gone: time__now, x · new: git__log"
     assert lines == [said]
     assert [shell.plain(line) for line in shell.tools_changed_line(event)] == [said]
+
+
+def test_custom_commands_hook_messages_and_hook_failures() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    render = Renderer(echo, color=False).render
+    render({"type": "run.started", "run": "r1", "model": "m", "session": "s", "hook_failures": ["hook 'x' exited with status 1"]})
+    render({"type": "message.user", "text": "Review a.py carefully.", "origin": "task", "command": "/review a.py"})
+    render({"type": "message.user", "text": "branch: main", "origin": "hook"})
+    render({"type": "stop_hooks.finished", "failures": ["hook 'y' timed out after 60 s"]})
+    assert lines == [
+        "▶ run r1 · m · session s",
+        "hook failed: hook 'x' exited with status 1",
+        "task: /review a.py",
+        "Review a.py carefully.",
+        "hook: branch: main",
+        "hook failed: hook 'y' timed out after 60 s",
+    ]
+
+
+def test_the_checklist_is_printed_when_it_changes() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    renderer = Renderer(echo, color=False)
+    todos = [
+        {"content": "Look around", "status": "completed"},
+        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+        {"content": "Add a test", "status": "pending"},
+    ]
+
+    def finished(todos: list[dict[str, str]], **extra: Any) -> None:
+        renderer.render({"type": "tool.finished", "name": "todo", "result": "...", "meta": {"todos": todos}, **extra})
+
+    renderer.render({"type": "tool.started", "name": "todo", "input": {"todos": todos}})
+    finished(todos)
+    assert lines == ["→ todo 3 items", "  ✓ todo 1/3 done", "    ✓ Look around", "    ▸ Fixing the bug", "    ○ Add a test"]
+    lines.clear()
+    finished([dict(t) for t in todos])
+    assert lines == ["  ✓ todo 1/3 done (unchanged)"]
+    lines.clear()
+    finished(todos, path=["c1"])  # a sub-agent's checklist is its own
+    assert len(lines) == 4
+    lines.clear()
+    finished([{**t, "status": "completed"} for t in todos])
+    assert lines == ["  ✓ todo 3/3 done", "    ✓ Look around", "    ✓ Fix the bug", "    ✓ Add a test"]

@@ -8,7 +8,7 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 from roost.cli.shell._complete import Names, ShellCompleter
-from roost.cli.shell._slash import find, parse
+from roost.cli.shell._slash import builtin, find, parse
 
 
 def test_parse_and_find() -> None:
@@ -19,6 +19,17 @@ def test_parse_and_find() -> None:
     assert [c.name for c in find("mode")] == ["mode"]
     assert [c.name for c in find("ab")] == ["abort"]
     assert find("zz") == []
+
+
+def test_custom_commands_come_after_the_builtins_of_their_exact_name() -> None:
+    custom = {"review", "compactor", "frontend:component"}
+    assert [c.name for c in builtin("model", custom) or []] == ["model"]
+    assert builtin("review", custom) is None  # not /report, which "re" begins
+    assert builtin("frontend:component", custom) is None and builtin("x:y", set()) is None
+    assert [c.name for c in builtin("rep", custom) or []] == ["report"]
+    assert [c.name for c in builtin("mo", custom) or []] == ["mode", "model"]
+    # A name no built-in begins goes to the daemon, which says whether it has such a command.
+    assert builtin("deploy", set()) is None
 
 
 def complete(text: str, cwd: Path, names: Names | None = None) -> list[tuple[str, int]]:
@@ -39,6 +50,11 @@ def test_slash_commands_and_their_arguments(tmp_path: Path) -> None:
     assert complete("/help x", tmp_path) == []
     # Not a command: text that merely contains a slash.
     assert complete("fix a/b", tmp_path) == []
+    names.commands[:] = [("review", "FILE", "Review a file"), ("component", "", "Make one"), ("help", "", "mine")]
+    assert complete("/re", tmp_path, names) == [("rewind", -2), ("report", -2), ("review", -2)]
+    assert complete("/c", tmp_path, names) == [("compact", -1), ("component", -1)]
+    assert complete("/he", tmp_path, names) == [("help", -2)]
+    assert complete("/review ", tmp_path, names) == []
 
 
 def test_at_mentions_complete_paths_under_the_session_folder(tmp_path: Path) -> None:

@@ -56,6 +56,21 @@ def test_a_long_model_name_is_cut_to_fit_the_toolbar() -> None:
     assert len(line) == 60 and line.endswith("· agent · …script.json ")
 
 
+def test_the_toolbar_shows_the_checklist() -> None:
+    view = view_with({"type": "run.started", "seq": 1, "model": "m", "agent": "a", "mode": "agent"})
+    todos = [
+        {"content": "Look", "status": "completed"},
+        {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+        {"content": "Test", "status": "pending"},
+    ]
+    view.apply({"type": "tool.finished", "seq": 2, "call_id": "c", "name": "todo", "meta": {"todos": todos}})
+    line = r.plain(r.toolbar(view, 100.0, connected=True))
+    assert "│ 1/3 ✓ · now: Fixing the bug │ 0 tokens │" in line
+    assert r.checklist(todos[:1] + [{"content": "x" * 80, "status": "in_progress"}], 20) == "1/2 ✓ · now: " + "x" * 19 + "…"
+    assert r.checklist([{"content": "Look", "status": "completed"}], 20) == "1/1 ✓"
+    assert r.brief_input({"todos": todos}, 50) == "3 items"
+
+
 def test_an_approval_panel_names_the_call_and_the_keys() -> None:
     request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "rm -rf build"},
                       reason="bash asks in agent mode", session_rules=("bash(rm *)",), deadline=130.0)
@@ -126,6 +141,20 @@ def test_sessions_table_marks_the_current_one() -> None:
     out = text(r.sessions_table(rows, "bbb"))
     assert out[1].startswith("  aaa ") and out[1].endswith("done           5       1  /x")
     assert out[2].startswith("* bbb ")
+
+
+def test_sessions_table_puts_forks_under_their_parents() -> None:
+    def row(id: str, parent: str | None = None, at: int | None = None) -> dict[str, Any]:
+        return {"id": id, "created": 0, "status": "done", "events": 5, "cwd": "/x", "parent": parent, "forked_at": at}
+
+    # Listed oldest first; a fork's parent is always older, a fork of a fork deeper.
+    rows = [row("aaa"), row("bbb"), row("ccc", "aaa", 3), row("ddd", "ccc", 4), row("eee", "aaa", 2)]
+    out = text(r.sessions_table(rows, "ddd"))
+    assert [line[:16] for line in out[1:]] == [
+        "  aaa           ", "  └ ccc @3      ", "*   └ ddd @4    ", "  └ eee @2      ", "  bbb           ",
+    ]
+    # A fork whose parent is not listed is shown as a root.
+    assert text(r.sessions_table([row("ccc", "gone", 3)], ""))[1].startswith("  ccc ")
 
 
 def test_help_lists_commands_and_keys() -> None:

@@ -137,6 +137,18 @@ def test_user_messages_runs_and_steering() -> None:
     assert t.feed(ev("message.user", text="faster", origin="steer")) == []
 
 
+def test_a_custom_command_hook_context_and_hook_failures() -> None:
+    t = Transcript()
+    expanded = "Review a.py\nfor:\n- speed\n- memory"
+    out = lines(t.feed(ev("message.user", text=expanded, origin="task", command="/review a.py")))
+    assert out == ["› /review a.py", "  Review a.py", "  for:", "  - speed", "  … +1 lines"]
+    assert lines(t.feed(ev("message.user", text="run the tests first", origin="hook"))) == [
+        "◆ hook: run the tests first"]
+    assert lines(t.feed(ev("stop_hooks.finished", failures=["hook 'x' exited with status 1"]))) == [
+        "hook failed: hook 'x' exited with status 1"]
+    assert lines(t.feed(ev("stop_hooks.finished", reason="go on"))) == []
+
+
 def test_a_plan_is_a_numbered_list_with_its_files() -> None:
     out = lines(Transcript().feed(ev("plan", steps=[{"step": 1, "text": "Read it", "files": ["a.py"]},
                                                     {"step": 2, "text": "Fix it"}])))

@@ -99,3 +99,29 @@ def test_sub_agent_events_add_tools_and_tokens_but_not_run_boundaries() -> None:
     assert (view.input_tokens, view.run.steps) == (4, 0)
     view.apply(ev("run.finished", 11, path=path, reason="done"))
     assert view.run is not None
+
+
+def test_the_checklist_is_the_last_one_the_sessions_agent_wrote() -> None:
+    todos = [{"content": "a", "status": "completed"}, {"content": "b", "status": "in_progress"}]
+    view = fold(RUN)
+    view.apply(ev("tool.finished", 7, call_id="t1", name="todo", result="...", meta={"todos": todos}))
+    assert view.todos == todos
+    # a sub-agent's checklist, or a failed call, leaves it as it was
+    view.apply(ev("tool.finished", 8, call_id="t2", name="todo", result="...", meta={"todos": []}, path=["t1"]))
+    view.apply(ev("tool.finished", 9, call_id="t3", name="todo", result="bad", is_error=True))
+    assert view.todos == todos
+    view.apply(ev("run.finished", 10, reason="done"))
+    assert view.todos == todos  # still shown once the run is over
+    view.apply(ev("run.started", 11, run="r2", task="next", model="m", agent="default", mode="agent"))
+    assert view.todos == []
+
+
+def test_the_seq_of_each_task_is_kept_for_rewind() -> None:
+    view = fold(RUN)
+    view.apply(ev("run.finished", 7, reason="done", usage={}))
+    # A sub-agent's run and a compaction are not tasks of the session.
+    view.apply(ev("run.started", 8, run="r2", task="sub", mode="agent", path=["t9"]))
+    view.apply(ev("run.started", 9, run="r3", task="", mode="compact"))
+    view.apply(ev("run.finished", 10, run="r3", reason="done", usage={}))
+    view.apply(ev("run.started", 11, run="r4", task="again", mode="agent"))
+    assert view.task_seqs == [2, 11]

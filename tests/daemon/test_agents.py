@@ -40,7 +40,8 @@ def test_a_claude_code_agent_file_loads_as_it_is(project: Path) -> None:
     agents, problems = found.agents, found.problems
     reviewer = agents["code-reviewer"]
     assert problems == () and found.widening == ()
-    assert reviewer.model == "anthropic/claude-sonnet-4-6"
+    # A tier name stays one: the config resolves it (to Anthropic's model unless it says).
+    assert reviewer.model == "sonnet"
     assert reviewer.tools == ("read", "grep", "glob", "time__get_current_time")
     assert reviewer.instructions == "You are a senior code reviewer. Focus on correctness."
     assert reviewer.source == str(project / ".claude" / "agents" / "reviewer.md")
@@ -130,6 +131,17 @@ async def test_the_prompt_merges_instruction_files_from_the_root_down(client: Tr
     assert "tests run with make test" in layers["memory"]
     assert "pkg/mod.py\n  def public(a, b)\n  class Thing\n    def method(x)" in layers["repo map"]
     assert result["text"].startswith(layers["agent"])
+
+
+async def test_the_repo_map_lists_source_first_and_leaves_out_what_others_wrote(
+    client: TrioClient, project: Path
+) -> None:
+    for path in ("README.md", "docs/guide.md", "src/app.ts", "node_modules/left/index.js", ".github/ci.yml", "vendor/lib.go", "src/.hidden.py"):
+        write(project / path, "x\n")
+    result = await client.call("prompt", cwd=str(project))
+    listed = next(x["text"] for x in result["layers"] if x["name"] == "repo map").splitlines()[1:]
+    files = [line for line in listed if not line.startswith(" ")]
+    assert files == ["c.py", "src/app.ts", "README.md", "a.txt", "b.txt", "docs/guide.md"]
 
 
 async def test_skill_and_remember_tools(client: TrioClient, project: Path) -> None:
@@ -233,7 +245,7 @@ def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
     assert agents["fixer"].mode == "exec" and "reviewer" in (agents["fixer"].tools or ())
     from roost.daemon._project import find_skills
 
-    assert find_skills(str(project))["changelog"][0].startswith("How to write a CHANGELOG")
+    assert find_skills(str(project))["changelog"].description.startswith("How to write a CHANGELOG")
 
 
 @pytest.mark.parametrize("mode", ["plan", "agent", "full", "exec"])

@@ -76,6 +76,8 @@ def test_user_then_project_override_key_by_key(tmp_path: Path) -> None:
         ('[providers.anthropic]\ntimeout = "soon"\n', "timeout must be a number"),
         ('default_model = 3\n', "default_model must be a string"),
         ('[prices."a/b"]\ninput = "cheap"\n', "prices"),
+        ("[tools.web_fetch]\nallow_private = 1\n", "allow_private must be true or false"),
+        ("[tools.web_fetch]\nallow_privat = true\n", "[tools.web_fetch] has no allow_privat"),
     ],
 )
 def test_bad_config_is_a_clear_error(body: str, message: str) -> None:
@@ -84,6 +86,17 @@ def test_bad_config_is_a_clear_error(body: str, message: str) -> None:
         load_config(None)
     assert message in str(error.value) and str(path) in str(error.value)
     assert "sk-secret" not in str(error.value)
+
+
+def test_only_the_users_config_lets_web_fetch_reach_private_addresses(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".roost").mkdir(parents=True)
+    settings = project / ".roost" / "config.toml"
+    settings.write_text("[tools.web_fetch]\nallow_private = true\n")
+    assert not load_config(str(project)).fetch_private
+    assert not load_config(str(project), trust=trusting(settings)).fetch_private
+    _user_config("[tools.web_fetch]\nallow_private = true\n")
+    assert load_config(str(project)).fetch_private
 
 
 def test_resolution_and_its_errors(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,6 +96,16 @@ async def test_read_tool_with_a_range(client: TrioClient, project: Path) -> None
     assert not result["is_error"]
 
 
+async def test_the_checklist_runs_without_asking_and_its_result_carries_it(client: TrioClient, project: Path) -> None:
+    todos = [{"content": "Look", "status": "completed"}, {"content": "Fix", "status": "in_progress", "activeForm": "Fixing"}]
+    model = write_script(project, [{"type": "tool_use", "name": "todo", "input": {"todos": todos}}], [text("ok")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)  # agent mode
+    events = await events_until(client, finished(run["run"]))
+    assert "permission.requested" not in [e["type"] for e in events]
+    result = next(e for e in events if e["type"] == "tool.finished")
+    assert result["meta"]["todos"] == todos and result["result"].startswith("1 of 2 done:")
+
+
 async def test_max_turns_ends_the_run(client: TrioClient, project: Path) -> None:
     model = write_script(project, *[[bash("true")] for _ in range(5)])
     run = await client.call("dispatch", yes=True, task="loop", model=model, cwd=str(project), max_turns=2, attach=True)

@@ -222,3 +222,45 @@ async def test_prune_deletes_old_idle_sessions_only_and_gc_then_frees_what_they_
         [pending] = (await c.call("pending"))["pending"]
         assert pending["session"] == c_
         assert (await c.call("gc"))["blobs"] == 0
+
+
+async def test_forks_read_their_parents_outputs_whole_and_prune_keeps_a_parent_for_its_forks(
+    tmp_path: Path, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_sessions, "SNAPSHOT_AFTER", 5)
+    db = tmp_path / "roost.db"
+    output = "".join(f"{i} {os.urandom(20).hex()}\n" for i in range(300))
+    (project / "big.txt").write_text(output)
+    model = write_script(project, [bash("cat big.txt")], [text("read")], [text("forked on")], name="a.json")
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        run = await c.call("dispatch", yes=True, task="read", model=model, cwd=str(project), attach=True)
+        parent_events = stored(await events_until(c, finished(run["run"])))
+        parent = run["session"]
+        fork = (await c.call("sessions.fork", session=parent))["session"]
+        # The fork's history: the parent's events (the output whole), under the fork's id.
+        await c.call("attach", session=fork)
+        replayed = await events_until(c, lambda e: e.get("seq") == parent_events[-1]["seq"])
+        assert [{**e, "session": parent} for e in replayed] == parent_events
+        assert {e["session"] for e in replayed} == {fork}
+        assert [e["result"] for e in (await c.call("events", session=fork))["events"] if e["type"] == "tool.finished"] == [output]
+        again = await c.call("dispatch", yes=True, task="go on", session=fork, model=model, attach=True)
+        assert stored(await events_until(c, finished(again["run"])))[-1]["text"] == "forked on"
+    assert len(_rows(db, "SELECT seq FROM snapshots WHERE session = ?", fork)) == 1
+
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        # Loaded from its snapshot and its own events after it: as the whole history folds.
+        state = (await d.api.conductor.sessions.get(fork)).state
+        assert state == fold(await d.api.conductor.store.events(fork), SessionState(fork))
+        assert [b["content"] for m in state.messages for b in m["content"] if b.get("type") == "tool_result"] == [output]
+    _age(db, parent, 40)
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        # The parent is old, its fork is not: the parent stays, for the fork's history.
+        pruned = await c.call("sessions.prune", older_than=30 * DAY)
+        assert pruned["sessions"] == [] and [(r["id"], r["why"]) for r in pruned["kept"]] == [(parent, "it has forks that stay")]
+    _age(db, fork, 40)
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        # Both old: the fork goes first, then the parent, and gc frees the output.
+        pruned = await c.call("sessions.prune", older_than=30 * DAY)
+        assert [r["id"] for r in pruned["sessions"]] == [fork, parent] and pruned["kept"] == []
+        assert (await c.call("gc"))["blobs"] == 1
+    assert _rows(db, "SELECT count(*) FROM sessions") == [(0,)]

@@ -207,3 +207,83 @@ async def test_long_texts_are_stored_once_by_hash_and_put_back_on_reading(tmp_pa
         assert all(len(body) < 500 for (body,) in check.execute("SELECT body FROM events"))
     finally:
         check.close()
+
+
+def _user(session: str, text: str, ts: float = 2.0) -> Event:
+    return Event("message.user", session, "r", ts, {"text": text})
+
+
+async def test_a_fork_shares_its_parents_history_up_to_its_seq(tmp_path: Path) -> None:
+    db = tmp_path / "roost.db"
+
+    async def body(store: EventStore) -> None:
+        await store.create_session("p", "/p", 1.0, [Event("session.created", "p", None, 1.0, {"cwd": "/p"})])
+        await store.append([_user("p", f"p{n}") for n in range(2, 6)])  # seqs 2..5
+        # b shares p's first three events; its own start at 4.
+        own = await store.create_session("b", "/p", 2.0, [_user("b", "b4")], parent="p", forked_at=3)
+        assert [e.seq for e in own] == [4]
+        assert [e.seq for e in await store.append([_user("b", "b5")])] == [5]
+        # A fork of the fork, at b's own seq 4, and one of p's shared part, at 2.
+        await store.create_session("c", "/p", 3.0, parent="b", forked_at=4)
+        await store.create_session("d", "/p", 4.0, parent="b", forked_at=2)
+        await store.append([_user("p", "p6"), _user("c", "c5"), _user("d", "d3")])
+
+        def texts(events: list[Event]) -> list[str]:
+            return [e.data.get("text", e.type) for e in events]
+
+        assert texts(await store.events("p")) == ["session.created", "p2", "p3", "p4", "p5", "p6"]
+        assert texts(await store.events("b")) == ["session.created", "p2", "p3", "b4", "b5"]
+        assert texts(await store.events("c")) == ["session.created", "p2", "p3", "b4", "c5"]
+        assert texts(await store.events("d")) == ["session.created", "p2", "d3"]
+        events = await store.events("c")
+        assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+        # Read as the fork's own: its id in every event.
+        assert {e.session for e in events} == {"c"}
+        assert texts(await store.events("c", since=2, limit=2)) == ["p3", "b4"]
+        assert store.parent("c") == ("b", 4) and store.parent("p") is None
+        rows = {row.id: row for row in await store.sessions()}
+        assert [(rows[s].events, rows[s].parent, rows[s].forked_at) for s in "pbcd"] == [
+            (6, None, None), (5, "p", 3), (5, "b", 4), (3, "b", 2),
+        ]  # fmt: skip
+        with pytest.raises(ValueError):
+            await store.create_session("e", "/p", 5.0, parent="p", forked_at=7)
+
+    await _with_store(db, body)
+
+    async def reopened(store: EventStore) -> None:
+        # A fork with no events of its own goes on after its fork point.
+        await store.create_session("e", "/p", 5.0, parent="p", forked_at=6)
+        assert store.last_seq("c") == 5 and store.last_seq("e") == 6
+        assert [e.seq for e in await store.append([_user("e", "e7")])] == [7]
+        assert [e.data.get("text") for e in await store.events("e", since=5)] == ["p6", "e7"]
+
+    await _with_store(db, reopened)
+    check = sqlite3.connect(db)
+    try:
+        check.execute("PRAGMA foreign_keys=ON")
+        # Only the forks' own events are stored under their ids.
+        assert check.execute("SELECT count(*) FROM events WHERE session = 'c'").fetchone() == (1,)
+        # A parent cannot be deleted from under its forks; a leaf can.
+        with pytest.raises(sqlite3.IntegrityError):
+            check.execute("DELETE FROM sessions WHERE id = 'b'")
+        check.execute("DELETE FROM sessions WHERE id = 'c'")
+    finally:
+        check.close()
+
+
+async def test_a_database_from_before_forks_is_migrated(tmp_path: Path) -> None:
+    db = tmp_path / "roost.db"
+    old = sqlite3.connect(db, isolation_level=None)
+    try:
+        old.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied REAL)")
+        MIGRATIONS[0][1](old)
+        old.execute("INSERT INTO _migrations VALUES ('m001_initial', 0)")
+        old.execute("INSERT INTO sessions VALUES ('s', '/p', 1.0)")
+    finally:
+        old.close()
+
+    async def body(store: EventStore) -> None:
+        [row] = await store.sessions()
+        assert (row.id, row.parent, row.forked_at) == ("s", None, None)
+
+    await _with_store(db, body)

@@ -1,4 +1,5 @@
-"""Sub-agents through a real daemon: nested events, answers from the caller, approvals, abort."""
+"""Sub-agents through a real daemon: nested events, answers from the caller, approvals, abort,
+and the task tool that delegates to the folder's agents."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 import trio
 
+from roost.daemon._agents import Agent
+from roost.daemon._delegation import delegates, task_spec
 from roost.daemon._server import Daemon
 from roost.protocol.trio_client import TrioClient, open_client
 
@@ -128,3 +131,99 @@ async def test_a_sub_agents_open_approval_survives_a_restart(tmp_path: Path, pro
     [result] = [e for e in events if e["type"] == "tool.finished" and not e.get("path")]
     assert result["result"] == "made it" and not result["is_error"]
     assert not [e for e in events if "interrupted" in str(e.get("result", ""))]
+
+
+def task_call(agent: str, prompt: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "tool_use", "name": "task", "input": {"agent": agent, "prompt": prompt, **extra}}
+
+
+async def test_the_default_agent_delegates_with_task_to_the_folders_agents(
+    client: TrioClient, project: Path
+) -> None:
+    helper = write_script(project, [text("helper says 42")], name="helper.json")
+    lead = write_script(
+        project,
+        [
+            task_call("helper", "find the answer", description="find it"),
+            {"type": "tool_use", "name": "task", "input": {"subagent_type": "helper", "prompt": "again"}},
+            task_call("nobody", "x"),
+        ],
+        [text("The answer is 42.")],
+        name="lead.json",
+    )
+    agent_file(project, "helper", f"description: Finds answers.\nmodel: {helper}\ntools: [read]")
+    run = await client.call("dispatch", task="what is it?", model=lead, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    top = [e for e in events if e.get("seq") and not e.get("path")]
+    started = next(e for e in top if e["type"] == "run.started")
+    assert started["agent"] == "default" and "task" in started["tools"]
+    assert started["subagents"] == ["task"] and started["delegates"] == ["helper"]
+    order = [e["call_id"] for e in top if e["type"] == "tool.started"]
+    results = sorted((e for e in top if e["type"] == "tool.finished"), key=lambda e: order.index(e["call_id"]))
+    assert [r["result"] for r in results[:2]] == ["helper says 42", "helper says 42"]
+    assert all(r["meta"]["agent"] == "helper" and not r["is_error"] for r in results[:2])
+    assert results[2]["is_error"] and results[2]["result"] == (
+        "invalid input for task: there is no agent 'nobody' to delegate to; the agents: helper"
+    )
+    nested = [e for e in events if e.get("path") and e["type"] == "run.started"]
+    assert [e["agent"] for e in nested] == ["helper", "helper"]
+    # the helper has its own tool list, without task: nobody else to delegate to
+    assert all(e["tools"] == ["read"] and "delegates" not in e for e in nested)
+    assert events[-1]["reason"] == "done"
+
+
+async def test_task_is_offered_only_with_an_agent_to_run_and_where_the_tools_name_it(
+    client: TrioClient, project: Path
+) -> None:
+    done = write_script(project, [text("ok")], [text("ok")], [text("ok")], name="done.json")
+
+    async def tools_of(**params: Any) -> dict[str, Any]:
+        run = await client.call("dispatch", task="t", model=done, cwd=str(project), attach=True, **params)
+        events = await events_until(client, finished(run["run"]))
+        return next(e for e in events if e["type"] == "run.started")
+
+    alone = await tools_of()
+    assert "task" not in alone["tools"] and "delegates" not in alone  # no agent to delegate to
+    agent_file(project, "reviewer", "description: Reviews.\ntools: [read, task]")
+    agent_file(project, "tester", "description: Tests.\ntools: [bash]")
+    default = await tools_of(session=alone["session"])
+    assert default["delegates"] == ["reviewer", "tester"]
+    reviewer = await tools_of(session=alone["session"], agent="reviewer")
+    assert reviewer["tools"] == ["read", "task"] and reviewer["delegates"] == ["tester"]
+    assert "task" not in (await tools_of(session=alone["session"], agent="tester"))["tools"]
+
+
+async def test_a_task_sub_agents_open_approval_survives_a_restart(tmp_path: Path, project: Path) -> None:
+    helper = write_script(project, [bash("touch made-by-helper")], [text("made it")], name="helper.json")
+    lead = write_script(project, [task_call("helper", "make the file")], [text("all done")], name="lead.json")
+    agent_file(project, "helper", f"model: {helper}\ntools: [bash]")
+    db = tmp_path / "roost.db"
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        run = await c.call("dispatch", task="t", model=lead, cwd=str(project), attach=True, sandbox="off")
+        asked = (await events_until(c, lambda e: e.get("type") == "permission.requested"))[-1]
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        await c.call("attach", session=run["session"], since=asked["seq"])
+        await c.call("permission.respond", session=run["session"], call_id=asked["call_id"], decision="approve")
+        events = await events_until(c, finished(run["run"]))
+    [result] = [e for e in events if e["type"] == "tool.finished" and not e.get("path")]
+    assert result["result"] == "made it" and events[-1]["text"] == "all done"
+
+
+def test_the_task_tool_lists_the_agents_it_may_run() -> None:
+    agents = {
+        "default": Agent("default"),
+        "lead": Agent("lead", "Leads.", tools=("read", "task")),
+        "reviewer": Agent("reviewer", "Reviews a change\n  and reports problems."),
+        "quiet": Agent("quiet"),
+        "narrow": Agent("narrow", tools=("read",)),
+    }
+    assert delegates(agents["default"], agents) == ("lead", "narrow", "quiet", "reviewer")
+    assert delegates(agents["lead"], agents) == ("narrow", "quiet", "reviewer")
+    assert delegates(agents["narrow"], agents) == ()
+    spec = task_spec(("quiet", "reviewer"), agents)
+    assert spec.name == "task"
+    assert spec.description.endswith("Agents:\n- quiet\n- reviewer: Reviews a change and reports problems.")
+    assert spec.input_schema["properties"]["agent"]["enum"] == ["quiet", "reviewer"]
+    assert spec.input_schema["required"] == ["agent", "prompt"]
+    long = task_spec(("x",), {"x": Agent("x", "y" * 1000)}).description
+    assert long.endswith("- x: " + "y" * 399 + "…")

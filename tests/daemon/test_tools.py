@@ -401,3 +401,24 @@ async def test_tool_threads_are_the_registrys_own(tmp_path: Path) -> None:
         for holder in holders:
             default.release_on_behalf_of(holder)
     assert tools.threads.total_tokens == 2 and tools.threads.borrowed_tokens == 0
+
+
+async def test_todo_replaces_the_checklist_and_returns_it_as_text_and_data(tmp_path: Path) -> None:
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    todos = [
+        {"content": "Write the parser", "status": "completed"},
+        {"content": "Add  tests", "status": "in_progress", "activeForm": "Adding tests"},
+        {"content": "Update the docs", "status": "pending"},
+    ]
+    result = await tools.call("todo", {"todos": todos}, ctx)
+    assert not result.is_error
+    assert result.text == "1 of 3 done:\n[x] Write the parser\n[>] Add tests\n[ ] Update the docs"
+    assert result.meta["todos"] == [
+        {"content": "Write the parser", "status": "completed"},
+        {"content": "Add tests", "status": "in_progress", "activeForm": "Adding tests"},
+        {"content": "Update the docs", "status": "pending"},
+    ]
+    empty = await tools.call("todo", {"todos": []}, ctx)
+    assert (empty.text, empty.meta["todos"]) == ("The checklist is empty.", [])
+    for bad in ({"todos": [{"content": "x", "status": "done"}]}, {"todos": [{"status": "pending"}]}, {}):
+        assert (await tools.call("todo", bad, ctx)).is_error

@@ -12,12 +12,17 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
         "---\nname: code-reviewer\ndescription: Reviews code.\ntools: Read, Grep\nmodel: sonnet\n---\nReview.\n"
     )
     (agents / "broken.md").write_text("---\nname: [\n---\n")
+    (agents / "team").mkdir()
+    (agents / "team" / "explorer.md").write_text(
+        "---\nname: explorer\ndescription: Use it when: exploring\ntools: Read, WebSearch, NotebookEdit\n---\nLook.\n"
+    )
     (e2e.project / "AGENTS.md").write_text("Always run the tests.\n")
     listed = e2e.roost("agents")
     assert listed.returncode == 0
-    assert "code-reviewer  (anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
+    assert "code-reviewer  (sonnet = anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
     assert str(agents / "reviewer.md") in listed.stdout
     assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
+    assert "explorer: tools roost does not have: WebSearch, NotebookEdit (its runs go without them)" in listed.stderr
 
     shown = e2e.ok("prompt", "--agent", "code-reviewer", "--mode", "plan").stdout
     marks = [line.split(" (")[0] for line in shown.splitlines() if line.startswith("── ")]

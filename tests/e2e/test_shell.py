@@ -336,3 +336,63 @@ def test_the_shell_asks_once_before_it_trusts_a_folder(e2e: E2E, tmux: Tmux) -> 
     pane.submit("once more")
     screen = pane.wait(runs_done(2))
     assert screen.count("is not trusted; its files would widen") == 1
+
+
+def test_custom_commands_complete_and_run_from_the_shell(e2e: E2E, tmux: Tmux) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    (commands / "frontend").mkdir(parents=True)
+    (commands / "review.md").write_text("---\ndescription: Review a file\nargument-hint: FILE FOCUS\n---\nReview $1 for $2.\n")
+    (commands / "frontend" / "component.md").write_text("Make a $ARGUMENTS component.\n")
+    model = e2e.script([text("Reviewed.")], [text("Made.")])
+    pane = tmux.open("shell", "--model", model, "--mode", "full")
+    pane.wait(IDLE)
+    pane.submit("/help")
+    screen = pane.wait("Custom commands")
+    assert re.search(r"/review FILE FOCUS +Review a file", screen)
+    assert re.search(r"/component +Make a \$ARGUMENTS component\.", screen)
+    pane.type("/revi")
+    pane.wait("review  FILE FOCUS Review a file")  # the completion menu
+    pane.keys("Tab")
+    pane.wait(lambda s: "\n› /review\n" in s)
+    pane.submit(" a.py speed")
+    screen = pane.wait(runs_done(1))
+    assert between(screen, "› /review a.py speed", "■ done")[:3] == [
+        "› /review a.py speed", "  Review a.py for speed.", "Reviewed."
+    ]
+    pane.wait(IDLE)
+    pane.submit("/frontend:component Button")
+    screen = pane.wait(runs_done(2))
+    assert "  Make a Button component." in screen
+    pane.wait(IDLE)
+    pane.submit("/nosuch thing")
+    screen = pane.wait("no custom command /nosuch")
+    assert "/component" in screen and "/review" in screen
+
+
+def test_rewind_goes_on_in_a_fork_from_before_the_last_task(e2e: E2E, tmux: Tmux) -> None:
+    model = e2e.script([text("First answer.")], [text("Second answer.")], [text("Third answer.")])
+    pane = tmux.open("shell", "--model", model)
+    pane.wait(IDLE)
+    pane.submit("first task")
+    pane.wait(runs_done(1))
+    pane.submit("second task")
+    pane.wait(runs_done(2))
+    pane.wait(IDLE)
+    session = session_of(e2e)
+    pane.submit("/rewind")
+    screen = pane.wait("(rewound 1 task: this is ")
+    fork = re.search(r"this is ([0-9a-f]+), a fork of", screen).group(1)  # type: ignore[union-attr]
+    pane.wait(IDLE)
+    # The fork's history is the first task alone: the model answers it as the second call.
+    pane.submit("another second task")
+    pane.wait(lambda s: s.count("Second answer.") == 2)
+    pane.wait(IDLE)
+    tasks = [e["text"] for e in e2e.events(fork) if e["type"] == "message.user"]
+    assert tasks == ["first task", "another second task"]
+    assert [e["text"] for e in e2e.events(session) if e["type"] == "message.user"] == ["first task", "second task"]
+    # Cut just before the second task's run started.
+    starts = [e["seq"] for e in e2e.events(session) if e["type"] == "run.started"]
+    row = e2e.session_row(fork)
+    assert (row["parent"], row["forked_at"]) == (session, starts[1] - 1)
+    pane.submit("/sessions")
+    pane.wait(f"└ {fork} @{row['forked_at']}")

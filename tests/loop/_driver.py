@@ -32,6 +32,7 @@ from roost.loop import (
     Policy,
     SessionState,
     Steer,
+    StopHooksFinished,
     Submit,
     ToolFinished,
     Transition,
@@ -241,6 +242,7 @@ _usage = st.fixed_dictionaries(
 _kinds = {
     Phase.MODEL: st.sampled_from(["work"] * 6 + ["steer", "abort", "interrupted", "fail"]),
     Phase.TOOLS: st.sampled_from(["work"] * 6 + ["steer", "abort", "interrupted"]),
+    Phase.STOP: st.sampled_from(["work"] * 3 + ["steer", "abort", "interrupted"]),
 }
 _max_turns = st.integers(1, 4)
 _tools = st.sampled_from([(), ("read",), ("read", "bash")])
@@ -267,6 +269,8 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
             mode=draw(_mode),
             tools=draw(_tools),
             request_id=f"req{serial}" if draw(st.booleans()) else None,
+            stop_hooks=draw(st.booleans()),
+            context=tuple(draw(st.lists(_words, max_size=2))),
         )
     kind = draw(_kinds[phase])
     if kind == "steer":
@@ -277,6 +281,9 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
         return Interrupted(ts)
     if kind == "fail":
         return ModelFailed("provider said no", ts)
+    if phase is Phase.STOP:
+        # The hooks let the run end, or make it go on (with a reason).
+        return StopHooksFinished(ts, draw(st.sampled_from([None, "tests fail: go on"])))
     if phase is Phase.TOOLS:
         assert state.run is not None
         call_id = draw(st.sampled_from(state.run.pending))

@@ -182,3 +182,44 @@ def test_bad_rules_are_refused(text):
         parse_rule(text, "allow")
     with pytest.raises(RuleError):
         parse_rule("bash", "maybe")
+
+
+def test_web_fetch_asks_in_agent_mode_and_rules_match_its_url_or_host():
+    p = policy()
+    assert action(p, "web_fetch", url="https://docs.python.org/3/") == "ask"
+    assert action(p, "web_fetch", "full", url="https://docs.python.org/3/") == "allow"
+    assert action(p, "web_fetch", "plan", url="https://docs.python.org/3/") == "deny"
+    by_url = policy("allow web_fetch(https://docs.python.org/*)")
+    assert action(by_url, "web_fetch", url="https://docs.python.org/3/library/") == "allow"
+    # decided on the canonical URL: case, default port, fragment
+    assert action(by_url, "web_fetch", url="HTTPS://DOCS.python.org:443/3/#x") == "allow"
+    assert action(by_url, "web_fetch", url="http://docs.python.org/3/") == "ask"
+    assert action(by_url, "web_fetch", url="https://docs.python.org.evil.example/") == "ask"
+    by_host = policy("allow web_fetch(*.python.org)", "deny web_fetch(evil.example)")
+    assert action(by_host, "web_fetch", url="https://peps.python.org/pep-0008/") == "allow"
+    assert action(by_host, "web_fetch", url="https://python.org/") == "ask"
+    assert action(by_host, "web_fetch", "full", url="http://EVIL.example:8080/x") == "deny"
+    assert action(policy("deny web_fetch"), "web_fetch", "full", url="https://example.com/") == "deny"
+    assert action(policy("allow web_fetch(localhost:8000)"), "web_fetch", url="http://localhost:8000/") == "allow"
+
+
+def test_a_url_web_fetch_would_not_fetch_is_refused_before_anyone_is_asked():
+    for url in ("file:///etc/passwd", "https://docs.python.org@evil.example/", "http://2130706433/"):
+        decision = decide(policy(yes=True), "full", (), "web_fetch", {"url": url}, CWD)
+        assert decision.action == "deny" and url in decision.reason
+
+
+def test_approving_a_web_fetch_for_the_session_adds_its_host():
+    decision = decide(policy(), "agent", (), "web_fetch", {"url": "https://Docs.Python.org/3/"}, CWD)
+    assert decision.session_rules == ("web_fetch(docs.python.org)",)
+    approved = (parse_rule("web_fetch(docs.python.org)", "allow", "session"),)
+    assert action(policy(), "web_fetch", session=approved, url="https://docs.python.org/other") == "allow"
+    assert action(policy(), "web_fetch", session=approved, url="https://pypi.org/") == "ask"
+    # an ask rule outdoes an approval for the session: once only
+    asked = decide(policy("ask web_fetch(*)"), "agent", (), "web_fetch", {"url": "https://pypi.org/"}, CWD)
+    assert (asked.action, asked.session_rules) == ("ask", ())
+
+
+def test_the_checklist_runs_without_asking():
+    assert action(policy(), "todo", todos=[]) == "allow"
+    assert action(policy("deny todo"), "todo", todos=[]) == "deny"

@@ -27,6 +27,7 @@ from roost.loop import (
     Policy,
     RunFailed,
     Steer,
+    StopHooksFinished,
     Submit,
     Summarized,
     TimeUp,
@@ -40,6 +41,7 @@ from .test_fold import SETTINGS, sessions
 INPUT_TYPES = (
     CreateSession, Submit, Compact, ModelFinished, ModelFailed, ToolFinished, PermissionDecided,
     HumanAnswered, CheckFinished, Summarized, Steer, Abort, Interrupted, TimeUp, RunFailed,
+    StopHooksFinished,
 )
 
 
@@ -82,8 +84,16 @@ def _compact() -> Driver:
     return d
 
 
+def _stop() -> Driver:
+    d = Driver(cwd="/p")
+    d.submit(stop_hooks=True)
+    d.reply(text("done"))
+    return d
+
+
 REACH: dict[Phase, Callable[[], Driver]] = {
     Phase.IDLE: _idle, Phase.MODEL: _model, Phase.TOOLS: _tools, Phase.CHECK: _check, Phase.COMPACT: _compact,
+    Phase.STOP: _stop,
 }
 
 
@@ -106,6 +116,7 @@ def sample(kind: type, d: Driver) -> Input:
         Interrupted: lambda: Interrupted(ts),
         TimeUp: lambda: TimeUp(ts),
         RunFailed: lambda: RunFailed("the disk is full", ts),
+        StopHooksFinished: lambda: StopHooksFinished(ts, "the tests fail: go on"),
     }
     return samples[kind]()
 

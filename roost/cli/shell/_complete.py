@@ -1,7 +1,9 @@
-"""Completion in the shell's input: slash commands, their arguments, and ``@path`` mentions.
+"""Completion in the shell's input: slash commands (built-in and custom), their arguments,
+and ``@path`` mentions.
 
-Names the daemon knows (agents, models, sessions) come from a :class:`Names` object that the
-shell fills when it connects; completing never waits on the daemon.
+Names the daemon knows (agents, models, sessions, custom commands) come from a
+:class:`Names` object that the shell fills when it connects; completing never waits on the
+daemon.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Names:
     models: list[str] = field(default_factory=list)
     #: (session id, a short description) pairs.
     sessions: list[tuple[str, str]] = field(default_factory=list)
+    #: Custom commands: (the name to type, its argument hint, its description).
+    commands: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class ShellCompleter(Completer):
@@ -46,6 +50,10 @@ class ShellCompleter(Completer):
                 for command in COMMANDS:
                     if command.name.startswith(name):
                         yield Completion(command.name, -len(name), display_meta=command.doc)
+                builtins = {c.name for c in COMMANDS}
+                for custom, hint, doc in self._names.commands:
+                    if custom.startswith(name) and custom not in builtins:
+                        yield Completion(custom, -len(name), display_meta=" ".join(p for p in (hint, doc) if p))
                 return
             commands = find(name)
             if len(commands) == 1 and " " not in arg:

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import sandbox_line, summary, tools_changed, untrusted, when
+from .._render import sandbox_line, session_tree, summary, tools_changed, tree_id, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, RunStats, SessionView, ToolCall
 
@@ -78,6 +78,8 @@ def brief_input(value: Any, width: int) -> str:
         for key in ("command", "path", "file_path", "pattern", "query", "url", "description", "prompt"):
             if isinstance(value.get(key), str):
                 return shorten(clean(value[key]), width)
+        if isinstance(value.get("todos"), list):
+            return f"{len(value['todos'])} items"
         text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, default=str)}" for k, v in value.items())
     else:
         text = json.dumps(value, ensure_ascii=False, default=str)
@@ -137,11 +139,17 @@ def trust_question(shown: dict[str, Any]) -> Lines:
     return out
 
 
-def user_message(text: str, origin: str) -> Lines:
-    """A task, a steer, or a note fed back by the check (folded)."""
+def user_message(text: str, origin: str, command: str = "") -> Lines:
+    """A task (with the custom ``command`` it was expanded from, if any: the command, then
+    the expansion folded), a steer, or a note fed back by the check or a hook (folded)."""
     lines = clean(text).strip("\n").split("\n")
     if origin == "check":
         return _folded([("class:dim", "◆ ")], lines, "class:dim", NOTE_LINES)
+    if origin == "hook":
+        return _folded([("class:dim", "◆ hook: ")], lines, "class:dim", NOTE_LINES)
+    if command:
+        typed = [[("class:user.marker", "› "), ("class:user", clean(command).split("\n")[0])]]
+        return typed + _folded([("", "  ")], lines, "class:dim", NOTE_LINES)
     marker = "› " if origin != "steer" else "» "
     out = [[("class:user.marker", marker), ("class:user", lines[0])]]
     out += [[("", "  "), ("class:user", line)] for line in lines[1:]]
@@ -254,6 +262,11 @@ def note(text: str, style: str = "class:dim") -> Lines:
     return [[(style, clean(line))] for line in text.split("\n")]
 
 
+def hook_failures(failures: Iterable[str]) -> Lines:
+    """Hooks that failed (they blocked nothing)."""
+    return [[("class:warn", clean(f"hook failed: {failure}"))] for failure in failures]
+
+
 def compacted(e: dict[str, Any], width: int) -> Lines:
     """History was compacted into a summary."""
     summary_text = shorten(clean(str(e.get("summary", ""))), max(10, width - 20))
@@ -320,8 +333,8 @@ def _diff_style(line: str) -> str:
 
 def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200, model: str = "",
             agent: str = "", mode: str = "") -> Fragments:
-    """The bottom line: session, what the run is doing, tokens, cost, attached clients, then
-    agent, mode and model. ``model``, ``agent`` and ``mode`` are this shell's choices for its
+    """The bottom line: session, what the run is doing, the model's checklist, tokens, cost,
+    attached clients, then agent, mode and model. ``model``, ``agent`` and ``mode`` are this shell's choices for its
     next run; empty ones show what the last run used. The model name is cut to fit."""
     figures = f"{view.input_tokens + view.output_tokens:,} tokens"
     if view.cost is not None:
@@ -332,8 +345,10 @@ def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200,
         ("class:toolbar.session", f" {view.session} "),
         ("class:toolbar", " "),
         status(view, now, connected),
-        ("class:toolbar", f" │ {figures} │ "),
     ]
+    if view.todos:
+        out.append(("class:toolbar", " │ " + checklist(view.todos, max(10, width // 4))))
+    out.append(("class:toolbar", f" │ {figures} │ "))
     head = f"{agent or view.agent or 'default'} · {mode or view.mode or 'agent'} · "
     room = width - len(plain(out)) - len(head) - 1
     name = model or view.model or "default model"
@@ -341,6 +356,17 @@ def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200,
         name = "…" + name[len(name) - max(0, room - 1):] if room > 1 else ""
     out.append(("class:toolbar", head + name + " "))
     return out
+
+
+def checklist(todos: list[dict[str, Any]], width: int) -> str:
+    """The model's checklist in a few words: ``2/5 ✓ · now: <the item in progress>`` (that
+    item in the words of its ``activeForm``, cut to ``width``)."""
+    done = sum(t.get("status") == "completed" for t in todos)
+    text = f"{done}/{len(todos)} ✓"
+    current = next((t for t in todos if t.get("status") == "in_progress"), None)
+    if current is not None:
+        text += " · now: " + shorten(clean(str(current.get("activeForm") or current.get("content", ""))), width)
+    return text
 
 
 def status(view: SessionView, now: float, connected: bool) -> tuple[str, str]:
@@ -436,26 +462,35 @@ def table(rows: list[tuple[str, str]]) -> Lines:
 
 
 def sessions_table(rows: list[dict[str, Any]], current: str) -> Lines:
-    """``/sessions``: id, status, events, clients, cwd; the current one marked."""
+    """``/sessions``: id, status, events, clients, cwd; the current one marked, forks
+    under their parents."""
     if not rows:
         return note("no sessions")
-    out: Lines = [[("class:dim", f"  {'ID':<13} {'CREATED':<19}  {'STATUS':<9} {'EVENTS':>6} {'CLIENTS':>7}  CWD")]]
-    for row in rows:
+    tree = [(tree_id(depth, row), row) for depth, row in session_tree(rows)]
+    width = max(13, *(len(name) for name, _ in tree))
+    out: Lines = [[("class:dim", f"  {'ID':<{width}} {'CREATED':<19}  {'STATUS':<9} {'EVENTS':>6} {'CLIENTS':>7}  CWD")]]
+    for name, row in tree:
         mark = "*" if row.get("id") == current else " "
         clients = row.get("clients")
-        out.append([("class:user.marker" if mark == "*" else "", f"{mark} {row.get('id', ''):<13} "),
+        out.append([("class:user.marker" if mark == "*" else "", f"{mark} {name:<{width}} "),
                     ("", f"{when(row['created']) if row.get('created') else '':<19}  {row.get('status', ''):<9} "
                          f"{row.get('events', 0):>6} {'' if clients is None else clients:>7}  {row.get('cwd', '')}")])
     return out
 
 
-def help_lines(commands: Iterable[tuple[str, str, str]]) -> Lines:
-    """``/help``: the slash commands and the keys."""
+def help_lines(commands: Iterable[tuple[str, str, str]], custom: Iterable[tuple[str, str, str]] = ()) -> Lines:
+    """``/help``: the slash commands (built in, then custom: name, arguments, what it does)
+    and the keys."""
     out: Lines = [[("class:bold", "Type a task and press Enter; while a run is in flight, what you type steers it.")]]
     rows = [(f"/{name}", f" {args}" if args else "", doc) for name, args, doc in commands]
-    width = max((len(name + args) for name, args, _ in rows), default=0)
+    more = [(f"/{name}", f" {args}" if args else "", doc) for name, args, doc in custom]
+    width = max((len(name + args) for name, args, _ in rows + more), default=0)
     for name, args, doc in rows:
         out.append([("class:key", f"  {name}"), ("", args.ljust(width - len(name))), ("class:dim", f"  {doc}")])
+    if more:
+        out.append([("class:bold", "Custom commands (.claude/commands; the daemon expands them):")])
+    for name, args, doc in more:
+        out.append([("class:key", f"  {clean(name)}"), ("", clean(args).ljust(width - len(name))), ("class:dim", f"  {clean(doc)}")])
     keys = [
         ("Esc Enter", "new line (a paste keeps its lines)"),
         ("Tab", "complete /commands, agent and model names, @paths"),

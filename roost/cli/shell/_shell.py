@@ -3,7 +3,8 @@
 Events arrive on the connection, are folded into the :class:`SessionView` (status, open
 requests, figures) and the :class:`Transcript` (lines to commit), and the screen is told.
 What is typed is a task (``dispatch``), or steering while a run is in flight (``steer``), a
-slash command, or the answer to an open approval or question.
+slash command (built in, or a custom one: ``/name args`` goes to ``dispatch`` as it is typed,
+and the daemon expands it), or the answer to an open approval or question.
 
 Staying connected: when the connection ends (the daemon stopped or restarted) the shell
 keeps trying to connect, and re-attaches from the last ``seq`` it saw, so the daemon
@@ -31,7 +32,7 @@ from . import _display as r
 from ._app import Screen
 from ._complete import Names, ShellCompleter
 from roost.protocol.asyncio_client import AsyncClient
-from ._slash import COMMANDS, SCOPES, find, parse
+from ._slash import COMMANDS, SCOPES, builtin, find, parse
 from ._transcript import Transcript
 from ._view import Request, SessionView
 
@@ -196,7 +197,7 @@ class Shell:
         return self.client
 
     async def _learn_names(self, client: AsyncClient) -> None:
-        """What completion offers: models, agents, sessions."""
+        """What completion offers: models, agents, sessions, custom commands."""
         providers = await client.call("providers.list", cwd=self._cwd(), env=dict(os.environ))
         models = [providers.get("default_model") or "", "scripted/demo"]
         for provider in providers.get("providers", []):
@@ -205,7 +206,17 @@ class Shell:
         if client.has("agents.list"):
             agents = (await client.call("agents.list", cwd=self._cwd())).get("agents", [])
             self.names.agents[:] = [a["name"] if isinstance(a, dict) else str(a) for a in agents]
+        await self._refresh_commands(client)
         await self._refresh_sessions(client)
+
+    async def _refresh_commands(self, client: AsyncClient) -> None:
+        if not client.has("commands.list"):
+            return
+        listed = await client.call("commands.list", cwd=self._cwd(), env=dict(os.environ))
+        self.names.commands[:] = [
+            (c.get("short") or c["name"], c.get("argument_hint") or "", c.get("description") or "")
+            for c in listed.get("commands", [])
+        ]
 
     async def _refresh_sessions(self, client: AsyncClient) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = (await client.call("sessions.list"))["sessions"]
@@ -335,6 +346,9 @@ class Shell:
             return
         command = parse(text)
         if command is not None:
+            if builtin(command[0], {name for name, _, _ in self.names.commands}) is None:
+                self._spawn(self._run_custom(text.strip()))
+                return
             self.screen.print(r.note(f"› {text.strip()}"))
             self._spawn(self._command(*command))
             return
@@ -346,7 +360,7 @@ class Shell:
                 answer = request.choices[int(answer) - 1]
             self._spawn(self._answer(request.call_id, answer))
             return
-        self._spawn(self._send(text[1:] if text.startswith("//") else text))
+        self._spawn(self._send(text))
 
     def abort_if_running(self) -> bool:
         """Ctrl-C: abort the run in flight, if there is one."""
@@ -375,11 +389,14 @@ class Shell:
     # -- requests to the daemon --------------------------------------------------------------
 
     async def _send(self, text: str) -> None:
+        """A task (dispatched as typed: the daemon expands ``/name`` and reads ``//`` as
+        ``/``), or steering for the run in flight (``//`` read as ``/`` here)."""
         client = await self._ready()
         session = self.view.session
+        literal = text[1:] if text.startswith("//") else text
         if self.view.run is not None:
             try:
-                await client.call("steer", session=session, text=text)
+                await client.call("steer", session=session, text=literal)
                 return
             except RpcError as exc:
                 if exc.code != ErrorCode.NOT_RUNNING:
@@ -387,18 +404,28 @@ class Shell:
         if await self._ask_trust(client, text):
             return
         params: dict[str, Any] = {"task": text, "session": session, "env": dict(os.environ)}
-        # Unless this shell chose otherwise, the session goes on as its last run went.
+        custom = text.startswith("/") and literal == text
+        # Unless this shell chose otherwise, the session goes on as its last run went (a
+        # custom command's own model comes before the last run's).
         for key in ("model", "mode", "agent"):
-            value = getattr(self.choices, key) or getattr(self.view, key)
+            value = getattr(self.choices, key) or (None if custom and key == "model" else getattr(self.view, key))
             if value:
                 params[key] = value
         try:
             await client.call("dispatch", params)
         except RpcError as exc:
             # Someone started a run on this session a moment ago: this is steering now.
-            if exc.code != ErrorCode.SESSION_BUSY:
+            if exc.code != ErrorCode.SESSION_BUSY or custom:
                 raise
-            await client.call("steer", session=session, text=text)
+            await client.call("steer", session=session, text=literal)
+
+    async def _run_custom(self, text: str) -> None:
+        """A custom command: a run of its own, so not while one is in flight."""
+        if self.view.run is not None:
+            self.screen.print(r.note(f"(a run is in flight; {text.split()[0]} starts a run of its own: "
+                                     "wait for this one, or abort it)", "class:error"))
+            return
+        await self._send(text)
 
     async def _abort(self) -> None:
         client = await self._ready()
@@ -446,7 +473,10 @@ class Shell:
         await getattr(self, "_cmd_" + matches[0].name)(arg)
 
     async def _cmd_help(self, arg: str) -> None:
-        self.screen.print(r.help_lines((c.name, c.args, c.doc) for c in COMMANDS))
+        # The folder's commands as they are now (files may have changed since connecting).
+        await self._refresh_commands(await self._ready())
+        builtins = [(c.name, c.args, c.doc) for c in COMMANDS]
+        self.screen.print(r.help_lines(builtins, self.names.commands))
 
     async def _cmd_agent(self, arg: str) -> None:
         if not arg:
@@ -493,6 +523,27 @@ class Shell:
         created = await client.call("sessions.create", cwd=os.getcwd())
         await self._switch(created["session"], os.getcwd())
 
+    async def _cmd_rewind(self, arg: str) -> None:
+        # A fork of this session at the end of the task before the last N: the session
+        # itself stays as it is (/switch goes back to it), and a run in flight goes on there.
+        if arg and not (arg.isdigit() and int(arg) > 0):
+            self.screen.print(r.note("/rewind takes how many tasks to go back: /rewind 2", "class:error"))
+            return
+        n = int(arg or 1)
+        tasks = self.view.task_seqs
+        if len(tasks) < n:
+            self.screen.print(r.note(f"(this session has {len(tasks)} tasks)", "class:error"))
+            return
+        client = await self._ready()
+        if not client.has("sessions.fork"):
+            self.screen.print(r.note("this daemon has no sessions.fork method yet (a newer roost will)"))
+            return
+        old = self.view.session
+        fork = await client.call("sessions.fork", session=old, at=tasks[-n] - 1)
+        await self._switch(fork["session"], self.view.cwd)
+        self.screen.print(r.note(f"(rewound {n} task{'s' if n > 1 else ''}: this is {fork['session']}, a fork of "
+                                 f"{old} at seq {fork['forked_at']}; /switch {old} goes back)"))
+
     async def _switch(self, session: str, cwd: str) -> None:
         client = await self._ready()
         if session == self.view.session:
@@ -507,6 +558,7 @@ class Shell:
         self._denying = None
         await client.call("detach", session=old)
         await client.call("attach", session=session, since=0)
+        await self._refresh_commands(client)
         await self._refresh_sessions(client)
 
     async def _cmd_abort(self, arg: str) -> None:

@@ -1,12 +1,16 @@
 """The slash commands: names, arguments, help, and how their arguments complete.
 
 Only the table and the parsing live here; what each command does is the shell's
-(``Shell._cmd_NAME``). A command may be typed as any unique prefix of its name.
+(``Shell._cmd_NAME``). A command may be typed as any unique prefix of its name. Any other
+``/name`` is a custom command (``.claude/commands``), which the daemon expands: a built-in
+of that exact name comes first, then a custom command of that name, then the built-ins
+that ``name`` begins.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection
 
 
 #: Scopes of an approval.
@@ -32,6 +36,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("sessions", "", "list the daemon's sessions"),
     Command("switch", "ID", "go to another session (id or unique prefix)", "session"),
     Command("new", "", "start a new session in this directory"),
+    Command("rewind", "[N]", "go on in a fork of this session from before its last N tasks (default 1)"),
     Command("abort", "", "abort the run in flight (the session stays)"),
     Command("approve", "[once|session]", "approve the open request", "scope"),
     Command("deny", "[REASON]", "deny the open request"),
@@ -57,3 +62,14 @@ def find(name: str) -> list[Command]:
     """The commands ``name`` may mean: the one of that name, else those it is a prefix of."""
     exact = [c for c in COMMANDS if c.name == name]
     return exact or [c for c in COMMANDS if c.name.startswith(name)]
+
+
+def builtin(name: str, custom: Collection[str]) -> list[Command] | None:
+    """The built-in commands ``/name`` may mean (more than one: it is ambiguous), or None
+    when it is a custom command: one of the ``custom`` names, a ``folder:name``, or any
+    name no built-in begins (the daemon says whether there is such a command)."""
+    if any(c.name == name for c in COMMANDS):
+        return find(name)
+    if name in custom or ":" in name:
+        return None
+    return find(name) or None

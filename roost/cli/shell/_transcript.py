@@ -175,7 +175,7 @@ class Transcript:
         return r.session_header(str(e.get("session")), str(e.get("cwd", "")), e.get("ts"))
 
     def _run_started(self, e: dict[str, Any], depth: int) -> Lines:
-        return r.run_started(e)
+        return r.run_started(e) + r.hook_failures(e.get("hook_failures") or ())
 
     def _project_untrusted(self, e: dict[str, Any], depth: int) -> Lines:
         return r.project_untrusted(e)
@@ -187,7 +187,7 @@ class Transcript:
         # Steering was shown when it was queued (steer.queued); this is it entering the history.
         if e.get("origin") == "steer":
             return []
-        return r.user_message(str(e.get("text", "")), str(e.get("origin", "task")))
+        return r.user_message(str(e.get("text", "")), str(e.get("origin", "task")), str(e.get("command") or ""))
 
     def _steer_queued(self, e: dict[str, Any], depth: int) -> Lines:
         return r.steer_queued(str(e.get("text", "")))
@@ -214,6 +214,9 @@ class Transcript:
 
     def _plan(self, e: dict[str, Any], depth: int) -> Lines:
         return r.plan(e)
+
+    def _stop_hooks_finished(self, e: dict[str, Any], depth: int) -> Lines:
+        return r.hook_failures(e.get("failures") or ())
 
     def _check_started(self, e: dict[str, Any], depth: int) -> Lines:
         return r.check_started(e)

@@ -3,8 +3,8 @@
 The daemon's state of a session is a fold over its events; so is the shell's view of it,
 built from the same maps, client side. It answers what the toolbar and the prompts need:
 is a run in flight and what is it doing (thinking, running a tool, waiting on a person),
-which tools are running since when, which approvals and questions are open, the tokens and
-cost so far, and the figures of a run's report. It never renders and does no IO.
+which tools are running since when, which approvals and questions are open, the model's
+checklist, the tokens and cost so far, and the figures of a run's report. It never renders and does no IO.
 
 Rules:
 - Events are applied in the order they arrive. A stored event whose ``seq`` is not above
@@ -13,8 +13,10 @@ Rules:
   ``permission.resolved`` / ``human.answered``, or until its run finishes.
 - Live events (no ``seq``) change what is shown now but never ``last_seq``.
 - Events of a sub-agent carry a ``path`` (the tool call ids that lead to it): its tools,
-  requests, tokens and cost count; its own run and step boundaries do not move the
-  session's.
+  requests, tokens and cost count; its own run and step boundaries, and its checklist, do
+  not move the session's.
+- The checklist is the one in the last successful ``todo`` result (``meta.todos``) of the
+  session's own agent; a run that starts clears it.
 """
 
 from __future__ import annotations
@@ -116,6 +118,11 @@ class SessionView:
         self.input_tokens = 0
         self.output_tokens = 0
         self.cost: float | None = None
+        #: The model's checklist: ``{"content", "status", "activeForm"?}`` maps, in order.
+        self.todos: list[dict[str, Any]] = []
+        #: The seq of each task's ``run.started``, oldest first (not compactions'): where
+        #: ``/rewind`` cuts.
+        self.task_seqs: list[int] = []
 
     def apply(self, event: dict[str, Any]) -> bool:
         """Fold one event in; False (and no change) when it is a repeat."""
@@ -164,6 +171,9 @@ class SessionView:
         self.model, self.agent, self.mode = self.run.model, self.run.agent, self.run.mode
         self.tools.clear()
         self.step_started = None
+        self.todos = []
+        if e.get("seq") is not None and self.run.mode != "compact":
+            self.task_seqs.append(int(e["seq"]))
 
     def _step_started(self, e: dict[str, Any]) -> None:
         self.step_started = float(e.get("ts", 0.0))
@@ -180,6 +190,9 @@ class SessionView:
 
     def _tool_finished(self, e: dict[str, Any]) -> None:
         self.tools.pop(str(e.get("call_id")), None)
+        todos = (e.get("meta") or {}).get("todos")
+        if e.get("name") == "todo" and isinstance(todos, list) and not e.get("is_error") and not _depth(e):
+            self.todos = [t for t in todos if isinstance(t, dict)]
         if self.run is not None:
             self.run.tool_calls[str(e.get("name", ""))] += 1
             self.run.tool_errors += bool(e.get("is_error"))

@@ -76,16 +76,20 @@ def tool_result(result: Any) -> ToolResult:
 
     Text blocks are joined; an image, audio or binary resource becomes a short note
     (``[image: image/png, 1234 bytes]``) and images go to ``meta["images"]`` as
-    ``{mime, data}`` (base64) maps; structured content goes to ``meta["structured"]`` and is
-    appended as JSON unless a text block already carries the same JSON (the spec asks
-    servers to send both). ``isError`` becomes ``is_error``.
+    ``{mime, data}`` (base64) maps. Structured content goes to ``meta["structured"]``, and
+    the model gets it in one form only: as JSON when no text carries it, else not at all
+    (see :func:`_carried`: the spec asks servers to send it as text too, and a file server
+    that sends a file's text and ``{"content": <the same text>}`` must not double the
+    result). ``isError`` becomes ``is_error``.
     """
     parts: list[str] = []
+    texts: list[str] = []
     images: list[dict[str, str]] = []
     for block in result.content:
         kind = getattr(block, "type", None)
         if kind == "text":
             parts.append(block.text)
+            texts.append(block.text)
         elif kind == "image":
             images.append({"mime": block.mime_type, "data": block.data})
             parts.append(f"[image: {block.mime_type}, {_decoded_size(block.data)} bytes]")
@@ -98,6 +102,7 @@ def tool_result(result: Any) -> ToolResult:
             inner = block.resource
             if getattr(inner, "text", None) is not None:
                 parts.append(inner.text)
+                texts.append(inner.text)
             else:
                 mime = inner.mime_type or "application/octet-stream"
                 parts.append(f"[resource: {inner.uri}, {mime}, {_decoded_size(inner.blob)} bytes]")
@@ -109,7 +114,7 @@ def tool_result(result: Any) -> ToolResult:
     structured = result.structured_content
     if structured is not None:
         meta["structured"] = structured
-        if not any(_same_json(part, structured) for part in parts):
+        if not _carried(texts, structured):
             parts.append(json.dumps(structured, ensure_ascii=False))
     return ToolResult("\n".join(parts), is_error=bool(result.is_error), meta=meta)
 
@@ -118,6 +123,61 @@ def _decoded_size(data: str) -> int:
     """Bytes that a base64 string decodes to (without decoding it)."""
     data = data.strip()
     return len(data) * 3 // 4 - data[-2:].count("=")
+
+
+#: How much searching :func:`_carried` may do (values to find times characters to search)
+#: before it sends the JSON rather than look further.
+_SEARCH_BUDGET = 50_000_000
+
+
+def _carried(texts: list[str], value: Any) -> bool:
+    """Whether the text blocks already say what the structured content ``value`` says: one
+    of them (or all together) is its JSON, however spaced; or each of its strings and numbers
+    stands in the text whole (spaces aside), as in ``{"content": <the text>}``. Booleans
+    and nulls are not looked for: alone they say too little to find."""
+    if not texts:
+        return False
+    joined = "\n".join(texts)
+    if any(_same_json(text, value) for text in (*texts, joined)):
+        return True
+    leaves = [" ".join(leaf.split()) for leaf in _leaves(value)]
+    leaves = [leaf for leaf in leaves if leaf]
+    haystack = " ".join(joined.split())
+    if not leaves or len(leaves) * len(haystack) > _SEARCH_BUDGET:
+        return False
+    return all(_stands_in(leaf, haystack) for leaf in leaves)
+
+
+def _leaves(value: Any) -> list[str]:
+    """The strings and numbers in a JSON value, numbers written as JSON writes them."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, bool) or value is None:
+        return []
+    if isinstance(value, (int, float)):
+        return [json.dumps(value)]
+    if isinstance(value, dict):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return []
+
+
+def _stands_in(leaf: str, text: str) -> bool:
+    """``leaf`` in ``text``, not as a piece of a longer word (``a`` is not in ``cat``)."""
+    start = text.find(leaf)
+    while start != -1:
+        end = start + len(leaf)
+        clear_before = start == 0 or not (_wordy(leaf[0]) and _wordy(text[start - 1]))
+        clear_after = end == len(text) or not (_wordy(leaf[-1]) and _wordy(text[end]))
+        if clear_before and clear_after:
+            return True
+        start = text.find(leaf, start + 1)
+    return False
+
+
+def _wordy(char: str) -> bool:
+    return char.isalnum() or char == "_"
 
 
 def _same_json(text: str, value: Any) -> bool:

@@ -1,6 +1,7 @@
 """Model ids to providers: ``provider/model`` resolved against the configuration.
 
-Resolution: a whole-id alias (``[models]``) first, then the provider's own model aliases.
+Resolution: a whole-id alias (``[models]``, or a Claude tier: ``Config.alias``) first, then
+the provider's own model aliases.
 Providers are built on first use and shared by every session; one instance per distinct
 setting (name, kind, URL, key, headers, timeout, retries), so an edited config gets a fresh
 client while the old one serves the runs that began with it. The Anthropic SDK costs most
@@ -44,7 +45,7 @@ class ProviderRegistry:
             ProviderUnavailable: malformed id, unknown provider, or a provider that cannot
                 be used as configured (for one that needs a key: the key is not set).
         """
-        model_id = config.aliases.get(model_id, model_id)
+        model_id = config.alias(model_id)
         name, sep, model = model_id.partition("/")
         if not sep or not name or not model:
             raise ProviderUnavailable(

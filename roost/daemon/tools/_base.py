@@ -49,6 +49,9 @@ class ToolContext:
     #: The worker threads a tool's blocking work runs on (see :meth:`in_thread`); the
     #: registry sets its own, shared by its tools and nothing else (None: trio's default).
     threads: trio.CapacityLimiter | None = None
+    #: web_fetch may reach loopback, link-local and private addresses (the user's
+    #: ``[tools.web_fetch] allow_private``); otherwise only public ones.
+    private_network: bool = False
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""

@@ -22,11 +22,13 @@ from ._grep import GREP
 from ._read import READ
 from ._remember import REMEMBER
 from ._skill import SKILL
+from ._todo import TODO
+from ._web_fetch import WEB_FETCH_TOOL
 from ._write import WRITE
 
 log = logging.getLogger(__name__)
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN, SKILL, REMEMBER)
+BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN, SKILL, REMEMBER, TODO, WEB_FETCH_TOOL)
 
 #: Worker threads the tools of one registry (one daemon) use at most, all calls together.
 TOOL_THREADS = 16

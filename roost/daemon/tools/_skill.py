@@ -1,15 +1,16 @@
 """The ``skill`` tool: the body of a skill (a folder with a SKILL.md) the prompt lists.
 
-Skills come from the user config dir (``skills/``) and the project (``.claude/skills/``,
-``.roost/skills/``); the system prompt carries only their names and descriptions, and the
-model reads one when it needs it.
+Skills come from the user's folders (``~/.claude/skills/``, ``skills/`` in the config dir)
+and the project (``.claude/skills/``, ``.roost/skills/``); the system prompt of a run with
+this tool carries only their names and descriptions, and the model reads one when it needs
+it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .._project import find_skills, project_root, read_skill, user_config_file
+from .._project import find_skills, project_root, read_skill
 from ._base import Tool, ToolContext, ToolResult, truncate
 
 _SCHEMA = {
@@ -26,9 +27,8 @@ async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if found is None:
         known = ", ".join(sorted(skills)) or "none"
         return ToolResult(f"no skill {input['name']!r}; skills here: {known}", is_error=True)
-    path = found[1]
-    ours = path.is_relative_to(user_config_file().parent)
-    within = None if ours or ctx.trusted_folder else project_root(ctx.cwd)
+    path = found.path
+    within = None if found.own or ctx.trusted_folder else project_root(ctx.cwd)
     try:
         text = await ctx.in_thread(read_skill, path, within)
     except OSError as exc:

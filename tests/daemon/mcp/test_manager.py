@@ -199,6 +199,7 @@ async def test_images_and_structured_content(manager: McpManager) -> None:
     assert "[image: image/png, " in image.text and " bytes]" in image.text
     weather = await manager.call("everything__get-structured-content", {"location": "New York"}, servers=servers)
     assert set(weather.meta["structured"]) == {"temperature", "conditions", "humidity"}
+    assert weather.text.count("humidity") == 1  # sent as text and as structured content: once
 
 
 async def test_a_killed_server_comes_back_and_its_tools_work_again(manager: McpManager) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 
 import mcp_types as types
 
@@ -65,5 +66,44 @@ def test_structured_content_and_errors() -> None:
         structured_content=structured,
     ))
     assert both.text.count("temperature") == 1
+    # the same JSON in two text blocks, or beside an image: still once
+    split = tool_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text='{"temperature": 21,'),
+                 types.TextContent(type="text", text='"unit": "C"}')],
+        structured_content=structured,
+    ))
+    assert split.text.count("temperature") == 1
+    png = base64.b64encode(b"\x89PNG").decode()
+    pictured = tool_result(types.CallToolResult(
+        content=[types.ImageContent(type="image", data=png, mime_type="image/png")], structured_content=structured,
+    ))
+    assert pictured.text == '[image: image/png, 4 bytes]\n{"temperature": 21, "unit": "C"}'
     failed = tool_result(types.CallToolResult(content=[types.TextContent(type="text", text="no")], is_error=True))
     assert (failed.text, failed.is_error) == ("no", True)
+
+
+def test_structured_content_that_the_text_already_says_is_sent_once() -> None:
+    # A file server's read: the file as text, and {"content": <the same text>} (a 7.7 KB file
+    # used to come back as a 15.7 KB result).
+    file = "".join(f"line {i}:\t{'x' * 70}\n" for i in range(100))
+    read = tool_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text=file)], structured_content={"content": file}
+    ))
+    assert read.text == file and read.meta == {"structured": {"content": file}}
+    # spaced otherwise, with numbers and flags beside it
+    listing = {"files": ["a.txt", "notes  and\nmore.md"], "count": 2, "truncated": False}
+    shown = tool_result(types.CallToolResult(
+        content=[types.TextContent(type="text", text="2 files:\n- a.txt\n- notes and more.md")],
+        structured_content=listing,
+    ))
+    assert shown.text == "2 files:\n- a.txt\n- notes and more.md"
+    # the text says less than the structured content: both go, the JSON once
+    for text, value in (
+        ("Found 3 items", {"items": ["alpha", "beta", "gamma"]}),
+        ("created", {"id": "a"}),  # "a" is no word of "created"
+        ("done", {"ok": True}),  # flags alone are not looked for
+    ):
+        result = tool_result(types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=value
+        ))
+        assert result.text == text + "\n" + json.dumps(value), result.text

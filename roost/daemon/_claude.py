@@ -1,0 +1,140 @@
+"""Claude Code's names for what roost has: tools, their input fields, models, modes.
+
+A hook script or a command written for Claude Code names things as Claude Code does
+(``Bash``, ``tool_input.file_path``, ``mcp__server__tool``, ``model: haiku``). This module
+translates, both ways, so that such files work unchanged; it holds the tables and nothing
+else (pure functions, no IO).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from typing import Any, Callable, Mapping
+
+#: roost's tools by Claude Code's names for them; a hook is told the first.
+TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
+    "bash": ("Bash",),
+    "read": ("Read",),
+    "write": ("Write",),
+    "edit": ("Edit", "MultiEdit"),
+    "glob": ("Glob", "LS"),
+    "grep": ("Grep",),
+    "web_fetch": ("WebFetch",),
+    "todo": ("TodoWrite",),
+    "task": ("Task", "Agent"),
+    "ask_human": ("AskUserQuestion",),
+    "skill": ("Skill",),
+}
+
+#: roost's tools by each of Claude Code's names for them (``MultiEdit`` -> ``edit``).
+_ROOST_NAMES: Mapping[str, str] = {claude: tool for tool, names in TOOL_NAMES.items() for claude in names}
+
+#: Input fields Claude Code names differently, by roost tool: roost's name -> Claude Code's.
+_FIELDS: Mapping[str, Mapping[str, str]] = {
+    "read": {"path": "file_path"},
+    "write": {"path": "file_path"},
+    "edit": {"path": "file_path", "old": "old_string", "new": "new_string"},
+    "grep": {"ignore_case": "-i", "context": "-C", "max_results": "head_limit"},
+}
+
+#: roost's run modes as Claude Code's ``permission_mode``.
+_MODES: Mapping[str, str] = {"plan": "plan", "agent": "default", "full": "bypassPermissions", "exec": "bypassPermissions"}
+
+#: A matcher of only these characters names tools exactly (``Bash``, ``Edit|Write``);
+#: any other character makes it a regular expression (``mcp__memory__.*``, ``^Notebook``).
+_EXACT = re.compile(r"[\w\s,|-]*")
+
+
+def tool_name(tool: str) -> str:
+    """What Claude Code calls roost's tool ``tool`` (``bash`` -> ``Bash``; an MCP tool
+    ``server__tool`` -> ``mcp__server__tool``; others as they are)."""
+    return tool_names(tool)[0]
+
+
+def tool_names(tool: str) -> tuple[str, ...]:
+    """Every name Claude Code has for roost's tool ``tool`` (a matcher may name any)."""
+    if tool in TOOL_NAMES:
+        return TOOL_NAMES[tool]
+    return ("mcp__" + tool,) if "__" in tool else (tool,)
+
+
+def tool_matcher(pattern: str) -> Callable[[str], bool]:
+    """A hook matcher as Claude Code reads it, as a test of roost's tool names.
+
+    ``""`` and ``"*"`` match every tool; letters, digits, ``_``, ``-`` with ``|`` or ``,``
+    between them name tools exactly; anything else is a regular expression searched in the
+    name.
+
+    Raises:
+        ValueError: ``pattern`` is not a regular expression.
+    """
+    return _matcher(pattern.strip())
+
+
+@functools.lru_cache(maxsize=256)
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    if pattern in ("", "*"):
+        return lambda tool: True
+    if _EXACT.fullmatch(pattern):
+        names = {name.strip() for name in re.split(r"[|,]", pattern) if name.strip()}
+        return lambda tool: any(name in names for name in tool_names(tool))
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"the matcher {pattern!r} is not a regular expression: {exc}") from None
+    return lambda tool: any(regex.search(name) for name in tool_names(tool))
+
+
+def claude_input(tool: str, input: Mapping[str, Any], cwd: str) -> dict[str, Any]:
+    """A call's input as Claude Code's tool would have it: fields renamed (``path`` ->
+    ``file_path``), file paths absolute, bash's timeout in milliseconds."""
+    fields = _FIELDS.get(tool, {})
+    out = {fields.get(key, key): value for key, value in input.items()}
+    if isinstance(out.get("file_path"), str):
+        out["file_path"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(out["file_path"])))
+    if tool == "bash" and isinstance(out.get("timeout"), (int, float)):
+        out["timeout"] = int(out["timeout"] * 1000)
+    return out
+
+
+def roost_input(tool: str, input: Mapping[str, Any]) -> dict[str, Any]:
+    """The reverse of :func:`claude_input`: a Claude Code tool input (a hook's
+    ``updatedInput``) as roost's tool takes it."""
+    fields = {theirs: ours for ours, theirs in _FIELDS.get(tool, {}).items()}
+    out = {fields.get(key, key): value for key, value in input.items()}
+    if tool == "bash" and isinstance(out.get("timeout"), (int, float)):
+        out["timeout"] = out["timeout"] / 1000
+    return out
+
+
+def tool_response(tool: str, input: Mapping[str, Any], text: str, is_error: bool, cwd: str) -> dict[str, Any]:
+    """A result as a PostToolUse hook's ``tool_response``: roost has one text per result,
+    so every tool gives ``output`` and ``success``, bash adds ``stdout``, file tools
+    ``filePath`` (the keys of Claude Code's own responses that scripts use most)."""
+    out: dict[str, Any] = {"output": text, "success": not is_error, "is_error": is_error}
+    if tool == "bash":
+        out.update(stdout=text, stderr="", interrupted=False)
+    path = claude_input(tool, input, cwd).get("file_path")
+    if isinstance(path, str):
+        out["filePath"] = path
+    return out
+
+
+def roost_tool(name: str) -> str:
+    """roost's name for the tool a Claude Code file names ``name`` (``Read`` -> ``read``);
+    a name roost has no tool for, as it is."""
+    return _ROOST_NAMES.get(name, name)
+
+
+def model_id(name: str) -> str:
+    """A model as a Claude Code file names it (``claude-sonnet-4-6``), as roost's
+    ``provider/model``. A tier (``haiku``) and an id with a ``/`` are taken as they are:
+    the config resolves tiers (``Config.alias``), so that ``[models]`` can map them."""
+    return f"anthropic/{name}" if "/" not in name and name.startswith("claude-") else name
+
+
+def permission_mode(mode: str) -> str:
+    """A run mode as Claude Code's ``permission_mode``."""
+    return _MODES.get(mode, "default")

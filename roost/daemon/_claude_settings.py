@@ -1,0 +1,144 @@
+"""Claude Code's settings files, for their hooks.
+
+    {"hooks": {
+      "PreToolUse": [{"matcher": "Bash|Edit",
+                      "hooks": [{"type": "command", "command": "...", "timeout": 60}]}],
+      "PostToolUse": [...], "UserPromptSubmit": [...], "Stop": [...]}}
+
+Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
+project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
+``hooks`` is read, and of it the events roost runs (PreToolUse, PostToolUse,
+UserPromptSubmit, Stop) and hooks of ``type: command``; the rest of a file is left alone.
+A matcher is Claude Code's (see ``_claude.tool_matcher``; the prompt and stop events have
+none); ``timeout`` is in seconds, 60 unless said.
+
+The user's hooks are the user speaking. A project's are widening (see ``_trust``): each
+is reported as a :class:`Widening` (kind ``hook``, as ``[[hooks.*]]`` of a project's
+config.toml are) and runs only while its file is trusted with its content as it is now.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._claude import tool_matcher
+from ._config import ConfigError, Hook
+from ._files import read_bounded
+from ._project import project_root
+from ._trust import NO_TRUST, Trust, Widening, digest
+
+#: The Claude Code events roost runs hooks for, and roost's kind of each.
+EVENTS: Mapping[str, str] = {
+    "PreToolUse": "pre_tool",
+    "PostToolUse": "post_tool",
+    "UserPromptSubmit": "prompt",
+    "Stop": "stop",
+}
+#: Seconds a Claude Code hook may run unless its entry says.
+DEFAULT_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaudeSettings:
+    """The hooks of a folder's Claude Code settings, as one trust snapshot allows them."""
+
+    #: The hooks that run: the user's, then the trusted project files'.
+    hooks: tuple[Hook, ...] = ()
+    #: Every hook of the project's files, trusted (applied) or not.
+    widening: tuple[Widening, ...] = ()
+
+
+def claude_user_dir(environ: Mapping[str, str]) -> Path:
+    """The user's Claude Code folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    return Path(environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude"))
+
+
+def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> ClaudeSettings:
+    """The hooks for a session in ``cwd``. Reads files: call it in a worker thread.
+
+    Raises:
+        ConfigError: a settings file cannot be read, is not JSON, or has hooks of the wrong
+            shape (trusted or not: a broken file is reported, never half-read).
+    """
+    user = claude_user_dir(environ) / "settings.json"
+    hooks = list(_hooks(user, _read(user, None)) if os.path.lexists(user) else ())
+    widening: list[Widening] = []
+    root = project_root(cwd) or Path(cwd)
+    for name in ("settings.json", "settings.local.json"):
+        path = root / ".claude" / name
+        # A project at the home folder: its .claude is the user's own (read above).
+        if not os.path.lexists(path) or _same(path, user):
+            continue
+        data = _read(path, None if trust.has_folder(root) else root)
+        found = _hooks(path, data)
+        trusted = trust.covers(path, data)
+        widening += [
+            Widening("hook", f"{hook.event} {hook.match or '*'}", hook.command, str(path), digest(data), trusted)
+            for hook in found
+        ]
+        if trusted:
+            hooks += found
+    return ClaudeSettings(tuple(hooks), tuple(widening))
+
+
+def _read(path: Path, within: Path | None) -> bytes:
+    try:
+        return read_bounded(path, within=within)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _hooks(path: Path, data: bytes) -> list[Hook]:
+    """The hooks roost runs of one settings file, in the file's order."""
+    try:
+        settings = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path}: settings must be a JSON object")
+    events = settings.get("hooks", {})
+    if not isinstance(events, dict):
+        raise ConfigError(f"{path}: hooks must be an object of events")
+    hooks = []
+    for event, groups in events.items():
+        if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+            raise ConfigError(f"{path}: hooks.{event} must be a list of {{matcher, hooks}} objects")
+        if event not in EVENTS:
+            continue  # an event roost does not have (Notification, SessionStart, ...)
+        for i, group in enumerate(groups):
+            hooks += _group(event, group, f"{path}: hooks.{event}[{i}]", str(path))
+    return hooks
+
+
+def _group(event: str, group: Mapping[str, Any], where: str, source: str) -> list[Hook]:
+    kind = EVENTS[event]
+    # UserPromptSubmit and Stop have no matcher: every hook of theirs runs.
+    matcher = group.get("matcher", "") if kind in ("pre_tool", "post_tool") else ""
+    if not isinstance(matcher, str):
+        raise ConfigError(f"{where}: matcher must be a string")
+    try:
+        tool_matcher(matcher)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    entries: Any = group.get("hooks", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise ConfigError(f"{where}: hooks must be a list of {{type, command}} objects")
+    hooks = []
+    for j, entry in enumerate(entries):
+        if entry.get("type", "command") != "command":
+            continue  # prompt and other hook types are Claude Code's own
+        command, timeout = entry.get("command"), entry.get("timeout", DEFAULT_TIMEOUT)
+        if not isinstance(command, str) or not command.strip():
+            raise ConfigError(f"{where}.hooks[{j}]: command must be a shell command")
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
+            raise ConfigError(f"{where}.hooks[{j}]: timeout must be a number of seconds > 0")
+        hooks.append(Hook(kind, matcher, command, float(timeout), source, event))
+    return hooks
+
+
+def _same(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)

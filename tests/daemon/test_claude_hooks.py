@@ -1,0 +1,278 @@
+"""Claude Code hooks from settings.json through a real daemon: scripts written for Claude Code
+(its payload, matchers, exit code 2 and JSON decisions) work unchanged, under the trust rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.protocol import ErrorCode, RpcError
+from roost.protocol.trio_client import TrioClient
+
+from .conftest import bash, events_until, finished, text, trust, write_script
+
+#: A hook as Claude Code's docs write them: it reads the call from stdin, logs what it got,
+#: and refuses `rm` with exit code 2 and the reason on stderr.
+GUARD = """\
+import json, os, sys
+payload = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "seen.jsonl"), "a") as log:
+    log.write(json.dumps({**payload, "env_project": os.environ["CLAUDE_PROJECT_DIR"]}) + "\\n")
+if payload.get("tool_name") == "Bash" and payload["tool_input"]["command"].startswith("rm "):
+    print("rm is not allowed here; move files to trash/ instead", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def of_type(events: list[dict[str, Any]], type: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("type") == type]
+
+
+def settings(folder: Path, hooks: dict[str, Any], name: str = "settings.json") -> Path:
+    """A Claude Code settings file with these hooks (events -> matcher groups)."""
+    path = folder / ".claude" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"permissions": {"allow": ["Bash(ls:*)"]}, "hooks": hooks}, indent=2))
+    return path
+
+
+def script(project: Path, name: str, body: str) -> str:
+    """A hook script in the project's .claude/hooks, as a command that finds it."""
+    path = project / ".claude" / "hooks" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    return f'python3 "$CLAUDE_PROJECT_DIR/.claude/hooks/{name}"'
+
+
+def group(command: str, matcher: str | None = None, **extra: Any) -> dict[str, Any]:
+    entry = {"type": "command", "command": command, **extra}
+    return {**({"matcher": matcher} if matcher is not None else {}), "hooks": [entry]}
+
+
+def seen(project: Path) -> list[dict[str, Any]]:
+    path = project / "seen.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def run(client: TrioClient, project: Path, *responses: list[dict[str, Any]], **params: Any) -> list[dict[str, Any]]:
+    model = write_script(project, *responses, name=f"s{len(list(project.glob('s*.json')))}.json")
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, **params)
+    return await events_until(client, finished(started["run"]), timeout=30)
+
+
+async def test_a_claude_code_hook_script_blocks_rm_and_the_model_sees_why(client: TrioClient, project: Path) -> None:
+    settings(project, {"PreToolUse": [group(script(project, "guard.py", GUARD), "Bash")]})
+    await trust(client, project)
+    events = await run(client, project, [bash("rm a.txt")], [bash("echo kept")], [text("done")], yes=True)
+    refused, ran = of_type(events, "tool.finished")
+    assert refused["is_error"] and (project / "a.txt").exists()
+    assert refused["result"] == "blocked by a hook: rm is not allowed here; move files to trash/ instead"
+    assert ran["result"] == "kept\n" and not ran["is_error"]
+    first, second = seen(project)
+    session = events[0]["session"]
+    assert first == {
+        "session_id": session,
+        "transcript_path": "",
+        "cwd": str(project),
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": "rm a.txt"},
+        "tool_use_id": refused["call_id"],
+        "env_project": str(project),
+    }
+    assert second["tool_input"] == {"command": "echo kept"}
+
+
+async def test_json_decisions_deny_ask_and_allow(client: TrioClient, project: Path) -> None:
+    decide = """\
+import json, sys
+call = json.load(sys.stdin)
+path = call["tool_input"].get("file_path", "")
+if path.endswith(".env"):
+    decision, reason = "deny", "never touch .env"
+elif path.endswith("b.txt"):
+    decision, reason = "ask", "b.txt is shared"
+else:
+    decision, reason = "allow", "fine"
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                  "permissionDecision": decision, "permissionDecisionReason": reason}}))
+"""
+    old = "import json, sys\nprint(json.dumps({'decision': 'block', 'reason': 'no edits of c.py'}))\n"
+    settings(project, {"PreToolUse": [
+        group(script(project, "decide.py", decide), "Write|Edit"),
+        group(script(project, "old.py", old), "MultiEdit"),
+    ]})
+    await trust(client, project)
+    events = await run(
+        client, project,
+        [{"type": "tool_use", "name": "write", "input": {"path": ".env", "content": "X=1"}}],
+        [{"type": "tool_use", "name": "write", "input": {"path": "b.txt", "content": "b"}}],
+        [{"type": "tool_use", "name": "write", "input": {"path": "new.txt", "content": "n"}}],
+        [{"type": "tool_use", "name": "edit", "input": {"path": "c.py", "old": "c.py", "new": "d"}}],
+        [text("done")],
+        yes=True,
+    )
+    env, shared, new, edit = of_type(events, "tool.finished")
+    assert env["is_error"] and env["result"] == "blocked by a hook: never touch .env"
+    assert not (project / ".env").exists()
+    # roost asks before hooks run, so a hook's "ask" can only refuse.
+    assert shared["is_error"] and "asks for a person's approval" in shared["result"]
+    assert "b.txt is shared" in shared["result"] and (project / "b.txt").read_text() == "b.txt\n"
+    assert not new["is_error"] and (project / "new.txt").read_text() == "n"
+    assert edit["result"] == "blocked by a hook: no edits of c.py"
+
+
+async def test_an_allowing_hook_never_skips_a_person(client: TrioClient, project: Path) -> None:
+    allow = 'echo \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}\''
+    settings(project, {"PreToolUse": [group(allow, "*")]})
+    await trust(client, project)
+    model = write_script(project, [bash("touch made")], [text("done")])
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, lambda e: e.get("type") == "permission.requested")
+    await client.call("permission.respond", session=started["session"], call_id=events[-1]["call_id"], decision="deny")
+    events = await events_until(client, finished(started["run"]))
+    assert not (project / "made").exists() and of_type(events, "tool.finished")[0]["meta"]["denied"]
+
+
+async def test_post_tool_use_sees_the_response_and_feeds_the_model(client: TrioClient, project: Path) -> None:
+    post = """\
+import json, sys
+call = json.load(sys.stdin)
+response = call["tool_response"]
+with open("post.json", "w") as out:
+    json.dump(call, out)
+if "TODO" in response["stdout"]:
+    print(json.dumps({"decision": "block", "reason": "a TODO is left in the output"}))
+"""
+    settings(project, {"PostToolUse": [group(script(project, "post.py", post), "Bash")]})
+    await trust(client, project)
+    events = await run(client, project, [bash("echo TODO: fix")], [text("done")], yes=True)
+    [result] = of_type(events, "tool.finished")
+    assert result["result"] == "TODO: fix\n\n[PostToolUse hook] a TODO is left in the output"
+    call = json.loads((project / "post.json").read_text())
+    assert call["hook_event_name"] == "PostToolUse" and call["tool_name"] == "Bash"
+    assert call["tool_response"]["stdout"] == "TODO: fix\n" and call["tool_response"]["success"] is True
+    # The model saw the hook's words with the result.
+    sent = of_type(events, "message.assistant")
+    assert len(sent) == 2
+
+
+async def test_a_hook_that_says_continue_false_stops_the_run(client: TrioClient, project: Path) -> None:
+    stop = "echo '{\"continue\": false, \"stopReason\": \"the build is broken\"}'"
+    settings(project, {"PostToolUse": [group(stop)]})
+    await trust(client, project)
+    events = await run(client, project, [bash("echo hi")], [text("never")], yes=True)
+    assert events[-1]["reason"] == "aborted" and "the build is broken" in events[-1]["error"]
+    assert len(of_type(events, "message.assistant")) == 1
+
+
+async def test_user_prompt_submit_adds_context_and_refuses_prompts(client: TrioClient, project: Path) -> None:
+    prompt = """\
+import json, sys
+prompt = json.load(sys.stdin)["prompt"]
+if "password" in prompt:
+    print("prompts with passwords are refused", file=sys.stderr)
+    sys.exit(2)
+print("The current branch is main.")
+"""
+    settings(project, {"UserPromptSubmit": [group(script(project, "prompt.py", prompt))]})
+    await trust(client, project)
+    model = write_script(project, [text("ok")])
+    started = await client.call("dispatch", task="fix the bug", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(started["run"]))
+    messages = [(e["origin"], e["text"]) for e in of_type(events, "message.user")]
+    assert messages == [("task", "fix the bug"), ("hook", "The current branch is main.")]
+    with pytest.raises(RpcError) as info:
+        await client.call("dispatch", task="my password is hunter2", model=model, session=started["session"])
+    assert info.value.code == ErrorCode.PROMPT_BLOCKED
+    assert "prompts with passwords are refused" in info.value.message
+    stored = (await client.call("events", session=started["session"]))["events"]
+    assert "hunter2" not in json.dumps(stored)
+
+
+async def test_user_prompt_submit_judges_steering_too(client: TrioClient, project: Path) -> None:
+    refuse = 'python3 -c "import json,sys; p=json.load(sys.stdin)[\'prompt\']; sys.exit(2 if \'push\' in p else 0)"'
+    settings(project, {"UserPromptSubmit": [group(refuse)]})
+    await trust(client, project)
+    model = write_script(project, [bash("sleep 0.5")], [text("done")])
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    await events_until(client, lambda e: e.get("type") == "permission.requested")
+    with pytest.raises(RpcError) as info:
+        await client.call("steer", session=started["session"], text="and push it")
+    assert info.value.code == ErrorCode.PROMPT_BLOCKED
+    await client.call("steer", session=started["session"], text="and test it")
+    await client.call("abort", session=started["session"])
+    events = await events_until(client, finished(started["run"]))
+    assert [e["text"] for e in of_type(events, "steer.queued")] == ["and test it"]
+
+
+async def test_a_stop_hook_makes_the_run_go_on_once(client: TrioClient, project: Path) -> None:
+    stop = """\
+import json, sys
+payload = json.load(sys.stdin)
+with open("stops.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+if not payload["stop_hook_active"]:
+    print(json.dumps({"decision": "block", "reason": "run the tests before you stop"}))
+"""
+    settings(project, {"Stop": [group(script(project, "stop.py", stop))]})
+    await trust(client, project)
+    events = await run(client, project, [text("done")], [text("tests pass; done")])
+    assert of_type(events, "run.started")[0]["stop_hooks"] is True
+    blocked, ended = of_type(events, "stop_hooks.finished")
+    assert blocked["reason"] == "run the tests before you stop" and "reason" not in ended
+    [hook] = [e for e in of_type(events, "message.user") if e["origin"] == "hook"]
+    assert hook["text"] == "run the tests before you stop"
+    assert events[-1]["reason"] == "done" and events[-1]["turns"] == 2
+    assert events[-1]["text"] == "tests pass; done"
+    payloads = [json.loads(line) for line in (project / "stops.jsonl").read_text().splitlines()]
+    assert [(p["hook_event_name"], p["stop_hook_active"]) for p in payloads] == [("Stop", False), ("Stop", True)]
+    assert payloads[0]["last_assistant_message"] == "done"
+
+
+async def test_untrusted_project_hooks_do_not_run_until_trusted(client: TrioClient, project: Path) -> None:
+    local = settings(project, {"PreToolUse": [group("touch local-hook-ran", "Bash")]}, name="settings.local.json")
+    shared = settings(project, {"Stop": [group("touch stop-hook-ran")],
+                                "Notification": [group("touch never")]})
+    events = await run(client, project, [bash("echo hi")], [text("done")], yes=True)
+    [notice] = of_type(events, "project.untrusted")
+    ignored = {(i["kind"], i["name"], i["detail"], i["source"]) for i in notice["ignored"]}
+    assert ignored == {
+        ("hook", "PreToolUse Bash", "touch local-hook-ran", str(local)),
+        ("hook", "Stop *", "touch stop-hook-ran", str(shared)),
+    }
+    assert not (project / "local-hook-ran").exists() and not (project / "stop-hook-ran").exists()
+    assert "stop_hooks" not in of_type(events, "run.started")[0]
+    shown = await client.call("trust.show", cwd=str(project))
+    assert set(shown["files"]) == {str(local), str(shared)}
+    await trust(client, project)
+    events = await run(client, project, [bash("echo hi")], [text("done")], yes=True)
+    assert not of_type(events, "project.untrusted")
+    assert (project / "local-hook-ran").exists() and (project / "stop-hook-ran").exists()
+    assert not (project / "never").exists()
+    # A pull that changes a file makes its hooks wait for the user again.
+    local.write_text(local.read_text().replace("local-hook-ran", "pulled"))
+    events = await run(client, project, [bash("echo hi")], [text("done")], yes=True)
+    assert of_type(events, "project.untrusted") and not (project / "pulled").exists()
+
+
+async def test_the_users_own_claude_settings_need_no_trust(client: TrioClient, project: Path) -> None:
+    home = Path.home()
+    settings(home, {"PreToolUse": [group("touch \"$CLAUDE_PROJECT_DIR/user-hook-ran\"", "Bash")]})
+    events = await run(client, project, [bash("echo hi")], [text("done")], yes=True)
+    assert not of_type(events, "project.untrusted")
+    assert (project / "user-hook-ran").exists()
+
+
+async def test_a_broken_settings_file_is_refused_with_its_name(client: TrioClient, project: Path) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text('{"hooks": {"PreToolUse": [{"matcher": "(", "hooks": []}]}}')
+    model = write_script(project, [text("done")])
+    with pytest.raises(RpcError) as info:
+        await client.call("dispatch", task="t", model=model, cwd=str(project))
+    assert info.value.code == ErrorCode.CONFIG_INVALID
+    assert "settings.json: hooks.PreToolUse[0]" in info.value.message and "regular expression" in info.value.message

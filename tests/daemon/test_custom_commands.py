@@ -1,0 +1,147 @@
+"""Custom slash commands (Claude Code's .claude/commands) through a real daemon: expanded in
+the daemon at dispatch, so every client gets them, and listed by commands.list."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roost.daemon._custom_commands import CustomCommand, load_commands, parse_invocation
+from roost.protocol import ErrorCode, RpcError
+from roost.protocol.trio_client import TrioClient
+
+from .conftest import events_until, finished, text, write_script
+
+REVIEW = """\
+---
+description: Review a file for one concern
+argument-hint: FILE CONCERN
+---
+Review $1 for $2 problems.
+Everything asked: $ARGUMENTS
+"""
+
+
+def commands(folder: Path, files: dict[str, str]) -> Path:
+    """A commands folder (``folder/.claude/commands``) with these files."""
+    root = folder / ".claude" / "commands"
+    for name, body in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(body)
+    return root
+
+
+def of_type(events: list[dict[str, Any]], type: str) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("type") == type]
+
+
+def test_a_command_expands_its_arguments():
+    command = CustomCommand("review", "Review $1 for $2. All: $ARGUMENTS ($3 is empty)")
+    assert command.expand(' "src/a b.py"  speed ') == 'Review src/a b.py for speed. All: "src/a b.py"  speed ( is empty)'
+    plain = CustomCommand("lint", "Run the linter and fix what it finds.")
+    assert plain.expand("") == plain.body
+    assert plain.expand("src/") == "Run the linter and fix what it finds.\n\nARGUMENTS: src/"
+
+
+def test_only_a_slash_and_a_name_invoke_a_command():
+    assert parse_invocation("/review src/a.py speed") == ("review", "src/a.py speed")
+    assert parse_invocation("/frontend:component Button\nwith props") == ("frontend:component", "Button\nwith props")
+    assert parse_invocation("/fix-issue") == ("fix-issue", "")
+    assert parse_invocation("/etc/hosts is broken") is None
+    assert parse_invocation("//review literally") is None
+    assert parse_invocation("review") is None
+
+
+def test_commands_come_from_the_user_and_the_project_which_overrides(project: Path) -> None:
+    home = Path.home()
+    commands(home, {"review.md": "the user's review: $ARGUMENTS", "mine.md": "only mine"})
+    commands(project, {
+        "review.md": REVIEW,
+        "frontend/component.md": "---\nmodel: haiku\nallowed-tools: Bash(npm test:*), Read\n---\nMake $1.",
+        "backend/test.md": "Test the backend.",
+        "frontend/test.md": "Test the frontend.",
+        "bad name.md": "x",
+        "broken.md": "---\ndescription: [unclosed\n---\nx",
+    })
+    found = load_commands(str(project), os.environ)
+    assert sorted(found.commands) == ["backend:test", "frontend:component", "frontend:test", "mine", "review"]
+    assert found.find("review").scope == "project" and found.find("mine").scope == "user"
+    component = found.find("component")
+    assert component is found.find("frontend:component")
+    assert component.model == "haiku"
+    assert component.allowed_tools == ("Bash(npm test:*)", "Read")
+    assert component.description == "Make $1."
+    with pytest.raises(LookupError, match="could be any of /backend:test, /frontend:test"):
+        found.find("test")
+    with pytest.raises(LookupError, match="no custom command /nope") as info:
+        found.find("nope")
+    assert "/component" in str(info.value) and "bad name.md" in str(info.value) and "broken.md" in str(info.value)
+    listed = {c["name"]: c for c in found.describe()}
+    assert listed["frontend:component"]["short"] == "component" and listed["frontend:test"]["short"] is None
+    assert listed["review"] == {
+        "name": "review", "short": "review", "description": "Review a file for one concern",
+        "argument_hint": "FILE CONCERN", "model": None, "allowed_tools": [],
+        "source": str(project / ".claude" / "commands" / "review.md"), "scope": "project",
+    }
+
+
+def test_an_untrusted_projects_command_may_not_lead_out_of_it(project: Path, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.md"
+    secret.write_text("the secret")
+    root = commands(project, {"ok.md": "fine"})
+    (root / "leak.md").symlink_to(secret)
+    found = load_commands(str(project), os.environ)
+    assert sorted(found.commands) == ["ok"] and "leak.md" in found.problems[0]
+    assert sorted(load_commands(str(project), os.environ, trusted=True).commands) == ["leak", "ok"]
+
+
+async def test_dispatch_expands_a_command_and_records_what_was_typed(client: TrioClient, project: Path) -> None:
+    commands(project, {"review.md": REVIEW, "frontend/component.md": "---\nmodel: scripted/s2.json\n---\nMake a $1 component."})
+    model = write_script(project, [text("looks fine")])
+    write_script(project, [text("made")], name="s2.json")
+    typed = "/review src/app.py memory"
+    started = await client.call("dispatch", task=typed, model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(started["run"]))
+    [run] = of_type(events, "run.started")
+    expanded = "Review src/app.py for memory problems.\nEverything asked: src/app.py memory"
+    assert run["task"] == expanded
+    assert run["command"] == {
+        "name": "review", "arguments": "src/app.py memory",
+        "source": str(project / ".claude" / "commands" / "review.md"), "typed": typed,
+    }
+    [message] = of_type(events, "message.user")
+    assert message == {**message, "text": expanded, "origin": "task", "command": typed}
+    # The command's model, unless the dispatch names one.
+    started = await client.call("dispatch", task="/component Button", session=started["session"], attach=True)
+    assert started["model"] == "scripted/s2.json"
+    events = await events_until(client, finished(started["run"]))
+    assert of_type(events, "message.user")[0]["text"] == "Make a Button component."
+
+
+async def test_an_unknown_command_is_a_clear_error_and_double_slash_is_literal(client: TrioClient, project: Path) -> None:
+    commands(project, {"review.md": REVIEW, "deploy/staging.md": "Deploy to staging."})
+    model = write_script(project, [text("ok")])
+    with pytest.raises(RpcError) as info:
+        await client.call("dispatch", task="/reveiw a.py", model=model, cwd=str(project))
+    assert info.value.code == ErrorCode.INVALID_PARAMS
+    assert "no custom command /reveiw" in info.value.message
+    assert "/review" in info.value.message and "/staging" in info.value.message
+    started = await client.call("dispatch", task="//reveiw is a typo", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(started["run"]))
+    assert of_type(events, "run.started")[0]["task"] == "/reveiw is a typo"
+    assert "command" not in of_type(events, "run.started")[0]
+
+
+async def test_commands_list_shows_the_folders_commands(client: TrioClient, project: Path) -> None:
+    commands(project, {"review.md": REVIEW, "frontend/component.md": "Make $1."})
+    listed = await client.call("commands.list", cwd=str(project))
+    assert [(c["name"], c["short"], c["scope"]) for c in listed["commands"]] == [
+        ("frontend:component", "component", "project"), ("review", "review", "project")
+    ]
+    assert listed["commands"][1]["argument_hint"] == "FILE CONCERN" and listed["problems"] == []
+    hello = await client.call("hello")
+    assert "commands.list" in json.dumps(hello["methods"])

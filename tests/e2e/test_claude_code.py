@@ -1,0 +1,41 @@
+"""What a Claude Code user brings, through the real CLI: custom slash commands and hooks."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import E2E, bash, text
+
+
+def test_dispatch_runs_a_custom_command(e2e: E2E) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "count.md").write_text("---\ndescription: Count files\n---\nCount the files matching $1.\n")
+    model = e2e.script([text("There are two.")])
+    done = e2e.ok("dispatch", "/count *.txt", "--model", model)
+    assert "task: /count *.txt\nCount the files matching *.txt.\n" in done.stdout
+    unknown = e2e.roost("dispatch", "/cuont *.txt", "--model", model)
+    assert unknown.returncode == 10 and "no custom command /cuont (commands here: /count)" in unknown.stderr
+    listed = e2e.json_out("sessions", "--json")
+    assert len(listed) == 1
+
+
+def test_a_claude_code_hook_guards_bash_once_the_project_is_trusted(e2e: E2E) -> None:
+    hook = e2e.project / ".claude" / "hooks" / "guard.sh"
+    hook.parent.mkdir(parents=True)
+    hook.write_text(
+        '#!/bin/bash\ncommand=$(python3 -c \'import json,sys; print(json.load(sys.stdin)["tool_input"]["command"])\')\n'
+        'case "$command" in rm\\ *) echo "no rm, use trash" >&2; exit 2;; esac\n'
+    )
+    hook.chmod(0o755)
+    settings = {"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": '"$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.sh'}]}]}}
+    (e2e.project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    model = e2e.script([bash("rm a.txt")], [text("done")])
+    untrusted = e2e.ok("dispatch", "clean up", "--model", model, "--yes")
+    assert "hook PreToolUse Bash" in untrusted.stdout and not (e2e.project / "a.txt").exists()
+    (e2e.project / "a.txt").write_text("a\n")
+    shown = e2e.ok("trust", "--yes")
+    assert "hook PreToolUse Bash" in shown.stdout
+    trusted = e2e.ok("dispatch", "clean up", "--model", e2e.script([bash("rm a.txt")], [text("done")]), "--yes")
+    assert "blocked by a hook: no rm, use trash" in trusted.stdout and (e2e.project / "a.txt").exists()
