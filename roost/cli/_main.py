@@ -20,7 +20,7 @@ from ._export import export, import_
 from ._models import chat, providers
 from ._report import report
 from ._run import abort, dispatch, steer
-from ._sessions import fork, logs, sessions
+from ._sessions import fork, gc, logs, sessions
 from ._trust import trust, untrust
 from .shell import attach, shell
 
@@ -66,7 +66,7 @@ def cli(ctx: click.Context, socket: str | None, host: str | None) -> None:
 
 for command in (shell, attach, dispatch, chat, sessions, logs, fork, steer, abort, providers, status, stop, daemon):
     cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, report, bridge):
+for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, report, gc, bridge):
     cli.add_command(command)
 
 

@@ -71,6 +71,10 @@ class Renderer:
         self._end_line()
         self._out(untrusted(e), fg="yellow")
 
+    def _tools_changed(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        self._out(tools_changed(e), fg="yellow")
+
     def _message_user(self, e: dict[str, Any]) -> None:
         self._end_line()
         prefix = {"steer": "steer", "nudge": "roost", "check": "check", "hook": "hook"}.get(e.get("origin", ""), "task")
@@ -294,6 +298,26 @@ def seconds(value: float) -> str:
         return f"{value:.1f}s"
     minutes, rest = divmod(int(value), 60)
     return f"{minutes}m{rest:02d}s"
+
+
+def size(n: int) -> str:
+    """A number of bytes, readable: ``512 B``, ``3.4 KiB``, ``1.2 MiB``."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def tools_changed(e: dict[str, Any]) -> str:
+    """A ``tools.changed`` event in one line: what disappeared and appeared since the last run."""
+    parts = []
+    if e.get("removed"):
+        parts.append("gone: " + ", ".join(e["removed"]))
+    if e.get("added"):
+        parts.append("new: " + ", ".join(e["added"]))
+    return "⚙ tools changed since the last run (the model is told) · " + " · ".join(parts)
 
 
 def when(ts: float) -> str:

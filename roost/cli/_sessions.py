@@ -1,8 +1,11 @@
-"""Commands about sessions as a whole: sessions, logs, fork."""
+"""Commands about sessions as a whole and their storage: sessions (and --prune), logs,
+fork, gc."""
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 import time
 from typing import Any, Callable
 
@@ -12,22 +15,58 @@ from roost.protocol import Client, ConnectionClosed, Timeout
 
 from ._connect import DaemonError, Target, connect, daemon, resolve_session, target
 from ._follow import follow, print_json
-from ._render import Renderer, session_tree, tree_id, when
+from ._render import Renderer, session_tree, size, tree_id, when
 
 #: Seconds ``logs --follow`` waits for a daemon that went away (or the connection to its
 #: host) to come back.
 RECONNECT_WAIT = 10.0
 
 
+class Duration(click.ParamType):
+    """A length of time: a number and a unit, ``90s``, ``45m``, ``12h``, ``30d``, ``2w``."""
+
+    name = "duration"
+    _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", str(value))
+        if match is None:
+            self.fail(f"{value!r} is not a duration: a number and a unit, e.g. 30d, 12h, 45m, 90s, 2w", param, ctx)
+        return float(match.group(1)) * self._UNITS[match.group(2)]
+
+
 @click.command()
-@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the list (or what --prune did) as JSON.")
+@click.option("--prune", is_flag=True, help="Delete old sessions (with --older-than); asks first.")
+@click.option("--older-than", type=Duration(), help="With --prune: no activity for this long (30d, 12h, 2w, ...).")
+@click.option("--dry-run", is_flag=True, help="With --prune: only list what would be deleted.")
+@click.option("--yes", "-y", is_flag=True, help="With --prune: delete without asking (for scripts).")
 @click.pass_obj
-def sessions(obj: dict[str, Any], as_json: bool) -> None:
+def sessions(obj: dict[str, Any], as_json: bool, prune: bool, older_than: float | None, dry_run: bool, yes: bool) -> None:
     """List sessions: id, created, cwd, last run status, event count.
 
     Forks are listed under the session they were forked from, with the seq they start
     after (`└ ID @SEQ`).
+
+    With --prune --older-than AGE, delete the sessions whose last activity is older than
+    AGE, with their events; a session with a run in flight is never deleted, nor one with
+    forks that are kept. It lists them and asks first (--yes: don't ask; --dry-run: only
+    list). `roost gc` then frees the stored outputs that only they referred to.
+
+    \b
+    Examples:
+      roost sessions --prune --older-than 30d --dry-run
+      roost sessions --prune --older-than 2w --yes
     """
+    if not prune and (older_than is not None or dry_run or yes):
+        raise click.UsageError("--older-than, --dry-run and --yes go with --prune")
+    if prune:
+        if older_than is None:
+            raise click.UsageError("--prune needs --older-than AGE (e.g. 30d)")
+        _prune(obj, older_than, dry_run=dry_run, yes=yes, as_json=as_json)
+        return
     with daemon(obj) as client:
         rows = client.call("sessions.list")["sessions"]
     if as_json:
@@ -43,6 +82,70 @@ def sessions(obj: dict[str, Any], as_json: bool) -> None:
         click.echo(
             f"{name:<{width}} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
         )
+
+
+def _prune(obj: dict[str, Any], older_than: float, *, dry_run: bool, yes: bool, as_json: bool) -> None:
+    with daemon(obj) as client:
+        found = client.call("sessions.prune", older_than=older_than, dry_run=True)
+        if dry_run or not found["sessions"]:
+            if as_json:
+                click.echo(json.dumps(found))
+            else:
+                _show_pruned(found, "would delete" if found["sessions"] else "")
+            return
+        if not as_json:
+            _show_pruned(found, "to delete")
+        if not yes:
+            if not sys.stdin.isatty():
+                raise click.ClickException("not a terminal to ask at: add --yes to delete what is shown")
+            if not click.confirm(f"Delete these {len(found['sessions'])} sessions?", default=False):
+                click.echo("nothing was deleted")
+                return
+        ids = [row["id"] for row in found["sessions"]]
+        done = client.call("sessions.prune", older_than=older_than, sessions=ids)
+    if as_json:
+        click.echo(json.dumps(done))
+        return
+    click.echo(f"deleted {len(done['sessions'])} sessions; roost gc frees the outputs only they held")
+    left = set(ids) - {row["id"] for row in done["sessions"]}
+    if left:
+        click.echo(f"kept, active meanwhile: {', '.join(sorted(left))}")
+
+
+def _show_pruned(found: dict[str, Any], verb: str) -> None:
+    rows = found["sessions"]
+    if not rows:
+        click.echo("no session is that old")
+    else:
+        click.echo(f"{verb} {len(rows)} sessions:")
+        click.echo(f"  {'ID':<13} {'LAST ACTIVE':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
+        for row in rows:
+            click.echo(
+                f"  {row['id']:<13} {when(row['last_active']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
+            )
+    for row in found["kept"]:
+        click.echo(f"kept, {row.get('why', 'a run is in flight')}: {row['id']} ({row['cwd']})")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was freed as JSON.")
+@click.pass_obj
+def gc(obj: dict[str, Any], as_json: bool) -> None:
+    """Free the stored tool outputs (and other long texts) that no session refers to any
+    more: those of deleted sessions (roost sessions --prune). Says how much it freed.
+
+    The database file keeps its size: the room freed inside it is reused by what is
+    stored next.
+    """
+    with daemon(obj) as client:
+        done = client.call("gc")
+    if as_json:
+        click.echo(json.dumps(done))
+        return
+    click.echo(
+        f"freed {size(done['bytes'])} ({done['blobs']} stored outputs nothing referred to); "
+        f"{done['database']}: {size(done['database_bytes'])}, {size(done['free_bytes'])} of it free for reuse"
+    )
 
 
 @click.command()

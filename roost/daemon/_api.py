@@ -40,11 +40,14 @@ from roost.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
     Notification,
+    Packed,
     Request,
     Response,
     RpcError,
     encode,
     error_table,
+    packed_array,
+    packed_map,
 )
 
 from ._agents import Agent, unknown_tools
@@ -56,7 +59,7 @@ from ._prompt import compose, render
 from ._files import read_bounded
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
 from ._setup import FolderSetup
-from ._store import StoreError, StoreFull
+from ._store import SessionRow, StoreError, StoreFull
 from ._trust import TrustError, TrustStore, digest
 from .mcp import UnknownServer
 from ._connection import Connection
@@ -101,6 +104,8 @@ class Api:
             "sessions.fork": self.sessions_fork,
             "sessions.export": self.sessions_export,
             "sessions.import": self.sessions_import,
+            "sessions.prune": self.sessions_prune,
+            "gc": self.gc,
             "attach": self.attach,
             "detach": self.detach,
             "dispatch": self.dispatch,
@@ -185,9 +190,32 @@ class Api:
                     "clients": clients,
                     "parent": row.parent,
                     "forked_at": row.forked_at,
+                    "last_active": row.last_active,
                 }
             )
         return {"sessions": out}
+
+    async def sessions_prune(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        older_than = params["older_than"]
+        if older_than < 0:
+            raise RpcError(ErrorCode.INVALID_PARAMS, "older_than must not be negative")
+        only = params.get("sessions")
+        if only is not None and not all(isinstance(s, str) for s in only):
+            raise RpcError(ErrorCode.INVALID_PARAMS, "sessions must be a list of session ids")
+        dry_run = bool(params.get("dry_run"))
+        pruned, kept = await self.conductor.prune(time.time() - older_than, dry_run=dry_run, only=only)
+        return {
+            "sessions": [_pruned(r) for r in pruned],
+            "kept": [{**_pruned(r), "why": why} for r, why in kept],
+            "dry_run": dry_run,
+        }
+
+    async def gc(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        store = self.conductor.store
+        blobs, freed = await store.collect_garbage()
+        size, free = await store.size()
+        log.info("gc: %d blobs nothing referred to, %d bytes", blobs, freed)
+        return {"blobs": blobs, "bytes": freed, "database": str(store.path), "database_bytes": size, "free_bytes": free}
 
     async def sessions_create(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
@@ -263,9 +291,12 @@ class Api:
         }
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = await self._session(params["session"])
-        last_seq = await self.conductor.fanout.attach(connection, session.id, params.get("since", 0))
-        return {"session": session.id, "last_seq": last_seq}
+        session = params["session"]
+        if not self.conductor.sessions.stored_only(session):
+            # Loaded (or settled) first: a run that seems to go on is never replayed.
+            await self._session(session)
+        last_seq = await self.conductor.fanout.attach(connection, session, params.get("since", 0))
+        return {"session": session, "last_seq": last_seq}
 
     async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.conductor.fanout.detach(connection, params["session"])
@@ -666,10 +697,16 @@ class Api:
         except TrustError as exc:
             raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
-    async def events(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = await self._session(params["session"])
-        events = await self.conductor.store.events(session.id, params.get("since", 0), params.get("limit"))
-        return {"events": [e.to_map() for e in events], "last_seq": session.state.last_seq}
+    async def events(self, connection: Connection, params: dict[str, Any]) -> Packed:
+        session = params["session"]
+        store = self.conductor.store
+        if self.conductor.sessions.stored_only(session):
+            last_seq = store.last_seq(session)  # nothing in flight: all of it is stored
+        else:
+            last_seq = (await self._session(session)).state.last_seq
+        events = await store.packed_events(session, params.get("since", 0), params.get("limit"))
+        # As stored: a long log is sent without being decoded and encoded again.
+        return packed_map({"events": packed_array([body for _, body in events]), "last_seq": last_seq})
 
     async def report(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         run = params.get("run")
@@ -729,6 +766,19 @@ def store_refusal(error: StoreError) -> RpcError:
     """A store's error as the error response it is."""
     code = ErrorCode.STORE_FULL if isinstance(error, StoreFull) else ErrorCode.STORE_UNAVAILABLE
     return RpcError(code, str(error), {"database": str(error.path)})
+
+
+def _pruned(row: SessionRow) -> dict[str, Any]:
+    """A session that prune deletes (or keeps), as listed."""
+    return {
+        "id": row.id,
+        "cwd": row.cwd,
+        "created": row.created,
+        "last_active": row.last_active,
+        "events": row.events,
+        "status": row.last_status or "new",
+        "parent": row.parent,
+    }
 
 
 async def _commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSet:

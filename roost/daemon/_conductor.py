@@ -82,7 +82,7 @@ from ._prompt import compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
-from ._store import EventStore, StoreError
+from ._store import EventStore, SessionRow, StoreError
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
@@ -139,7 +139,7 @@ class Conductor:
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
-        self.sessions = SessionTable(store, self._settle)
+        self.sessions = SessionTable(store, self._settle, nursery)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
 
@@ -272,6 +272,44 @@ class Conductor:
             return load_folder(cwd, environ, trust)
 
         return await trio.to_thread.run_sync(load)
+
+    async def prune(
+        self, idle_since: float, *, dry_run: bool = False, only: Iterable[str] | None = None
+    ) -> tuple[list[SessionRow], list[tuple[SessionRow, str]]]:
+        """Delete the sessions (of ``only``, if given) with no activity since
+        ``idle_since``, never one with a run in flight, nor one with a fork that stays;
+        return those deleted (with ``dry_run``: those that would be) and those kept, each
+        with why. Forks go before their parents. What they referred to stays stored until
+        :meth:`EventStore.collect_garbage`.
+        """
+        wanted = None if only is None else set(only)
+        every = await self.store.sessions()
+        old = [r for r in every if r.last_active < idle_since and (wanted is None or r.id in wanted)]
+        # A run open in the log is in flight too (its session is loaded, or settling).
+        open_ = set(await self.store.open_runs())
+        kept = [(r, "a run is in flight") for r in old if r.id in open_ or self.sessions.busy(r.id)]
+        going = {r.id for r in old} - {r.id for r, _ in kept}
+        forks: dict[str, list[str]] = {}
+        for row in every:
+            if row.parent is not None:
+                forks.setdefault(row.parent, []).append(row.id)
+        # A parent goes only with all its forks (the store keeps a fork's history there).
+        while stay := {s for s in going if any(f not in going for f in forks.get(s, ()))}:
+            going -= stay
+            kept += [(r, "it has forks that stay") for r in old if r.id in stay]
+        depth = {r.id: _depth(r.id, {x.id: x.parent for x in every}) for r in old}
+        old = sorted((r for r in old if r.id in going), key=lambda r: -depth[r.id])
+        if dry_run or not old:
+            return old, kept
+        taken = self.sessions.take(r.id for r in old)
+        try:
+            gone = set(await self.store.delete_sessions(taken, idle_since))
+        finally:
+            self.sessions.give_back(taken)
+        for row in old:
+            if row.id in gone:
+                log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
+        return [r for r in old if r.id in gone], kept
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""
@@ -707,6 +745,7 @@ class Conductor:
             done.set()
         if unstored is not None:
             raise unstored
+        self.sessions.keep_snapshot(session)
 
     async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()
@@ -1036,6 +1075,14 @@ class Conductor:
             elif name in mcp:
                 specs.append(ToolSpec(name, mcp[name].description, mcp[name].input_schema))
         return specs
+
+
+def _depth(session: str, parents: Mapping[str, str | None]) -> int:
+    """How many forks deep ``session`` is (0: not a fork)."""
+    depth = 0
+    while (session := parents.get(session) or "") and depth < len(parents):
+        depth += 1
+    return depth
 
 
 def _on_track(track: Session | Subrun, events: tuple[Event, ...]) -> tuple[Event, ...]:

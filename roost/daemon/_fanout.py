@@ -7,6 +7,8 @@ events on ``attach``, and lagging. The rules:
 - ``attach(since)`` subscribes first, then replays the stored events after ``since``; live
   events that arrive meanwhile wait in the attachment's buffer, and once the replay is done
   they go out minus the seqs it already sent. So the client sees every seq once, in order.
+  The replay sends the events as the store keeps them (msgpack, never decoded here), many
+  per write: a long history costs little more than its bytes.
 - ``publish`` encodes an event once and queues it for each attachment without waiting (a
   slow client never slows a run).
 - An attachment lags when its connection's outbox is full, or when its replay buffer
@@ -21,8 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence
 
-from roost.loop import Event
-from roost.protocol import Notification, encode
+from roost.protocol import Notification, encode, notification_head
 
 from ._connection import Connection
 
@@ -31,8 +32,14 @@ log = logging.getLogger(__name__)
 #: Live events held for an attachment while its stored history is being replayed.
 REPLAY_BUFFER = 8192
 
-#: Reads a session's stored events after a seq.
-StoredEvents = Callable[[str, int], Awaitable[Sequence[Event]]]
+#: Bytes of replayed events handed to a connection at once.
+REPLAY_CHUNK = 256 << 10
+
+#: Reads a session's stored events after a seq: (seq, the event map as msgpack), in order.
+StoredEvents = Callable[[str, int], Awaitable[Sequence[tuple[int, bytes]]]]
+
+#: What an event notification starts with; the event map follows.
+_EVENT_HEAD = notification_head("event", 1)
 
 
 @dataclass(slots=True)
@@ -62,11 +69,19 @@ class Fanout:
         """
         attachment = _Attachment(last_seq=since)
         self._sessions.setdefault(session, {})[connection] = attachment
-        for event in await self._stored(session, since):
+        stored = await self._stored(session, since)
+        start = 0
+        while start < len(stored):
+            chunk, size, end = [], 0, start
+            while end < len(stored) and size < REPLAY_CHUNK:
+                chunk += (_EVENT_HEAD, stored[end][1])
+                size += len(stored[end][1])
+                end += 1
             if not self._holds(connection, session, attachment):
                 return attachment.last_seq
-            await connection.send(encode(Notification("event", [event.to_map()])))
-            attachment.last_seq = event.seq or attachment.last_seq
+            await connection.send(b"".join(chunk))
+            attachment.last_seq = stored[end - 1][0]
+            start = end
         if self._holds(connection, session, attachment):
             attachment.replaying = False
             buffered, attachment.buffer = attachment.buffer, []

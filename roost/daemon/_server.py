@@ -216,7 +216,7 @@ class Daemon:
                 availability = await sandbox.probe()
                 if not availability.available:
                     log.warning("commands will run unsandboxed: %s", availability.reason)
-                self.fanout = Fanout(store.events)
+                self.fanout = Fanout(store.packed_events)
                 self.tools = ToolRegistry()
                 conductor = Conductor(
                     store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox

@@ -1,25 +1,54 @@
-"""Sessions in memory: their folded state, their run lock, and the scope of the run in flight."""
+"""Sessions in memory: their folded state, their run lock, and the scope of the run in flight.
+
+A session is loaded by folding its log; a long one from its latest snapshot (an idle state
+as plain data, see :func:`roost.loop.snapshot`) and the events after it. A snapshot is
+written, in the background, once a session is idle with :data:`SNAPSHOT_AFTER` events
+folded beyond its last one: when a run ends, and when such a session is loaded.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 
 import trio
 
-from roost.loop import Abort, CreateSession, Event, SessionState, fold, fork_point, step
+import roost
+from roost.loop import (
+    SNAPSHOT_FORMAT,
+    SNAPSHOTS_WORK,
+    Abort,
+    CreateSession,
+    Event,
+    SessionState,
+    fold,
+    fork_point,
+    restore,
+    snapshot,
+    step,
+)
 
 from ._config import Hook
 from ._settings import RunSettings
 from ._setup import FolderSetup
-from ._store import EventStore
+from ._store import EventStore, StoreError
 from .mcp import McpServerConfig
 from .providers import Resolved, ToolSpec
 from .sandbox import Confinement
+
+log = logging.getLogger(__name__)
+
+#: Events folded beyond a session's snapshot (about 7 ms of folding here) before a new one
+#: is written.
+SNAPSHOT_AFTER = 200
+#: The snapshots this daemon reads and writes: those of its own version and the loop's
+#: format (another version's are ignored, and replaced once folded past).
+SNAPSHOT_KEY = f"{roost.__version__} {SNAPSHOT_FORMAT}"
 
 
 @dataclass(eq=False)
@@ -68,6 +97,8 @@ class Session:
     settings: RunSettings | None = None
     #: A run is being set up (see :meth:`claim`).
     claimed: bool = False
+    #: The seq of the session's latest snapshot (0: none).
+    snapshot_seq: int = 0
 
     @property
     def id(self) -> str:
@@ -151,17 +182,59 @@ class SessionTable:
     the next time it is loaded, ``settle`` stores the end of that run first.
     """
 
-    def __init__(self, store: EventStore, settle: Settle | None = None) -> None:
+    def __init__(self, store: EventStore, settle: Settle | None = None, nursery: trio.Nursery | None = None) -> None:
         self._store = store
         self._sessions: dict[str, Session] = {}
         self._loading = trio.Lock()
         self._settle = settle
+        #: Where snapshots are written in the background (None: never).
+        self._nursery = nursery
+        #: Sessions being deleted (see :meth:`take`).
+        self._taken: set[str] = set()
         #: Sessions forgotten with a run their log still has open: id -> why it ended.
         self.unsettled: dict[str, str] = {}
 
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
         return list(self._sessions.values())
+
+    def stored_only(self, session_id: str) -> bool:
+        """Whether the session exists and is not in memory, with nothing to settle: no run
+        of it is in flight (a session with one is always loaded), so its log can be read
+        as it is, without folding it."""
+        return (
+            session_id not in self._sessions
+            and session_id not in self.unsettled
+            and session_id not in self._taken
+            and self._store.has_session(session_id)
+        )
+
+    def busy(self, session_id: str) -> bool:
+        """Whether a run of the session is in flight or being set up (in memory: the
+        caller also asks the log), or its run's end is still to be stored."""
+        session = self._sessions.get(session_id)
+        in_flight = session is not None and (session.claimed or session.state.run is not None)
+        return in_flight or session_id in self.unsettled or session_id in self._taken
+
+    def take(self, session_ids: Iterable[str]) -> list[str]:
+        """Take those of ``session_ids`` that are not :meth:`busy` out of use, to delete
+        them: :meth:`get` refuses them (SessionNotFound), and a dispatch that holds one
+        already is refused as busy. :meth:`give_back` ends that (a deleted session is then
+        not found anyway). Returns the ids taken."""
+        taken = []
+        for session_id in session_ids:
+            if self.busy(session_id):
+                continue
+            session = self._sessions.pop(session_id, None)
+            if session is not None:
+                session.claimed = True  # for good: this object is out of the table
+            self._taken.add(session_id)
+            taken.append(session_id)
+        return taken
+
+    def give_back(self, session_ids: Iterable[str]) -> None:
+        """End :meth:`take` for ``session_ids``."""
+        self._taken.difference_update(session_ids)
 
     async def get(self, session_id: str) -> Session:
         """The session, folded from its stored events the first time.
@@ -173,20 +246,52 @@ class SessionTable:
         session = self._sessions.get(session_id)
         if session is not None:
             return session
-        if not self._store.has_session(session_id):
+        if not self._store.has_session(session_id) or session_id in self._taken:
             raise SessionNotFound(session_id)
         async with self._loading:
             session = self._sessions.get(session_id)
             if session is None:
-                events = await self._store.events(session_id)
-                state = fold(events, SessionState(session_id))
-                session = self._sessions[session_id] = Session(state)
+                if SNAPSHOTS_WORK:
+                    snap, events = await self._store.history(session_id, SNAPSHOT_KEY)
+                else:
+                    snap, events = None, await self._store.events(session_id)
+                if session_id in self._taken:
+                    raise SessionNotFound(session_id)  # taken to be deleted meanwhile
+                start = restore(snap) if snap is not None else SessionState(session_id)
+                state = fold(events, start)
+                session = self._sessions[session_id] = Session(state, snapshot_seq=start.last_seq)
+                self.keep_snapshot(session)
                 why = self.unsettled.get(session_id)
                 if why is not None and self._settle is not None and state.run is not None:
                     # Forgotten again (and raising) if it still cannot be stored.
                     await self._settle(session, why)
                 self.unsettled.pop(session_id, None)
         return session
+
+    def keep_snapshot(self, session: Session) -> None:
+        """Write a snapshot of ``session`` in the background if it is idle and
+        :data:`SNAPSHOT_AFTER` events were folded beyond its last one."""
+        state = session.state
+        if (
+            self._nursery is None
+            or not SNAPSHOTS_WORK
+            or state.run is not None
+            or state.last_seq - session.snapshot_seq < SNAPSHOT_AFTER
+            or self._sessions.get(session.id) is not session
+        ):
+            return
+        previous, session.snapshot_seq = session.snapshot_seq, state.last_seq
+        self._nursery.start_soon(self._save_snapshot, session, state, previous)
+
+    async def _save_snapshot(self, session: Session, state: SessionState, previous: int) -> None:
+        try:
+            # Made on the writer's thread: a long history takes a while to copy and hash.
+            await self._store.save_snapshot(session.id, state.last_seq, SNAPSHOT_KEY, lambda: snapshot(state))
+        except StoreError as exc:
+            # Only a cost: the next load folds more of the log.
+            log.warning("session %s: no snapshot kept: %s", session.id, exc)
+            if session.snapshot_seq == state.last_seq:
+                session.snapshot_seq = previous
 
     def forget(self, session: Session, why: str) -> None:
         """Drop ``session``, whose run in flight is over in memory only, its end unstored.

@@ -8,6 +8,11 @@ connection (WAL lets them run beside the writer). The store's worker threads are
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
 calls, config reads) can keep it from committing.
 
+Large texts of events (a tool's output, a file a call writes) are stored once, by content,
+in ``blobs``, and referenced from the events that hold them (``blob_refs``); every reader
+gets them back in place (see ``_blobs.py``). A blob nothing refers to any more (its
+sessions were pruned) is removed by :meth:`EventStore.collect_garbage`.
+
 Migrations are numbered and named; applied names are recorded in ``_migrations``.
 
 Forks share what they do not change. A fork's row names its parent and ``forked_at``, the
@@ -37,16 +42,20 @@ import errno
 import os
 import sqlite3
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-import msgpack
 import trio
 
 from roost.loop import Event
+from roost.protocol import pack
 
+from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
 from ._paths import private_opener
+
+_T = TypeVar("_T")
 
 
 def _m001_initial(db: sqlite3.Connection) -> None:
@@ -76,9 +85,48 @@ def _m002_forks(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX sessions_parent ON sessions(parent)")
 
 
+def _m003_blobs(db: sqlite3.Connection) -> None:
+    # A text (UTF-8, zlib-compressed when smaller) by its SHA-256; and which events refer
+    # to which texts, so that what nothing refers to can be found (seq 0: not an event,
+    # the session's own record, such as its snapshot).
+    db.execute(
+        """CREATE TABLE blobs (
+            hash BLOB PRIMARY KEY,
+            size INTEGER NOT NULL,
+            zlib INTEGER NOT NULL,
+            data BLOB NOT NULL
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE blob_refs (
+            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            hash BLOB NOT NULL REFERENCES blobs(hash),
+            PRIMARY KEY (session, seq, hash)
+        ) WITHOUT ROWID"""
+    )
+    db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
+
+
+def _m004_snapshots(db: sqlite3.Connection) -> None:
+    # A session's state as of seq, as plain data (see roost.loop.snapshot), msgpack
+    # zlib-compressed, for the code whose snapshots are of that format; its long texts are
+    # blobs (blob_refs seq 0).
+    db.execute(
+        """CREATE TABLE snapshots (
+            session TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            format TEXT NOT NULL,
+            body BLOB NOT NULL
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_forks", _m002_forks),
+    ("m003_blobs", _m003_blobs),
+    ("m004_snapshots", _m004_snapshots),
 ]
 
 #: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
@@ -150,6 +198,8 @@ class SessionRow:
     #: The session this one was forked from, and the last seq of its history it shares.
     parent: str | None = None
     forked_at: int | None = None
+    #: When its own last event happened (when it was created, if it has none).
+    last_active: float = 0.0
 
 
 #: A seq above any a session will have (an open upper bound in queries).
@@ -262,7 +312,7 @@ class EventStore:
         failed: dict[str, StoreError] = {}
         for rows, _, errors in batch:
             # A session's later append must not be stored when its earlier one was not.
-            earlier = next((failed[r[1]] for r in rows if r[1] in failed), None)
+            earlier = next((failed[s] for s in _sessions_of(rows) if s in failed), None)
             if earlier is not None:
                 errors.append(type(earlier)(earlier.path, str(earlier)))
                 continue
@@ -271,18 +321,25 @@ class EventStore:
             except (sqlite3.Error, OSError) as exc:
                 error = store_error(exc, self.path)
                 errors.append(error)
-                failed.update((r[1], error) for r in rows)
+                failed.update((s, error) for s in _sessions_of(rows))
 
     def _commit(self, rows: list[tuple[Any, ...]]) -> None:
-        with _transaction(self._writer):
+        db = self._writer
+        with _transaction(db):
             sessions = [r[1:] for r in rows if r[0] == "session"]
-            events = [r[1:] for r in rows if r[0] == "event"]
+            events = [r[1:7] for r in rows if r[0] == "event"]
             if sessions:
-                self._writer.executemany(
+                db.executemany(
                     "INSERT INTO sessions (id, cwd, created, parent, forked_at) VALUES (?, ?, ?, ?, ?)", sessions
                 )
             if events:
-                self._writer.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+            for row in rows:
+                if row[0] == "event" and row[7]:
+                    _store_blobs(db, row[1], row[2], row[7])
+                elif row[0] == "work":
+                    # Set, not added to: a batch that failed is committed again piece by piece.
+                    row[2][:] = [_do(row[1], db)]
 
     async def create_session(
         self,
@@ -356,9 +413,8 @@ class EventStore:
             next_seq[event.session] = seq + 1
             event = event.numbered(seq)
             numbered.append(event)
-            rows.append(
-                ("event", event.session, seq, event.run, event.type, event.ts, _pack(event.to_map()))
-            )
+            body, blobs = pack_body(event.to_map())
+            rows.append(("event", event.session, seq, event.run, event.type, event.ts, body, blobs))
         return numbered, rows
 
     async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
@@ -405,29 +461,98 @@ class EventStore:
             node = link[0]
 
     async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
-        """Stored events of ``session`` with ``seq > since``, in order (for a fork: its
-        ancestors' up to where it forked, then its own, all with ``session`` its id)."""
+        """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
+        stored apart put back; for a fork: its ancestors' up to where it forked, then its
+        own, all with ``session`` its id)."""
         segments = self._segments(session)
-        if len(segments) <= 1:
-            sql = "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
-            args: tuple[Any, ...] = (session, since)
-        else:
-            parts = " UNION ALL ".join(
-                "SELECT seq, body FROM events WHERE session = ? AND seq > ? AND seq <= ?" for _ in segments
-            )
-            sql = f"SELECT body FROM ({parts}) ORDER BY seq"
-            args = tuple(v for source, after, upto in segments for v in (source, max(after, since), upto))
-        if limit is not None:
-            sql += " LIMIT ?"
-            args += (limit,)
-        rows = await self._read(sql, args)
-        out = []
-        for (body,) in rows:
-            event = _unpack(body)
-            # An ancestor's event, as the fork's own.
-            event["session"] = session
-            out.append(Event.from_map(event))
-        return out
+
+        def read(db: sqlite3.Connection) -> list[Event]:
+            rows, _, texts = _read_events(db, segments, since, limit)
+            out = []
+            for source, _, body in rows:
+                event = unpack_body(body, texts)
+                if source != session:
+                    event["session"] = session  # an ancestor's event, as the fork's own
+                out.append(Event.from_map(event))
+            return out
+
+        return await self._read_with(read)
+
+    async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
+        as (seq, the event map in msgpack): what is sent to clients, as stored (packed
+        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
+        segments = self._segments(session)
+
+        def read(db: sqlite3.Connection) -> list[tuple[int, bytes]]:
+            rows, with_refs, texts = _read_events(db, segments, since, limit)
+            out = []
+            for source, seq, body in rows:
+                if seq in with_refs or source != session:
+                    event = unpack_body(body, texts)
+                    event["session"] = session
+                    body = pack(event)
+                out.append((seq, body))
+            return out
+
+        return await self._read_with(read)
+
+    async def save_snapshot(self, session: str, seq: int, format: str, state: Callable[[], Any]) -> None:
+        """Keep ``state()`` (plain data) as ``session``'s state as of ``seq``, in place of
+        its earlier snapshot. Made and packed on the writer's thread (a long history is a
+        lot to copy and hash); its long texts are stored once, as blobs."""
+
+        def write(db: sqlite3.Connection) -> None:
+            body, blobs = pack_body(state())
+            # A history is mostly text: compressed, it is a few bytes an event.
+            body = zlib.compress(body, 1)
+            db.execute("DELETE FROM blob_refs WHERE session = ? AND seq = 0", (session,))
+            db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (session, seq, format, body))
+            _store_blobs(db, session, 0, blobs)
+
+        await self._work(write)
+
+    async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
+        """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
+        and the stored events after it, whole (as :meth:`events` gives them)."""
+        segments = self._segments(session)
+
+        def read(db: sqlite3.Connection) -> tuple[Any, list[Event]]:
+            state, since = None, 0
+            row = db.execute(
+                "SELECT seq, body FROM snapshots WHERE session = ? AND format = ?", (session, format)
+            ).fetchone()
+            if row is not None:
+                since = row[0]
+                texts = {}
+                for digest, compressed, data in db.execute(
+                    """SELECT b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
+                       WHERE r.session = ? AND r.seq = 0""",
+                    (session,),
+                ):
+                    texts[digest] = decompress(data, bool(compressed))
+                state = unpack_body(zlib.decompress(row[1]), texts)
+            rows, _, texts = _read_events(db, segments, since, None)
+            events = []
+            for source, _, body in rows:
+                event = unpack_body(body, texts)
+                if source != session:
+                    event["session"] = session
+                events.append(Event.from_map(event))
+            return state, events
+
+        return await self._read_with(read)
+
+    async def _work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work(writer)`` on the writer's thread, in a transaction of its own (or batched
+        with appends); its result.
+
+        Raises:
+            StoreError: it failed; nothing of it was committed.
+        """
+        out: list[_T] = []
+        await self._submit([("work", work, out)])
+        return out[0]
 
     async def sessions(self, only: str | None = None) -> list[SessionRow]:
         """Every session (or the one named ``only``) with its event count (a fork's counts
@@ -436,18 +561,19 @@ class EventStore:
             f"""SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
-                 ORDER BY seq DESC LIMIT 1)
+                 ORDER BY seq DESC LIMIT 1),
+                {_LAST_ACTIVE}
                FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
             (only,) if only is not None else (),
         )
         out = []
-        for id, cwd, created, parent, forked_at, count, last in rows:
+        for id, cwd, created, parent, forked_at, count, last, active in rows:
             status = _unpack(last)["reason"] if last else None
             if parent is not None:
                 count += forked_at
                 if status is None:
                     status = await self._inherited_status(id)
-            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at))
+            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active))
         return out
 
     async def _inherited_status(self, session: str) -> str | None:
@@ -461,6 +587,54 @@ class EventStore:
             if rows:
                 return _unpack(rows[0][0])["reason"]
         return None
+
+    async def delete_sessions(self, sessions: Sequence[str], idle_since: float) -> list[str]:
+        """Delete, in this order, those of ``sessions`` with no activity since
+        ``idle_since`` and no forks left (both checked again here: an event stored meanwhile
+        keeps its session, and a fork kept keeps its parent), with their events and
+        snapshots; return the ids deleted. Give forks before their parents. The texts they
+        referred to stay until :meth:`collect_garbage`. The caller makes sure nothing
+        appends to them."""
+
+        def delete(db: sqlite3.Connection) -> list[str]:
+            gone = []
+            sql = f"""DELETE FROM sessions WHERE id IN (
+                SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?
+                AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.parent = s.id))"""
+            for session in sessions:
+                if db.execute(sql, (session, idle_since)).rowcount:
+                    gone.append(session)
+            return gone
+
+        gone = await self._work(delete)
+        for session in gone:
+            self._next_seq.pop(session, None)
+            self._forks.pop(session, None)
+        return gone
+
+    async def collect_garbage(self) -> tuple[int, int]:
+        """Remove the texts that nothing refers to any more (their sessions were deleted);
+        how many, and the bytes they took in the database (free pages, reused by later
+        writes: the file keeps its size)."""
+
+        def collect(db: sqlite3.Connection) -> tuple[int, int]:
+            unreferenced = "FROM blobs WHERE hash NOT IN (SELECT hash FROM blob_refs)"
+            count, size = db.execute(f"SELECT count(*), coalesce(sum(length(data)), 0) {unreferenced}").fetchone()
+            db.execute(f"DELETE {unreferenced}")
+            return count, size
+
+        return await self._work(collect)
+
+    async def size(self) -> tuple[int, int]:
+        """Bytes of the database file (with its write-ahead log), and of its free pages."""
+
+        def measure(db: sqlite3.Connection) -> tuple[int, int]:
+            (page,) = db.execute("PRAGMA page_size").fetchone()
+            (free,) = db.execute("PRAGMA freelist_count").fetchone()
+            total = sum(os.path.getsize(f) for f in (self.path, f"{self.path}-wal") if os.path.exists(f))
+            return total, free * page
+
+        return await self._read_with(measure)
 
     async def open_runs(self) -> list[str]:
         """Sessions whose last run started and never finished (a daemon died mid-run).
@@ -495,13 +669,17 @@ class EventStore:
         return out
 
     async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        return await self._read_with(lambda db: db.execute(sql, args).fetchall())
+
+    async def _read_with(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``read(reader)`` on the store's reading thread, SQLite's errors translated."""
         async with self._read_lock:
             try:
-                return await trio.to_thread.run_sync(
-                    lambda: self._reader.execute(sql, args).fetchall(), limiter=self._threads
-                )
+                return await trio.to_thread.run_sync(read, self._reader, limiter=self._threads)
             except sqlite3.Error as exc:
                 raise store_error(exc, self.path) from exc
+            except MissingBlob as exc:
+                raise StoreDamaged(self.path, f"the database {self.path} is damaged ({exc})") from exc
 
 
 def _make_private(path: Path) -> None:
@@ -548,9 +726,67 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
         raise
 
 
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+#: SQL: when the session ``s`` last did something: its last event's time, else its creation.
+_LAST_ACTIVE = "coalesce((SELECT ts FROM events e WHERE e.session = s.id ORDER BY seq DESC LIMIT 1), s.created)"
+
+
+def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:
+    """``work(db)``; a bug in it fails that work (as SQLite's errors do), never the writer."""
+    try:
+        return work(db)
+    except (sqlite3.Error, OSError):
+        raise
+    except Exception as exc:
+        raise sqlite3.Error(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _sessions_of(rows: list[tuple[Any, ...]]) -> set[str]:
+    """The sessions whose records ``rows`` write (work of the writer's own writes none)."""
+    return {r[1] for r in rows if r[0] in ("session", "event")}
+
+
+def _store_blobs(db: sqlite3.Connection, session: str, seq: int, blobs: Sequence[Blob]) -> None:
+    """Store the texts an event (or a session's record: seq 0) refers to, each once."""
+    for blob in blobs:
+        if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (blob.digest,)).fetchone() is None:
+            data, compressed = compress(blob.data)
+            db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)", (blob.digest, len(blob.data), compressed, data))
+        db.execute("INSERT OR IGNORE INTO blob_refs VALUES (?, ?, ?)", (session, seq, blob.digest))
+
+
+def _read_events(
+    db: sqlite3.Connection, segments: Sequence[tuple[str, int, int]], since: int, limit: int | None
+) -> tuple[list[tuple[str, int, bytes]], set[int], dict[bytes, str]]:
+    """(where it is stored, seq, body) of the events after ``since`` (at most ``limit``) of
+    a session stored as ``segments`` (see :meth:`EventStore._segments`), the seqs among them
+    whose bodies refer to stored texts, and those texts by digest."""
+    parts = " UNION ALL ".join(
+        "SELECT session, seq, body FROM events WHERE session = ? AND seq > ? AND seq <= ?" for _ in segments
+    )
+    sql = f"SELECT session, seq, body FROM ({parts}) ORDER BY seq" if len(segments) > 1 else parts + " ORDER BY seq"
+    args: tuple[Any, ...] = tuple(v for source, after, upto in segments for v in (source, max(after, since), upto))
+    if limit is not None:
+        sql += " LIMIT ?"
+        args += (limit,)
+    rows = db.execute(sql, args).fetchall()
+    if not rows:
+        return rows, set(), {}
+    last = rows[-1][1]
+    with_refs: set[int] = set()
+    texts: dict[bytes, str] = {}
+    for source, after, upto in segments:
+        if max(after, since) >= min(upto, last):
+            continue
+        for seq, digest, compressed, data in db.execute(
+            """SELECT r.seq, b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
+               WHERE r.session = ? AND r.seq > ? AND r.seq <= ?""",
+            (source, max(after, since), min(upto, last)),
+        ):
+            with_refs.add(seq)
+            if digest not in texts:
+                texts[digest] = decompress(data, bool(compressed))
+    return rows, with_refs, texts
 
 
 def _unpack(body: bytes) -> Any:
-    return msgpack.unpackb(body, raw=False, strict_map_key=False)
+    return unpack_body(body)

@@ -59,6 +59,7 @@ from ._inputs import (
 from ._report import run_report
 from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._fork import fork_point, unanswered, whole
+from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
 from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "LIVE_TYPES",
     "ModelFailed",
     "ModelFinished",
+    "NotSnapshottable",
     "PHASE_INPUTS",
     "PermissionDecided",
     "Phase",
@@ -98,6 +100,8 @@ __all__ = [
     "RunStopHooks",
     "RunTool",
     "SECRET_PATTERNS",
+    "SNAPSHOTS_WORK",
+    "SNAPSHOT_FORMAT",
     "SessionState",
     "StartClock",
     "StartSubagent",
@@ -129,9 +133,11 @@ __all__ = [
     "parse_plan",
     "parse_rule",
     "paths_named",
+    "restore",
     "run_report",
     "safe_text",
     "secrets_guardrails",
+    "snapshot",
     "step",
     "unanswered",
     "visible",

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 SESSION_CREATED = "session.created"
 RUN_STARTED = "run.started"
 PROJECT_UNTRUSTED = "project.untrusted"
+TOOLS_CHANGED = "tools.changed"
 MESSAGE_USER = "message.user"
 STEP_STARTED = "step.started"
 TEXT_DELTA = "text.delta"
@@ -53,6 +54,10 @@ EVENT_TYPES: Mapping[str, str] = {
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "
         "(folder, ignored: [{kind, name, detail, source}], hint: the command that trusts it)"
+    ),
+    TOOLS_CHANGED: (
+        "the run's tools differ from those of the session's last run (added, removed: tool "
+        "names; note: what the model is told, first in the run's first user message)"
     ),
     MESSAGE_USER: (
         "a user message entered the history (text, origin: task, steer, hook, check or nudge; "

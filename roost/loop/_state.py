@@ -18,6 +18,10 @@ from ._guardrails import Guardrail
 from ._permissions import ALLOW, Policy, Rule, parse_rule
 
 
+#: Run modes that offer the model no tools: their runs say nothing of tool changes.
+NO_TOOLS_MODES = ("plan", "compact")
+
+
 class Phase(enum.Enum):
     """Where a run is."""
 
@@ -143,6 +147,9 @@ class SessionState:
     #: Tokens the provider counted for the last reply, and the message count then.
     anchor_tokens: int = 0
     anchor_at: int = 0
+    #: The tools of the session's last run that had tools (not plan or compact; None: no
+    #: such run yet): a run with others says what changed (``tools.changed``).
+    last_tools: tuple[str, ...] | None = None
 
     @property
     def phase(self) -> Phase:
@@ -208,7 +215,15 @@ def _run_started(state: SessionState, event: Event) -> SessionState:
     request_ids = state.request_ids
     if d.get("request_id"):
         request_ids = {**request_ids, d["request_id"]: run.id}
-    return replace(state, run=run, request_ids=request_ids)
+    last_tools = run.tools if run.mode not in NO_TOOLS_MODES else state.last_tools
+    return replace(state, run=run, request_ids=request_ids, last_tools=last_tools)
+
+
+def _tools_changed(state: SessionState, event: Event) -> SessionState:
+    # The model is told where it happened: first in the run's first user message, so the
+    # history before it (a provider's cached prefix) stays as it was.
+    block = {"type": "text", "text": event.data["note"]}
+    return replace(state, messages=_append_user(state.messages, block))
 
 
 def _message_user(state: SessionState, event: Event) -> SessionState:
@@ -455,6 +470,7 @@ def _append_user(
 _APPLY = {
     ev.SESSION_CREATED: _session_created,
     ev.RUN_STARTED: _run_started,
+    ev.TOOLS_CHANGED: _tools_changed,
     ev.MESSAGE_USER: _message_user,
     ev.STEP_STARTED: _step_started,
     ev.MESSAGE_ASSISTANT: _message_assistant,

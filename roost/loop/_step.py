@@ -132,7 +132,7 @@ from ._inputs import (
 )
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
-from ._state import Phase, RunState, SessionState, apply, cost
+from ._state import NO_TOOLS_MODES, Phase, RunState, SessionState, apply, cost
 
 #: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
 #: the agent it names as a sub-agent.
@@ -352,6 +352,7 @@ def _create_session(b: _Builder, input: CreateSession) -> None:
 def _submit(b: _Builder, input: Submit) -> None:
     b.require(input.max_turns >= 1, "max_turns must be at least 1")
     b.require(input.attempts >= 1 and input.time_box > 0, "attempts and time_box must be positive")
+    before = b.state.last_tools
     b.emit(
         ev.RUN_STARTED,
         run=input.run,
@@ -389,6 +390,11 @@ def _submit(b: _Builder, input: Submit) -> None:
     )
     if input.untrusted:
         b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
+    if before is not None and input.mode not in NO_TOOLS_MODES:
+        added = sorted(set(input.tools) - set(before))
+        removed = sorted(set(before) - set(input.tools))
+        if added or removed:
+            b.emit(ev.TOOLS_CHANGED, added=added, removed=removed, note=tools_note(added, removed))
     typed = {"command": input.command["typed"]} if input.command is not None else {}
     tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context])
     if tripwire is not None:
@@ -403,6 +409,17 @@ def _submit(b: _Builder, input: Submit) -> None:
         b.emit(ev.MESSAGE_USER, text=text, origin="hook")
         _warn(b, INPUT, [text], origin="hook")
     b.start_model_call()
+
+
+def tools_note(added: list[str], removed: list[str]) -> str:
+    """What the model is told of tools that appeared and disappeared since the last run."""
+    parts = []
+    if removed:
+        parts.append(f"no longer available (calls to them fail): {', '.join(removed)}")
+    if added:
+        parts.append(f"new: {', '.join(added)}")
+    said = "; ".join(parts)
+    return f"[roost] Your tools changed since this session's last run. {said[0].upper()}{said[1:]}."
 
 
 def _model_finished(b: _Builder, input: ModelFinished) -> None:

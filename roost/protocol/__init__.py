@@ -22,7 +22,20 @@ from ._errors import (
     error_table,
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
-from ._messages import Message, Notification, Request, Response, encode, pack, parse
+from ._messages import (
+    Message,
+    Notification,
+    Packed,
+    Request,
+    Response,
+    encode,
+    encode_packed,
+    notification_head,
+    pack,
+    packed_array,
+    packed_map,
+    parse,
+)
 from ._methods import (
     API_COMPATIBLE,
     API_LEVEL,
@@ -57,6 +70,7 @@ __all__ = [
     "NotPrivate",
     "Notification",
     "PROTOCOL_VERSION",
+    "Packed",
     "Param",
     "ProcessStream",
     "ProtocolError",
@@ -80,9 +94,13 @@ __all__ = [
     "control_dir",
     "default_socket_path",
     "encode",
+    "encode_packed",
     "error_table",
+    "notification_head",
     "notification_map",
     "pack",
+    "packed_array",
+    "packed_map",
     "parse",
     "peer_credentials",
     "result_of",

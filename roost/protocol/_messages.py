@@ -8,7 +8,7 @@ so a call looks like ``[0, 7, "dispatch", [{"task": "..."}]]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Mapping, Sequence, Union
 
 import msgpack
 
@@ -48,18 +48,57 @@ class Notification:
 Message = Union[Request, Response, Notification]
 
 
+@dataclass(frozen=True, slots=True)
+class Packed:
+    """A value already encoded (one msgpack value), sent as it is: a response's result
+    made of stored events is never decoded and encoded again (see :func:`packed_map`)."""
+
+    data: bytes
+
+
 def pack(obj: Any) -> bytes:
     """Encode one object as msgpack, the way every roost peer does."""
     return msgpack.packb(obj, use_bin_type=True)
 
 
 def encode(message: Message) -> bytes:
-    """Encode a message as one msgpack array."""
+    """Encode a message as one msgpack array (a :class:`Packed` result as it is)."""
     if isinstance(message, Request):
         return pack([REQUEST, message.msgid, message.method, message.params])
     if isinstance(message, Response):
+        if isinstance(message.result, Packed):
+            head = msgpack.Packer(use_bin_type=True).pack_array_header(4)
+            return head + pack(RESPONSE) + pack(message.msgid) + pack(message.error) + message.result.data
         return pack([RESPONSE, message.msgid, message.error, message.result])
     return pack([NOTIFICATION, message.method, message.params])
+
+
+def encode_packed(method: str, params: Sequence[bytes]) -> bytes:
+    """A notification whose params are each given already encoded (one msgpack value
+    apiece): the bytes :func:`encode` makes of ``Notification(method, [decoded, ...])``,
+    without decoding and encoding again what is sent as stored."""
+    return notification_head(method, len(params)) + b"".join(params)
+
+
+def packed_map(fields: Mapping[str, Any]) -> Packed:
+    """A map whose values are packed here, except :class:`Packed` ones, kept as they are."""
+    packer = msgpack.Packer(use_bin_type=True)
+    parts = [packer.pack_map_header(len(fields))]
+    for key, value in fields.items():
+        parts += (packer.pack(key), value.data if isinstance(value, Packed) else packer.pack(value))
+    return Packed(b"".join(parts))
+
+
+def packed_array(items: Sequence[bytes]) -> Packed:
+    """An array of values each already packed."""
+    return Packed(msgpack.Packer().pack_array_header(len(items)) + b"".join(items))
+
+
+def notification_head(method: str, count: int) -> bytes:
+    """The bytes a notification of ``count`` params starts with; the params, each encoded,
+    follow (see :func:`encode_packed`)."""
+    packer = msgpack.Packer(use_bin_type=True)
+    return packer.pack_array_header(3) + packer.pack(NOTIFICATION) + packer.pack(method) + packer.pack_array_header(count)
 
 
 def parse(obj: Any) -> Message:

@@ -12,7 +12,7 @@ from typing import Any
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 6
+API_LEVEL = 7
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
 
@@ -72,6 +72,24 @@ METHODS: tuple[Method, ...] = (
     ),
     Method("shutdown", "Stop the daemon: runs are aborted and stored, then it exits.", (), ("ok",)),
     Method("sessions.list", "Every session, newest last.", (), ("sessions",)),
+    Method(
+        "sessions.prune",
+        "Delete the sessions with no activity for `older_than` seconds (never one with a run "
+        "in flight), with their events; `roost gc` then frees the outputs only they held.",
+        (
+            Param("older_than", "number", True, "seconds since a session's last event"),
+            Param("dry_run", "bool", doc="only list what would be deleted"),
+            Param("sessions", "list", doc="only these session ids (those a person was shown)"),
+        ),
+        ("sessions", "kept", "dry_run"),
+    ),
+    Method(
+        "gc",
+        "Remove the stored outputs (blobs) no event refers to any more; what that freed inside "
+        "the database (the file keeps its size: later writes reuse the room).",
+        (),
+        ("blobs", "bytes", "database", "database_bytes", "free_bytes"),
+    ),
     Method(
         "sessions.create",
         "Create an empty session.",

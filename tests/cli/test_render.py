@@ -65,6 +65,16 @@ def test_a_guardrail_warning_and_a_graceful_stop_are_shown_in_the_cli_and_the_sh
     ]
 
 
+def test_a_change_of_tools_is_said_in_one_line_by_both_clients() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    event = {"type": "tools.changed", "run": "r2", "session": "s", "added": ["git__log"], "removed": ["time__now", "x"]}
+    Renderer(echo, color=False).render(event)
+    said = "⚙ tools changed since the last run (the model is told) · gone: time__now, x · new: git__log"
+    assert lines == [said]
+    assert [shell.plain(line) for line in shell.tools_changed_line(event)] == [said]
+
+
 def test_custom_commands_hook_messages_and_hook_failures() -> None:
     lines: list[str] = []
     echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))

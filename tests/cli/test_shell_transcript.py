@@ -153,3 +153,8 @@ def test_a_plan_is_a_numbered_list_with_its_files() -> None:
     out = lines(Transcript().feed(ev("plan", steps=[{"step": 1, "text": "Read it", "files": ["a.py"]},
                                                     {"step": 2, "text": "Fix it"}])))
     assert out == ["plan:", "1. Read it  [a.py]", "2. Fix it"]
+
+
+def test_a_change_of_tools_shows_in_the_transcript() -> None:
+    out = lines(Transcript().feed(ev("tools.changed", added=[], removed=["time__now"], note="...")))
+    assert out == ["⚙ tools changed since the last run (the model is told) · gone: time__now"]

@@ -83,7 +83,8 @@ async def test_runs_go_on_while_every_tool_thread_is_taken(daemon: Daemon, clien
 
 async def test_a_full_disk_ends_the_run_in_flight_and_the_daemon_serves_on(small_disk: Path, project: Path) -> None:
     db = small_disk / "roost.db"
-    big = "x" * (700 << 10)  # a reply far larger than the room left
+    # A reply far larger than the room left, even compressed (large texts are stored so).
+    big = os.urandom(350 << 10).hex()
     async with serving(db) as daemon, open_client(daemon.socket_path) as client:
         await _run(client, project, write_script(project, [text("fine")], name="a.json"))
         filler = fill(small_disk, leave=100 << 10)

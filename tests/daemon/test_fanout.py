@@ -17,7 +17,7 @@ from roost.daemon import _connection, _fanout
 from roost.daemon._connection import Connection
 from roost.daemon._fanout import Fanout
 from roost.loop import Event
-from roost.protocol import Client
+from roost.protocol import Client, pack
 
 from .conftest import bash, serving, write_script
 
@@ -40,8 +40,8 @@ async def test_a_client_is_told_it_lagged_even_while_it_re_attaches(nursery: tri
     log: list[Event] = []
     fanout: Fanout
 
-    async def stored(session: str, since: int) -> Sequence[Event]:
-        replay = [e for e in log if e.seq is not None and e.seq > since]
+    async def stored(session: str, since: int) -> Sequence[tuple[int, bytes]]:
+        replay = _packed(log, since)
         # The run goes on while the replay reads the store: more live events than the
         # replay buffer holds.
         for _ in range(6):
@@ -84,8 +84,50 @@ async def test_a_client_is_told_it_lagged_even_while_it_re_attaches(nursery: tri
     assert seqs == list(range(4, len(log) + 2))
 
 
-async def _after(log: list[Event], since: int) -> list[Event]:
-    return [e for e in log if e.seq is not None and e.seq > since]
+async def test_a_long_replay_goes_out_in_chunks_each_seq_once(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_fanout, "REPLAY_CHUNK", 100)  # a few events a chunk
+    log = [_event(seq) for seq in range(1, 41)]
+    fanout: Fanout
+
+    async def stored(session: str, since: int) -> Sequence[tuple[int, bytes]]:
+        replay = _packed(log, since)
+        log.append(_event(41))  # published while the store is read
+        fanout.publish(log[-1].to_map())
+        return replay
+
+    fanout = Fanout(stored)
+    ours, theirs = trio.testing.memory_stream_pair()
+    connection = Connection(ours)  # type: ignore[arg-type]
+    nursery.start_soon(connection.run_writer)
+    writes: list[int] = []
+    sent = ours.send_stream.send_all_hook
+
+    async def count() -> None:
+        writes.append(1)
+        if sent is not None:
+            await sent()
+
+    ours.send_stream.send_all_hook = count
+    assert await fanout.attach(connection, "s1", 5) == 41  # the live one after the replay
+    unpacker = msgpack.Unpacker(raw=False)
+    seqs: list[int] = []
+    with trio.fail_after(5):
+        while len(seqs) < 36:
+            unpacker.feed(await theirs.receive_some(65536))
+            seqs += [m[2][0]["seq"] for m in unpacker]
+    assert seqs == list(range(6, 42))
+    assert 5 < len(writes) < 35  # many events a write, more than one write
+
+
+async def _after(log: list[Event], since: int) -> list[tuple[int, bytes]]:
+    return _packed(log, since)
+
+
+def _packed(log: list[Event], since: int) -> list[tuple[int, bytes]]:
+    """The stored events after ``since`` as the store gives them to a replay."""
+    return [(e.seq, pack(e.to_map())) for e in log if e.seq is not None and e.seq > since]
 
 
 async def test_a_follower_that_lagged_catches_up_and_never_hangs(

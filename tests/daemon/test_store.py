@@ -183,6 +183,32 @@ def test_a_damaged_file_is_refused_unchanged_and_set_aside_whole(tmp_path: Path)
     EventStore.open(db).close()
 
 
+async def test_long_texts_are_stored_once_by_hash_and_put_back_on_reading(tmp_path: Path) -> None:
+    db = tmp_path / "db"
+    long = "a file's content, written twice\n" * 200
+    short = "small" * 10
+
+    async def body(store: EventStore) -> None:
+        await store.create_session("a", "/p", 1.0)
+        await store.create_session("b", "/p", 1.0)
+        call = {"name": "write", "input": {"path": "f", "content": long}}
+        await store.append([Event("tool.started", "a", "r", 2.0, {"call_id": "1", **call, "also": [long, short]})])
+        await store.append([Event("message.user", "b", "r", 3.0, {"text": long})])
+        [a] = await store.events("a")
+        assert a.data["input"]["content"] == long and a.data["also"] == [long, short]
+        [b] = await store.events("b")
+        assert b.data["text"] == long
+
+    await _with_store(db, body)
+    check = sqlite3.connect(db)
+    try:
+        assert check.execute("SELECT count(*), sum(size) FROM blobs").fetchone() == (1, len(long))
+        assert check.execute("SELECT session, seq FROM blob_refs ORDER BY session").fetchall() == [("a", 1), ("b", 1)]
+        assert all(len(body) < 500 for (body,) in check.execute("SELECT body FROM events"))
+    finally:
+        check.close()
+
+
 def _user(session: str, text: str, ts: float = 2.0) -> Event:
     return Event("message.user", session, "r", ts, {"text": text})
 

@@ -7,7 +7,18 @@ from typing import Any
 import msgpack
 import pytest
 
-from roost.protocol import Notification, ProtocolError, Request, Response, encode, pack, parse
+from roost.protocol import (
+    Notification,
+    ProtocolError,
+    Request,
+    Response,
+    encode,
+    encode_packed,
+    pack,
+    packed_array,
+    packed_map,
+    parse,
+)
 
 
 def _roundtrip(message: Any) -> Any:
@@ -38,6 +49,13 @@ def test_wire_shapes_follow_the_spec() -> None:
     assert msgpack.unpackb(encode(Request(3, "m", [{"a": 1}]))) == [0, 3, "m", [{"a": 1}]]
     assert msgpack.unpackb(encode(Response(3, None, "r"))) == [1, 3, None, "r"]
     assert msgpack.unpackb(encode(Notification("n", [1]))) == [2, "n", [1]]
+
+
+def test_a_notification_of_packed_params_is_the_same_bytes_as_encoded_whole() -> None:
+    event = {"type": "tool.finished", "seq": 7, "result": "x" * 70000, "raw": b"\x00"}
+    assert encode_packed("event", [pack(event)]) == encode(Notification("event", [event]))
+    many = [{"n": i} for i in range(20)]
+    assert encode_packed("event", [pack(e) for e in many]) == encode(Notification("event", many))
 
 
 def test_pack_uses_bin_type_for_bytes() -> None:
@@ -118,3 +136,10 @@ def test_bad_request_with_readable_msgid_carries_it(obj: Any) -> None:
     with pytest.raises(ProtocolError) as info:
         parse(obj)
     assert info.value.msgid == 42  # type: ignore[attr-defined]
+
+
+def test_a_result_packed_beforehand_is_sent_as_it_is() -> None:
+    stored = [pack({"type": "a", "seq": 1}), pack({"type": "b", "seq": 2, "x": "y" * 5000})]
+    result = packed_map({"events": packed_array(stored), "last_seq": 2})
+    whole = {"events": [{"type": "a", "seq": 1}, {"type": "b", "seq": 2, "x": "y" * 5000}], "last_seq": 2}
+    assert encode(Response(9, None, result)) == encode(Response(9, None, whole))

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import sandbox_line, seconds, session_tree, shorten, summary, tree_id, untrusted, when
+from .._render import sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -102,6 +102,11 @@ def run_started(e: dict[str, Any]) -> Lines:
 def project_untrusted(e: dict[str, Any]) -> Lines:
     """The folder is not trusted: what its files would widen was ignored."""
     return [[("class:warn", clean(untrusted(e)))]]
+
+
+def tools_changed_line(e: dict[str, Any]) -> Lines:
+    """The run's tools differ from the last run's: what disappeared and appeared."""
+    return [[("class:warn", clean(tools_changed(e)))]]
 
 
 def trust_question(shown: dict[str, Any]) -> Lines:

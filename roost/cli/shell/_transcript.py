@@ -181,6 +181,9 @@ class Transcript:
     def _project_untrusted(self, e: dict[str, Any], depth: int) -> Lines:
         return r.project_untrusted(e)
 
+    def _tools_changed(self, e: dict[str, Any], depth: int) -> Lines:
+        return r.tools_changed_line(e)
+
     def _message_user(self, e: dict[str, Any], depth: int) -> Lines:
         # Steering was shown when it was queued (steer.queued); this is it entering the history.
         if e.get("origin") == "steer":
