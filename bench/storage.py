@@ -17,7 +17,8 @@ tables are measured too: event bodies, blobs (stored outputs), snapshots.
 ``attach`` on a raw socket to its response, after every stored event (a bare
 ``msgpack.Unpacker``: the daemon's cost, not a Python client's); *attach with Client*:
 again with ``roost.protocol.Client.call`` (what a script pays, its decoding included);
-*events*, ``events`` for the whole log (what ``roost logs`` and a report read); and on
+*events*, ``events`` for the whole log (what ``roost logs`` reads); *report*, ``report``
+on the session (its run folded from the stored events, the daemon's whole cost); and on
 another fresh daemon, *open*: the first request, one that needs the session's state
 (``pending`` with the session: the daemon folds it, from its snapshot if it has one).
 Medians of the 5.
@@ -46,6 +47,7 @@ from _common import BenchEnv, Figure, median, parser, prepare, report, spread  #
 
 OPEN_TARGET_MS = 100.0
 ATTACH_TARGET_MS = 100.0
+REPORT_TARGET_MS = 100.0
 LENGTHS = (100, 1000, 10000)
 KINDS = ("small", "large", "duplicated")
 BYTES_STEPS = 200
@@ -68,25 +70,33 @@ def read_call(kind: str, i: int) -> dict[str, Any]:
     return {"path": ["big.txt", "./big.txt", "././big.txt"][i % 3], "limit": SLICE_LINES}
 
 
-def make_session(env: BenchEnv, kind: str, steps: int) -> tuple[str, int]:
-    """One run of ``steps`` read steps; (session, stored events)."""
-    responses: list[dict[str, Any]] = [
-        {"content": [{"type": "text", "text": f"step {i}"},
-                     {"type": "tool_use", "name": "read", "input": read_call(kind, i)}]}
-        for i in range(steps)
-    ]
-    responses.append({"content": [{"type": "text", "text": "done"}]})
-    script = env.write_script(f"{kind}-{steps}.json", responses)
+def make_session(env: BenchEnv, kind: str, steps: int, runs: int = 1) -> tuple[str, int]:
+    """``runs`` runs of ``steps`` read steps each, in one session; (session, stored events)."""
+    responses: list[dict[str, Any]] = []
+    for _ in range(runs):
+        # The scripted model answers by the number of replies so far: one script for all runs.
+        responses += [
+            {"content": [{"type": "text", "text": f"step {i}"},
+                         {"type": "tool_use", "name": "read", "input": read_call(kind, len(responses) + i)}]}
+            for i in range(steps)
+        ]
+        responses.append({"content": [{"type": "text", "text": "done"}]})
+    script = env.write_script(f"{kind}-{steps}x{runs}.json", responses)
+    session = None
     with env.client(timeout=600) as client:
-        started = client.call("dispatch", task="read", model=f"scripted/{script}", mode="full",
-                              max_turns=steps + 5, cwd=str(env.project), attach=True)
-        for event in client.events():
-            if event.get("type") == "run.finished":
-                if event.get("reason") != "done":
-                    raise RuntimeError(f"the setup run ended {event.get('reason')}: {event.get('error')}")
-                break
+        for _ in range(runs):
+            where = {"session": session} if session else {"cwd": str(env.project)}
+            started = client.call("dispatch", task="read", model=f"scripted/{script}", mode="full",
+                                  max_turns=steps + 5, attach=True, **where)
+            session = started["session"]
+            for event in client.events():
+                if event.get("type") == "run.finished":
+                    if event.get("reason") != "done":
+                        raise RuntimeError(f"the setup run ended {event.get('reason')}: {event.get('error')}")
+                    break
+            client.call("detach", session=session)
         rows = client.call("sessions.list")["sessions"]
-    (row,) = [r for r in rows if r["id"] == started["session"]]
+    (row,) = [r for r in rows if r["id"] == session]
     return row["id"], row["events"]
 
 
@@ -193,12 +203,16 @@ def main() -> None:
     attached: dict[int, list[float]] = {n: [] for n in LENGTHS}
     by_client: dict[int, list[float]] = {n: [] for n in LENGTHS}
     read: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    reported: dict[int, list[float]] = {n: [] for n in LENGTHS}
+    reported_last: list[float] = []
     floor: list[float] = []
     with BenchEnv("stlen") as env:
         write_files(env.project, 1)
         env.start_daemon(daemon_env)
         t = time.perf_counter()
         sessions = {n: make_session(env, "small", (n - 5) // 5) for n in LENGTHS}
+        # The usual shape of a long session: many runs (here 100 of 20 steps).
+        many_runs = make_session(env, "small", 20, runs=100)
         context.append(f"setup: sessions of {', '.join(f'{e:,}' for _, e in sessions.values())} events "
                        f"in {time.perf_counter() - t:.1f} s")
         time.sleep(1.0)  # background snapshots
@@ -222,6 +236,11 @@ def main() -> None:
                     while client.next_notification(timeout=0) is not None:
                         pass
                     read[n].append(timed(lambda: raw.call("events", {"session": session}))[0])
+                    reported[n].append(timed(lambda: raw.call("report", {"session": session}))[0])
+                session = many_runs[0]
+                raw.call("attach", {"session": session})
+                raw.call("detach", {"session": session})
+                reported_last.append(timed(lambda: raw.call("report", {"session": session}))[0])
             raw.close()
             env.stop_daemon()
             floor.append(timed(lambda: read_bodies(database(env), sessions[LENGTHS[-1]][0]))[0])
@@ -251,6 +270,21 @@ def main() -> None:
             details=[f"min/median/max {spread(attached[n], 1000)} ms; with roost.protocol.Client "
                      f"{spread(by_client[n], 1000)} ms; `events` (the whole log) {spread(read[n], 1000)} ms"],
         ))
+        figures.append(Figure(
+            key=f"storage.report_{n}_ms", title=f"report: a run of {n:,} events",
+            value=median(reported[n]) * 1000, unit="ms", better="lower",
+            target=REPORT_TARGET_MS if n == 10000 else None, informational=n != 10000,
+            how=f"`report` on the session (after attach: loaded), raw socket, to its response; "
+                f"median of {len(reported[n])}",
+            details=[f"min/median/max {spread(reported[n], 1000)} ms"],
+        ))
+    figures.append(Figure(
+        key="storage.report_last_of_100_runs_ms", title=f"report: the last of 100 runs, {many_runs[1]:,} events",
+        value=median(reported_last) * 1000, unit="ms", better="lower", target=REPORT_TARGET_MS,
+        how=f"`report` on a session of 100 runs of 20 steps (its last run: read from where it started); "
+            f"median of {len(reported_last)}",
+        details=[f"min/median/max {spread(reported_last, 1000)} ms"],
+    ))
     context.append(f"floor, at the same moments: the 10,000 stored bodies read with sqlite3 in this process "
                    f"{spread(floor, 1000)} ms (min/median/max)")
     figures.append(Figure(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import logging.handlers
 import os
@@ -17,6 +18,15 @@ from roost.protocol import NotPrivate
 
 from ._paths import ensure_private_dir, log_dir, private_opener, socket_path, state_dir
 from ._server import AlreadyRunning, Daemon, default_database
+
+
+def _tune_gc() -> None:
+    # What is imported by now lives as long as the daemon: a full collection need not walk
+    # it again and again. And a read of a long history makes tens of thousands of small
+    # objects at once, which the default threshold (700) would interrupt with a collection
+    # every few hundred events.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ensure_private_dir(state_dir())
             database = default_database()
+        _tune_gc()
         trio.run(Daemon(path, database, sync=args.sync).serve)
     except (AlreadyRunning, NotPrivate, PermissionError) as exc:
         print(f"roost daemon: {exc}", file=sys.stderr)

@@ -720,7 +720,15 @@ class Api:
         else:
             raise RpcError(ErrorCode.INVALID_PARAMS, "report: give a session or a run")
         session = await self._session(session_id)
-        events = await self.conductor.store.events(session.id)
+        store = self.conductor.store
+        since = 0
+        if run is None:
+            # The last run's report needs only its own events: a long session is read from
+            # where that run started.
+            last = session.state.run.id if session.state.run is not None else session.state.last_run
+            started = None if last is None else await store.run_started_at(session.id, last)
+            since = 0 if started is None else started - 1
+        events = await store.events(session.id, since)
         found = run_report(events, run, now=time.time())
         if found is None:
             where = f"no run {run!r} in session {session.id}" if run else f"session {session.id} has had no run yet"

@@ -658,6 +658,17 @@ class EventStore:
         rows = await self._read("SELECT session FROM events WHERE type = 'run.started' AND run = ? LIMIT 1", (run,))
         return rows[0][0] if rows else None
 
+    async def run_started_at(self, session: str, run: str) -> int | None:
+        """The seq of ``run``'s ``run.started`` in ``session``'s history (a fork's included);
+        None if it has none."""
+        segments = self._segments(session)
+        where = " OR ".join("(session = ? AND seq > ? AND seq <= ?)" for _ in segments)
+        args = tuple(v for segment in segments for v in segment)
+        rows = await self._read(
+            f"SELECT min(seq) FROM events WHERE type = 'run.started' AND run = ? AND ({where})", (run, *args)
+        )
+        return rows[0][0] if rows else None
+
     async def request_ids(self) -> dict[str, tuple[str, str]]:
         """Every dispatch idempotency key seen: key -> (session, run)."""
         rows = await self._read("SELECT session, run, body FROM events WHERE type = 'run.started'", ())

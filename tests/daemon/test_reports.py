@@ -142,3 +142,22 @@ async def test_a_session_with_no_run_yet_has_no_report(client: TrioClient, proje
     with pytest.raises(RpcError) as info:
         await client.call("report", session=session)
     assert info.value.code == ErrorCode.RUN_NOT_FOUND and "no run yet" in info.value.message
+
+
+async def test_a_sessions_report_is_its_last_runs_in_the_session_and_in_a_fork(client: TrioClient, project: Path) -> None:
+    runs = []
+    session = None
+    for word in ("one", "two", "three"):
+        model = write_script(project, [bash(f"echo {word}")], [text(word)], name=f"{word}.json")
+        params = {"session": session} if session else {"cwd": str(project)}
+        run = await client.call("dispatch", task=word, model=model, attach=True, yes=True, sandbox="off", **params)
+        await events_until(client, finished(run["run"]))
+        session = run["session"]
+        runs.append(run["run"])
+    last = await client.call("report", session=session)
+    assert last == await client.call("report", run=runs[-1])
+    assert last["run"] == runs[-1] and last["task"] == "three"
+    assert (await client.call("report", run=runs[0]))["task"] == "one"
+    # A fork whose last run is its parent's reports it from the parent's stored events.
+    fork = await client.call("sessions.fork", session=session)
+    assert await client.call("report", session=fork["session"]) == {**last, "session": fork["session"]}
