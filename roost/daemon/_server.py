@@ -228,6 +228,7 @@ class Daemon:
                 log.info("shutting down")
                 await started.listener.aclose()
                 await conductor.shutdown()
+                ledger.close()
                 self._end_connections()
                 nursery.cancel_scope.cancel()
             store.stop_writer()
