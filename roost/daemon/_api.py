@@ -475,7 +475,7 @@ class Api:
         mode = mode or agent.mode or "agent"
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
-        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted)
+        layers = await compose(agent, mode, cwd, summary, trusted=setup.trusted, cache=self.conductor.prompts)
         return {
             "agent": agent.name,
             "mode": mode,

@@ -74,7 +74,7 @@ from ._agents import Agent
 from ._config import ConfigError, price_map
 from ._hooks import run_post_hooks, run_pre_hooks
 from ._fanout import Fanout
-from ._prompt import compose, render, sizes, summary_text
+from ._prompt import PromptCache, compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
@@ -144,6 +144,8 @@ class Conductor:
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
+        #: What composing system prompts read from files that did not change since.
+        self.prompts = PromptCache()
         self.sessions = SessionTable(store, self._settle)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
@@ -240,7 +242,7 @@ class Conductor:
         child.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
-            layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+            layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted, cache=self.prompts)
             sandbox = None
             if run.sandbox is not None:
                 sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
@@ -257,7 +259,7 @@ class Conductor:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted)
+        layers = await compose(settings.agent, run.mode, session.state.cwd, trusted=setup.trusted, cache=self.prompts)
         agents = setup.agents.agents
         session.agent_specs = {n: _agent_spec(agents[n]) for n in run.subagents if n in agents}
         session.mcp_servers = self._resume_mcp(setup, run.tools)
@@ -308,7 +310,7 @@ class Conductor:
             InvalidInput: a run is already in flight.
         """
         agent, mode = settings.agent, settings.mode
-        layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted)
+        layers = await compose(agent, mode, session.state.cwd, trusted=setup.trusted, cache=self.prompts)
         tools, session.agent_specs, session.mcp_servers = await self._tools_of(agent, setup)
         submit = self._submit(
             settings,
@@ -802,7 +804,7 @@ class Conductor:
         except (SettingsError, ProviderError) as exc:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
-        layers = await compose(agent, settings.mode, cwd, trusted=setup.trusted)
+        layers = await compose(agent, settings.mode, cwd, trusted=setup.trusted, cache=self.prompts)
         tools, specs, servers = await self._tools_of(agent, setup)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:

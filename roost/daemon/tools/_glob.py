@@ -54,6 +54,9 @@ async def list_files(
     Error handling: a folder that is not in a git work tree, or git failing or missing,
     falls back to a plain walk; listing never fails because of git.
     """
+    if git_entry(root) is None and "GIT_DIR" not in os.environ:
+        # No repository git could find: no git process to learn that (it costs a few ms).
+        return await trio.to_thread.run_sync(_walk, root, keep, limiter=threads, abandon_on_cancel=True)
     try:
         done = await trio.run_process(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
@@ -74,6 +77,16 @@ async def list_files(
             lambda: [p for p in wanted if (root / p).is_file()], limiter=threads, abandon_on_cancel=True
         )
     return await trio.to_thread.run_sync(_walk, root, keep, limiter=threads, abandon_on_cancel=True)
+
+
+def git_entry(folder: Path) -> Path | None:
+    """The ``.git`` (a folder, or a worktree's file) at or above ``folder``: where git would
+    find the repository ``folder`` is in; None when there is none."""
+    for candidate in (folder, *folder.parents):
+        entry = candidate / ".git"
+        if os.path.lexists(entry):
+            return entry
+    return None
 
 
 def _walk(root: Path, keep: Callable[[str], bool]) -> list[str]:
