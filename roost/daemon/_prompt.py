@@ -41,7 +41,7 @@ import trio
 from ._agents import Agent
 from ._files import read_head
 from ._project import find_skills, memory_files, project_root
-from .tools import git_entry, list_files
+from .tools import git_entry, in_git_work_tree, list_files, walk_files
 
 T = TypeVar("T")
 
@@ -121,26 +121,29 @@ class PromptCache:
                     self._files.popitem(last=False)
         return value
 
-    async def listing(self, root: Path) -> list[str]:
-        """:func:`list_files` of ``root``, kept while its git index, ``HEAD`` and the folder
+    def known_files(self, root: Path) -> tuple[list[str] | None, tuple[Any, ...]]:
+        """The project's file list if it can be had without git: outside a git work tree
+        the walk, inside one the list kept while its git index, ``HEAD`` and the folder
         itself are unchanged, for at most :data:`LISTING_MAX_AGE` seconds (a file added or
-        removed deeper down changes none of those). Outside a git work tree, listed every
-        time (a walk, no git process)."""
+        removed deeper down changes none of those); else None, to be listed with git and
+        given to :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
+        """
         entry = git_entry(root)
-        if entry is None:
-            return await list_files(root)
+        if entry is None and not in_git_work_tree(root):
+            return walk_files(root), ()
         # Taken before listing: a change made meanwhile shows at the next run.
-        signature = await trio.to_thread.run_sync(_listing_signature, root, entry)
-        key = os.fspath(root)
+        signature = _listing_signature(root, entry)
         with self._lock:
-            kept = self._listings.get(key)
+            kept = self._listings.get(os.fspath(root))
         if kept is not None and kept[0] == signature and time.monotonic() - kept[1] < LISTING_MAX_AGE:
-            return list(kept[2])
-        files = await list_files(root)
-        if not any(s is None or _racy(s) for s in signature):
+            return list(kept[2]), signature
+        return None, signature
+
+    def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> None:
+        """Keep ``files``, listed by git after :meth:`known_files` gave ``signature``."""
+        if signature and not any(s is None or _racy(s) for s in signature):
             with self._lock:
-                self._listings[key] = (signature, time.monotonic(), list(files))
-        return files
+                self._listings[os.fspath(root)] = (signature, time.monotonic(), list(files))
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
@@ -156,7 +159,9 @@ def _racy(signature: tuple[int, ...]) -> bool:
     return time.time_ns() - max(signature[3], signature[4]) < RACY_SECONDS * 1e9
 
 
-def _listing_signature(root: Path, entry: Path) -> tuple[tuple[int, ...] | None, ...]:
+def _listing_signature(root: Path, entry: Path | None) -> tuple[tuple[int, ...] | None, ...]:
+    if entry is None:  # a repository named by $GIT_DIR: nothing to go by
+        return (None,)
     gitdir = entry
     if not entry.is_dir():  # a worktree's or submodule's .git file: "gitdir: PATH"
         try:
@@ -178,8 +183,23 @@ async def compose(
     """
     root = project_root(cwd) or Path(cwd)
     cache = cache if cache is not None else PromptCache(entries=0)
-    files = await cache.listing(root)
-    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted, cache)
+
+    def in_thread(files: list[str] | None) -> tuple[list[Layer] | None, tuple[Any, ...]]:
+        signature: tuple[Any, ...] = ()
+        if files is None:
+            files, signature = cache.known_files(root)
+            if files is None:
+                return None, signature
+        return _layers(agent, mode, cwd, root, files, summary, trusted, cache), signature
+
+    # One worker thread for everything, unless git has to list the files first.
+    composed, signature = await trio.to_thread.run_sync(in_thread, None)
+    if composed is None:
+        files = await list_files(root)
+        cache.keep_files(root, signature, files)
+        composed, _ = await trio.to_thread.run_sync(in_thread, files)
+    assert composed is not None
+    return composed
 
 
 def _layers(

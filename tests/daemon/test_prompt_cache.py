@@ -122,7 +122,7 @@ async def test_the_file_list_of_a_git_project_follows_its_index(project: Path, m
     git(project, "init", "-q")
     git(project, "add", ".")
     git(project, "commit", "-qm", "start")
-    listed = counting(monkeypatch, "list_files")
+    listed = counting(monkeypatch, "list_files")  # git runs only when it must list
     cache = PromptCache()
     assert "c.py" in (await layers(project, cache))["repo map"]
     assert "c.py" in (await layers(project, cache))["repo map"]
