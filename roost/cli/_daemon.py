@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -28,6 +27,8 @@ def status(obj: dict[str, Any], as_json: bool) -> None:
     with connect(socket_path(obj["socket"]), start=False) as client:
         info = client.call("status")
     if as_json:
+        import json  # only here: the commands start without it
+
         click.echo(json.dumps(info))
         return
     store = info.get("store") or {}

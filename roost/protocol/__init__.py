@@ -21,15 +21,7 @@ from ._errors import (
 )
 from ._framing import DEFAULT_MAX_FRAME, Decoder
 from ._messages import Message, Notification, Request, Response, encode, pack, parse
-from ._methods import (
-    API_COMPATIBLE,
-    API_LEVEL,
-    METHODS,
-    METHODS_BY_NAME,
-    PROTOCOL_VERSION,
-    Method,
-    Param,
-)
+from ._version import API_COMPATIBLE, API_LEVEL, PROTOCOL_VERSION
 from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
 from ._vocabulary import MODES, SANDBOX_MODES, STOP_REASONS, SUCCESS_REASONS
@@ -74,3 +66,14 @@ __all__ = [
     "peer_credentials",
     "result_of",
 ]
+
+#: Imported when first asked for: a client needs the protocol, not the method catalogue.
+_CATALOGUE = frozenset({"METHODS", "METHODS_BY_NAME", "Method", "Param"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _CATALOGUE:
+        from . import _methods
+
+        return getattr(_methods, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
