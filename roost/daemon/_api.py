@@ -8,6 +8,7 @@ bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -569,10 +570,18 @@ def hello_result(connection: Connection, params: dict[str, Any], notices: Sequen
         "version": roost.__version__,
         "protocol": PROTOCOL_VERSION,
         "pid": os.getpid(),
+        **_catalogue(),
+        "notices": list(notices),
+    }
+
+
+@functools.cache
+def _catalogue() -> dict[str, Any]:
+    # The same for every hello (every CLI command says it): described once. Only packed.
+    return {
         "methods": [m.describe() for m in METHODS],
         "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
         "errors": error_table(),
-        "notices": list(notices),
     }
 
 
