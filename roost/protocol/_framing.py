@@ -45,6 +45,15 @@ class Decoder:
     def feed(self, data: bytes) -> list[Union[Message, ProtocolError]]:
         """Add bytes from the stream; return the messages now complete, in order."""
         out: list[Union[Message, ProtocolError]] = []
+        if len(data) <= self.max_frame - self._buffered():
+            # The usual case: it all fits, fed at once.
+            try:
+                self._unpacker.feed(data)
+            except msgpack.BufferFull as exc:
+                raise FrameTooLarge(f"a message exceeds the {self.max_frame}-byte frame limit") from exc
+            self._fed += len(data)
+            self._drain(out)
+            return out
         view = memoryview(data)
         # Feed in slices no larger than the free buffer so that a burst of many small
         # messages in one read is never mistaken for one oversized message.
