@@ -29,6 +29,7 @@ file (``read``, a different file each step). Measured:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
@@ -80,10 +81,17 @@ async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model:
         go = trio.Event()
         started_at: list[float] = []
 
+        # A few connections at a time: the daemon's listen backlog is 128, and a connect to a
+        # full backlog does not wait under trio (it fails the peer check).
+        connecting = trio.Semaphore(32)
+
         async def follower(session: str, delay: float) -> None:
             nonlocal ready
-            async with open_client(env.socket, client="bench-follower", buffer=65536) as client:
-                await client.call("attach", session=session)
+            async with contextlib.AsyncExitStack() as stack:
+                async with connecting:
+                    client = await stack.enter_async_context(
+                        open_client(env.socket, client="bench-follower", buffer=65536))
+                    await client.call("attach", session=session)
                 ready += 1
                 if ready == sessions:
                     attached.set()
