@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import logging.handlers
 import os
@@ -43,11 +44,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             ensure_private_dir(state_dir())
             database = default_database()
+        _settle_collector()
         trio.run(Daemon(path, database, sync=args.sync).serve)
     except (AlreadyRunning, NotPrivate, PermissionError) as exc:
         print(f"roost daemon: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _settle_collector() -> None:
+    """Shorter and fewer pauses of the cycle collector in a process that lives long and holds
+    many sessions: what is imported is never scanned again (``gc.freeze``), and collections
+    come less often. With 600 sessions running (bench/scale.py), the longest full
+    collection took 130 ms (steps waited for it) and collections 0.7 s in all; frozen and
+    less often, 18 ms and 0.2 s.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 50, 100)
 
 
 class _PrivateLog(logging.handlers.RotatingFileHandler):
