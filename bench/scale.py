@@ -22,7 +22,8 @@ file (``read``, a different file each step). Measured:
 - **memory per idle session** (RSS after creating the sessions, minus before, per session)
   and **per attached client** (RSS after connecting and attaching the followers, minus
   before, per client); and per idle session after its run (its history held in memory);
-- event delivery (follower's receive time minus the event's ``ts``), p50 and p99.
+- event delivery (follower's receive time minus the event's ``ts``, the run's events),
+  p50 and p99.
 
     uv run python bench/scale.py [--sessions 1000] [--steps 10] [--think 4]
 """
@@ -106,7 +107,8 @@ async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model:
                         problems.append(f"{session}: {note.method} {note.params}")
                         continue
                     event = note.params[0]
-                    delivery.append(now - event["ts"])
+                    if event.get("run") == run:  # live, not the history replayed on attach
+                        delivery.append(now - event["ts"])
                     if event.get("seq") is not None:
                         seqs.append(event["seq"])
                     if event["type"] == "message.assistant":
