@@ -1,9 +1,12 @@
 """Figure 2: from `roost dispatch` process start to the model request, daemon already running.
 
-anthropic: the clock starts just before ``subprocess.Popen(["roost", "dispatch", ...])``
-and stops when the local fake Messages API server (tests/fakes/anthropic_server.py, running
-in this process) begins handling ``POST /v1/messages`` (its ``do_POST`` is entered: request
-line and headers read). Same process, same monotonic clock.
+anthropic, openai: the clock starts just before ``subprocess.Popen(["roost", "dispatch",
+...])`` and stops when the local fake server (tests/fakes/anthropic_server.py, or
+tests/fakes/openai_server.py behind an OpenAI-compatible provider in config.toml; running in
+this process) begins handling the ``POST`` (its ``do_POST`` is entered: request line and
+headers read). Same process, same monotonic clock. Each roost dispatch is followed by the
+floor, measured the same way: bench/_floor_loop.py (a stdlib agent loop) sending the body
+of roost's first request to the same server; the ratio is printed.
 
 scripted (an equivalent, not the same thing): no request goes anywhere, so the clock stops
 at the ``ts`` of the run's first ``text.delta`` event, which the scripted provider emits as
@@ -19,17 +22,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BenchEnv, Figure, median, parser, prepare, report, roost_exe, spread  # noqa: E402
+from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, roost_exe, spread  # noqa: E402
 
 TARGET_MS = 80.0
+#: Roost's figure as a multiple of the floor loop's.
+FLOOR_RATIO_TARGET = 1.2
 ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
+OPENAI_MODEL = "local/gpt-test"
+FLOOR_LOOP = Path(__file__).resolve().parent / "_floor_loop.py"
 
 
 def popen_dispatch(env: BenchEnv, model: str, stdout: Any) -> tuple[float, float, subprocess.Popen[bytes]]:
@@ -42,46 +48,87 @@ def popen_dispatch(env: BenchEnv, model: str, stdout: Any) -> tuple[float, float
     return t_perf, t_wall, proc
 
 
-def run_anthropic(runs: int) -> tuple[Figure, list[str]]:
-    from tests.fakes.anthropic_server import serve_anthropic
+def serve_model(kind: str) -> Any:
+    """The fake ``kind`` server, answering every request with a one-word reply."""
+    if kind == "anthropic":
+        from tests.fakes.anthropic_server import serve_anthropic
 
+        return serve_anthropic(default={"content": [{"type": "text", "text": "ok"}],
+                                        "stop_reason": "end_turn",
+                                        "usage": {"input_tokens": 10, "output_tokens": 1}})
+    from tests.fakes.openai_server import serve_openai
+
+    return serve_openai(default={"content": "ok", "usage": {"prompt_tokens": 10, "completion_tokens": 1}})
+
+
+def run_http(kind: str, runs: int) -> list[Figure]:
+    """Roost's dispatch and the floor loop, alternated, to the ``kind`` fake server's do_POST."""
     arrivals: list[float] = []
-    arrived = threading.Event()
-    turn = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-            "usage": {"input_tokens": 10, "output_tokens": 1}}
-    with serve_anthropic(default=turn) as server, BenchEnv("first") as env:
+    with serve_model(kind) as server, BenchEnv(f"first{kind[0]}") as env:
         base = server.RequestHandlerClass
 
         class Timed(base):  # type: ignore[misc, valid-type]
             def do_POST(self) -> None:
                 arrivals.append(time.perf_counter())
-                arrived.set()
                 super().do_POST()
 
         server.RequestHandlerClass = Timed
-        env.start_daemon({"ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": server.base_url})
-        times, totals = [], []
-        for i in range(runs + 2):  # two warm-ups: the first one imports the SDK in the daemon
-            arrivals.clear()
-            arrived.clear()
-            start, _, proc = popen_dispatch(env, ANTHROPIC_MODEL, subprocess.DEVNULL)
-            _, err = proc.communicate(timeout=60)
-            end = time.perf_counter()
-            if proc.returncode != 0 or not arrivals:
-                raise RuntimeError(f"dispatch failed ({proc.returncode}): {err.decode(errors='replace')}")
-            if i >= 2:
-                times.append(arrivals[0] - start)
-                totals.append(end - start)
-    fig = Figure(
-        key="first_request.anthropic_ms", title="dispatch start -> model request (anthropic)",
-        value=median(times) * 1000, unit="ms", better="lower", target=TARGET_MS,
-        how=(f"median of {runs} (after 2 warm-ups): perf_counter before Popen(`roost dispatch "
-             f"--model {ANTHROPIC_MODEL} --json`) to the fake server entering do_POST for "
-             f"POST /v1/messages; daemon already running with the SDK imported"),
-        details=[f"min/median/max {spread(times, 1000)} ms; whole process (to exit) "
-                 f"median {median(totals) * 1000:.1f} ms"],
-    )
-    return fig, []
+        if kind == "anthropic":
+            env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
+            model = ANTHROPIC_MODEL
+        else:
+            config = env.root / "config" / "roost" / "config.toml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(f'[providers.local]\nkind = "openai"\nbase_url = "{server.base_url}"\n'
+                              'api_key_env = ""\n')
+            model = OPENAI_MODEL
+        env.start_daemon()
+        template = env.root / "template.json"
+        floor_argv = [PYTHON, str(FLOOR_LOOP), "--kind", kind, "--url", server.base_url,
+                      "--template", str(template), "--max-turns", "1"]
+        times: dict[str, list[float]] = {"roost": [], "floor": []}
+        totals: dict[str, list[float]] = {"roost": [], "floor": []}
+        for i in range(runs + 2):  # two warm-ups: the first one builds the provider in the daemon
+            for side in ("roost", "floor"):
+                arrivals.clear()
+                if side == "roost":
+                    start, _, proc = popen_dispatch(env, model, subprocess.DEVNULL)
+                else:
+                    if not template.exists():  # the body of roost's first request
+                        template.write_text(json.dumps(server.requests[0].body))
+                    start = time.perf_counter()
+                    proc = subprocess.Popen(floor_argv, env=env.env, cwd=env.project,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                            stdin=subprocess.DEVNULL)
+                _, err = proc.communicate(timeout=60)
+                end = time.perf_counter()
+                if proc.returncode != 0 or not arrivals:
+                    raise RuntimeError(f"{side} failed ({proc.returncode}): {err.decode(errors='replace')}")
+                if i >= 2:
+                    times[side].append(arrivals[0] - start)
+                    totals[side].append(end - start)
+    roost, floor = median(times["roost"]), median(times["floor"])
+    return [
+        Figure(
+            key=f"first_request.{kind}_ms", title=f"dispatch start -> model request ({kind})",
+            value=roost * 1000, unit="ms", better="lower", target=TARGET_MS,
+            how=(f"median of {runs} (after 2 warm-ups): perf_counter before Popen(`roost dispatch "
+                 f"--model {model} --json`) to tests/fakes/{kind}_server.py (in this process) "
+                 f"entering do_POST; daemon already running with the provider built"),
+            details=[f"min/median/max {spread(times['roost'], 1000)} ms; whole process (to exit) "
+                     f"median {median(totals['roost']) * 1000:.1f} ms"],
+        ),
+        Figure(
+            key=f"first_request.{kind}_floor_ratio", title=f"dispatch start -> model request / floor ({kind})",
+            value=roost / floor, unit="x", better="lower", target=FLOOR_RATIO_TARGET,
+            how=("the figure above / the same for bench/_floor_loop.py (a stdlib agent loop: "
+                 "interpreter start, json + http.client + subprocess imports, read the request "
+                 "body roost sent from a file, connect, POST), alternated with roost's runs"),
+            details=[f"roost {roost * 1000:.1f} ms, floor {floor * 1000:.1f} ms -> {roost / floor:.2f}x",
+                     f"floor min/median/max {spread(times['floor'], 1000)} ms; whole process (to exit) "
+                     f"median {median(totals['floor']) * 1000:.1f} ms"],
+        ),
+    ]
 
 
 def run_scripted(runs: int) -> Figure:
@@ -118,12 +165,8 @@ def main() -> None:
     args = p.parse_args()
     context = prepare(args)
     figures = []
-    try:
-        fig, notes = run_anthropic(args.runs)
-        figures.append(fig)
-        context += notes
-    except ImportError as exc:
-        context.append(f"anthropic part skipped: tests/fakes/anthropic_server.py unusable ({exc})")
+    for kind in ("anthropic", "openai"):
+        figures += run_http(kind, args.runs)
     figures.append(run_scripted(args.runs))
     # Context: how much of that is just starting the CLI process.
     with BenchEnv("firstV") as env:

@@ -6,9 +6,11 @@ exist, one call at a time; each call is timed with ``perf_counter_ns`` around
 method: the daemon checks params, pops nothing from two dicts and answers ``{"ok": true}``
 (no SQLite, no error path). ``status`` is not used because it reads SQLite, ``hello``
 because its reply is the whole API catalogue (several KiB). For comparison the script
-also times ``events`` on a bogus session (an error response, SESSION_NOT_FOUND), and, as
-the machine's floor at this moment, the same client against a minimal trio server (one
-task per connection that decodes each request and answers it inline with ``send_all``).
+also times ``events`` on a bogus session (an error response, SESSION_NOT_FOUND), and two
+floors, in blocks of 1,000 calls taking turns with roost's: a 20-byte ping-pong between two
+blocking Python processes on a socketpair (the figure is roost's median as a multiple of
+it), and the same client against a minimal trio server (one task per connection that
+decodes each request and answers it inline with ``send_all``).
 
     uv run python bench/rpc_roundtrip.py [--calls 20000]
 """
@@ -26,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, BenchEnv, Figure, median, parser, percentile, prepare, report  # noqa: E402
 
 TARGET_US = 50.0
+#: The round trip as a multiple of a blocking Python ping-pong on a socketpair.
+PINGPONG_RATIO_TARGET = 1.2
 
 
 def floor_server(path: str) -> None:
@@ -49,48 +53,51 @@ def floor_server(path: str) -> None:
     trio.run(main)
 
 
-def ping_pong_floor(calls: int) -> list[float]:
-    """Round trips of 20 bytes between two blocking Python processes on a socketpair (µs)."""
-    import os
-    import socket
+class PingPong:
+    """The machine's floor: 20-byte round trips between two blocking Python processes on a
+    socketpair (an echo child forked here). Resource handling: :meth:`close` ends the child."""
 
-    a, b = socket.socketpair()
-    pid = os.fork()
-    if pid == 0:  # the echo child
-        a.close()
-        while data := b.recv(4096):
-            b.sendall(data)
-        os._exit(0)
-    b.close()
-    out = []
-    clock = time.perf_counter_ns
-    for _ in range(calls + 2000):
-        t = clock()
-        a.sendall(b"x" * 20)
-        a.recv(4096)
-        out.append((clock() - t) / 1000)
-    a.close()
-    os.waitpid(pid, 0)
-    return out[2000:]
+    def __init__(self) -> None:
+        import os
+        import socket
+
+        self._a, b = socket.socketpair()
+        self._pid = os.fork()
+        if self._pid == 0:  # the echo child
+            self._a.close()
+            while data := b.recv(4096):
+                b.sendall(data)
+            os._exit(0)
+        b.close()
+
+    def time(self, calls: int) -> list[float]:
+        """µs per round trip."""
+        a, clock, out = self._a, time.perf_counter_ns, [0.0] * calls
+        for i in range(calls):
+            t = clock()
+            a.sendall(b"x" * 20)
+            a.recv(4096)
+            out[i] = (clock() - t) / 1000
+        return out
+
+    def close(self) -> None:
+        import os
+
+        self._a.close()
+        os.waitpid(self._pid, 0)
 
 
-def measure_floor(env: BenchEnv, calls: int) -> list[float]:
-    from roost.protocol import Client
-
+def start_floor_server(env: BenchEnv) -> tuple[subprocess.Popen[bytes], Path]:
+    """The minimal trio server of the trio floor, listening; (process, socket path)."""
     path = env.root / "floor.sock"
     server = subprocess.Popen([PYTHON, __file__, "--floor-server", str(path)], env=env.env)
-    try:
-        deadline = time.monotonic() + 10
-        while not path.exists():
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("the floor server did not start")
-            time.sleep(0.01)
-        with Client.connect(path, hello=False) as client:
-            time_calls(client, "detach", {"session": "x"}, 2000)
-            return time_calls(client, "detach", {"session": "x"}, calls)
-    finally:
-        server.kill()
-        server.wait()
+    deadline = time.monotonic() + 10
+    while not path.exists():
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            raise RuntimeError("the floor server did not start")
+        time.sleep(0.01)
+    return server, path
 
 
 def time_calls(client, method: str, params: dict, calls: int, expect_error: bool = False) -> list[float]:
@@ -119,46 +126,73 @@ def main() -> None:
         floor_server(args.floor_server)
         return
     context = prepare(args)
+    blocks, block = max(1, args.calls // 1000), min(args.calls, 1000)
     with BenchEnv("rpc") as env:
         env.start_daemon()
-        with env.client(timeout=None) as client:
-            bogus = {"session": "s-no-such-session"}
-            time_calls(client, "detach", bogus, 2000)  # warm-up
-            started = time.perf_counter()
-            detach = time_calls(client, "detach", bogus, args.calls)
-            total = time.perf_counter() - started
-            errors = time_calls(client, "events", bogus, min(args.calls, 5000), expect_error=True)
-            # Pipelined: requests/s on one connection when not waiting for each answer. In
-            # windows of 500: a blocking client that writes without ever reading would
-            # deadlock once both sockets' buffers are full (the daemon stops reading
-            # requests while it cannot write answers).
-            n, window = 20000, 500
-            started_p = time.perf_counter()
-            for _ in range(n // window):
-                ids = [client.send_request("detach", bogus) for _ in range(window)]
-                for msgid in ids:
-                    client.wait_result(msgid)
-            pipelined = n / (time.perf_counter() - started_p)
-        floor = measure_floor(env, args.calls)
-    raw = ping_pong_floor(args.calls)
+        server, floor_path = start_floor_server(env)
+        ping = PingPong()
+        from roost.protocol import Client
+
+        try:
+            with env.client(timeout=None) as client, Client.connect(floor_path, hello=False) as bare:
+                bogus = {"session": "s-no-such-session"}
+                time_calls(client, "detach", bogus, 2000)  # warm-up
+                time_calls(bare, "detach", bogus, 2000)
+                ping.time(2000)
+                # In blocks, taking turns, so that the floors see the machine as roost does.
+                detach: list[float] = []
+                floor: list[float] = []
+                raw: list[float] = []
+                total = 0.0
+                for _ in range(blocks):
+                    started = time.perf_counter()
+                    detach += time_calls(client, "detach", bogus, block)
+                    total += time.perf_counter() - started
+                    raw += ping.time(block)
+                    floor += time_calls(bare, "detach", bogus, block)
+                errors = time_calls(client, "events", bogus, min(args.calls, 5000), expect_error=True)
+                # Pipelined: requests/s on one connection when not waiting for each answer. In
+                # windows of 500: a blocking client that writes without ever reading would
+                # deadlock once both sockets' buffers are full (the daemon stops reading
+                # requests while it cannot write answers).
+                n, window = 20000, 500
+                started_p = time.perf_counter()
+                for _ in range(n // window):
+                    ids = [client.send_request("detach", bogus) for _ in range(window)]
+                    for msgid in ids:
+                        client.wait_result(msgid)
+                pipelined = n / (time.perf_counter() - started_p)
+        finally:
+            ping.close()
+            server.kill()
+            server.wait()
+    calls = len(detach)
     context.append(f"`events` on a bogus session (error response SESSION_NOT_FOUND), "
                    f"{len(errors)} calls: median {median(errors):.1f} µs, p99 {percentile(errors, 99):.1f} µs")
-    context.append(f"machine floor now: 20-byte ping-pong between two blocking Python processes "
-                   f"on a socketpair: median {median(raw):.1f} µs, p99 {percentile(raw, 99):.1f} µs")
-    context.append(f"trio floor now: the same client and calls against a minimal trio server "
-                   f"(answers inline, no task per request): median {median(floor):.1f} µs, "
-                   f"p99 {percentile(floor, 99):.1f} µs")
+    context.append(f"trio floor, in the same blocks: the same client and calls against a minimal trio "
+                   f"server (answers inline, no task per request): median {median(floor):.1f} µs, "
+                   f"p99 {percentile(floor, 99):.1f} µs -> roost is {median(detach) / median(floor):.2f}x it")
     context.append(f"pipelined `detach` on one connection (20,000, in windows of 500 sent then read): "
                    f"{pipelined:,.0f} requests/s")
     figures = [
         Figure(
             key="rpc.detach_median_us", title="RPC round trip median (Client, detach)",
             value=median(detach), unit="µs", better="lower", target=TARGET_US,
-            how=f"median over {args.calls:,} sequential `detach` calls on a bogus session (after "
-                f"2,000 warm-up), perf_counter_ns around Client.call",
+            how=f"median over {calls:,} sequential `detach` calls on a bogus session (after "
+                f"2,000 warm-up; in blocks of 1,000 taking turns with the floors), perf_counter_ns "
+                f"around Client.call",
             details=[f"p50 {median(detach):.1f} µs, p90 {percentile(detach, 90):.1f} µs, "
                      f"p99 {percentile(detach, 99):.1f} µs, max {max(detach):.0f} µs; "
-                     f"{args.calls / total:,.0f} calls/s"],
+                     f"{calls / total:,.0f} calls/s"],
+        ),
+        Figure(
+            key="rpc.pingpong_ratio", title="RPC round trip / blocking ping-pong",
+            value=median(detach) / median(raw), unit="x", better="lower", target=PINGPONG_RATIO_TARGET,
+            how=("median of the calls above / median of 20-byte round trips between two blocking Python "
+                 "processes on a socketpair (an echo child), timed in blocks of 1,000 taking turns "
+                 "with roost's calls and the trio floor's"),
+            details=[f"roost {median(detach):.1f} µs, ping-pong {median(raw):.1f} µs (p99 "
+                     f"{percentile(raw, 99):.1f} µs) -> {median(detach) / median(raw):.2f}x"],
         ),
         Figure(
             key="rpc.detach_p99_us", title="RPC round trip p99 (Client, detach)",

@@ -1,10 +1,15 @@
-"""Figure 3: `roost status` whole process, daemon already running.
+"""Figure 3: `roost status` whole process, daemon already running; and the light commands
+against `python -c "import click"`.
 
 Wall time from Popen to exit of ``roost status`` (connect, hello, status, print), stdout to
 /dev/null. The daemon holds 20 finished sessions so that ``status`` (which counts sessions in
 SQLite) does real work. Context lines give the floors (a bare interpreter, ``roost
 --version``) and a breakdown: the same command run in-process with the import of
 ``roost.cli`` and the command's work timed separately.
+
+The floor of the CLI is click itself: ``roost --version``, ``roost status`` and ``roost
+pending`` are timed in rounds with ``python -c "import click"``, one of each per round, and
+each is printed as a multiple of it (target: 1.3).
 
     uv run python bench/status_cli.py [--runs 20]
 """
@@ -21,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, roost_exe, spread  # noqa: E402
 
 TARGET_MS = 60.0
+#: The light commands' whole process as a multiple of `python -c "import click"`.
+CLICK_RATIO_TARGET = 1.3
 
 # Runs the CLI in-process, timing its import and its work separately (stderr: two floats).
 _PARTS = r"""
@@ -65,6 +72,23 @@ def wall(argv: list[str], env: BenchEnv, runs: int) -> list[float]:
     return out
 
 
+def rounds(commands: dict[str, list[str]], env: BenchEnv, runs: int) -> dict[str, list[float]]:
+    """Wall seconds of each command, one of each per round (so they share the machine's
+    moment), after one warm-up round."""
+    out: dict[str, list[float]] = {name: [] for name in commands}
+    for i in range(runs + 1):
+        for name, argv in commands.items():
+            t = time.perf_counter()
+            proc = subprocess.run(argv, env=env.env, cwd=env.project, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            elapsed = time.perf_counter() - t
+            if proc.returncode != 0:
+                raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+            if i:
+                out[name].append(elapsed)
+    return out
+
+
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=30, help="measured runs (default 30)")
@@ -79,6 +103,10 @@ def main() -> None:
         version = wall([roost_exe(), "--version"], env, 10)
         bare = wall([PYTHON, "-c", "pass"], env, 10)
         whole, imports, work = parts(env, 11)
+        light = rounds({"import click": [PYTHON, "-c", "import click"],
+                        "--version": [roost_exe(), "--version"],
+                        "status": [roost_exe(), "status"],
+                        "pending": [roost_exe(), "pending"]}, env, args.runs)
     context.append(f"floors (median of 10): `python -c pass` {median(bare) * 1000:.1f} ms; "
                    f"`roost --version` {median(version) * 1000:.1f} ms")
     context.append(f"where the time goes (the status command run in-process, median of 11): "
@@ -92,7 +120,20 @@ def main() -> None:
             f"with 20 sessions, stdout to /dev/null",
         details=[f"min/median/max {spread(status, 1000)} ms"],
     )
-    report("roost status", [fig], args, context)
+    click = median(light["import click"])
+    figures = [fig]
+    for name in ("--version", "status", "pending"):
+        ratio = median(light[name]) / click
+        figures.append(Figure(
+            key=f"status.click_ratio_{name.strip('-')}", title=f"`roost {name}` / `import click`",
+            value=ratio, unit="x", better="lower", target=CLICK_RATIO_TARGET,
+            how=(f"median wall of `roost {name}` / median wall of `python -c \"import click\"`, "
+                 f"{args.runs} rounds of the four commands (after 1 warm-up round), daemon running"),
+            details=[f"roost {name} {median(light[name]) * 1000:.1f} ms "
+                     f"(min/median/max {spread(light[name], 1000)}), import click {click * 1000:.1f} ms "
+                     f"(min/median/max {spread(light['import click'], 1000)}) -> {ratio:.2f}x"],
+        ))
+    report("roost status", figures, args, context)
 
 
 if __name__ == "__main__":

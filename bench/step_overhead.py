@@ -1,19 +1,24 @@
-"""Figure 1: per-step overhead of a run, with the sandbox off and on.
+"""Figure 1: per-step overhead of a run, with the sandbox off and on, and against the floor.
 
 Whole-process wall time of ``roost dispatch`` (daemon already running) for a run of 20 tool
 steps minus the same for a run of 1 tool step, divided by 19. A "tool step" is one model
 call answering text + one ``bash`` tool call running ``true``; both runs end with a final
 text answer, so they differ by exactly 19 (model call + tool call) round trips. The model
 costs nothing: ``scripted`` replays a script file; ``anthropic`` talks to the local fake
-Messages API (tests/fakes/anthropic_server.py) over 127.0.0.1, with streaming SSE.
+Messages API (tests/fakes/anthropic_server.py) and ``openai`` (an OpenAI-compatible
+provider in config.toml) to the local fake Chat Completions API
+(tests/fakes/openai_server.py), over 127.0.0.1, with streaming SSE.
 
 ``scripted`` is measured twice, ``--sandbox off`` and ``--sandbox workspace`` (bubblewrap
 around every command), interleaved run by run; the difference is what the sandbox adds to
-each command. ``anthropic`` runs with ``--sandbox off``, as its baseline did.
+each command. ``anthropic`` and ``openai`` run with ``--sandbox off``, and each roost run is
+followed by the floor (bench/_floor_loop.py, a stdlib agent loop making the same HTTP calls
+and running the same commands) for the same number of steps against the same server; the
+floor's per-step figure is computed the same way and the ratio printed.
 
 Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
 
-    uv run python bench/step_overhead.py [--runs 7] [--only scripted|anthropic]
+    uv run python bench/step_overhead.py [--runs 7] [--only scripted|anthropic|openai]
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
+    PYTHON,
     BenchEnv,
     Figure,
     median,
@@ -40,6 +46,7 @@ from _common import (  # noqa: E402
     Ran,
     read_proc_status,
     report,
+    run_timed,
     spread,
     tool_steps_script,
 )
@@ -48,7 +55,11 @@ LONG, SHORT = 20, 1
 TARGET_MS = 3.0
 #: What the sandbox may add to one command.
 SANDBOX_TARGET_MS = 3.0
+#: Roost's per-step overhead through a vendor API, as a multiple of the floor loop's.
+FLOOR_RATIO_TARGET = 1.5
 ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
+OPENAI_MODEL = "local/gpt-test"
+FLOOR_LOOP = Path(__file__).resolve().parent / "_floor_loop.py"
 
 
 def daemon_side_seconds(env: BenchEnv, session: str) -> float:
@@ -69,10 +80,16 @@ def dispatch(env: BenchEnv, model: str, sandbox: str) -> tuple[Ran, str]:
 
 
 def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None,
-            sandboxes: tuple[str, ...] = ("off",)) -> dict[str, dict[str, Any]]:
-    """The figures of each sandbox mode, their runs interleaved (so they share any drift)."""
+            sandboxes: tuple[str, ...] = ("off",), floor: Any = None) -> dict[str, dict[str, Any]]:
+    """The figures of each sandbox mode, their runs interleaved (so they share any drift).
+
+    ``floor(steps)``, if given, runs the floor loop for ``steps`` right after each roost run
+    (``before_run`` is called before each of them): its walls go in ``out[s]["floor"]``.
+    """
     walls = {s: {SHORT: [], LONG: []} for s in sandboxes}
     inside = {s: {SHORT: [], LONG: []} for s in sandboxes}
+    floor_walls: dict[int, list[float]] = {SHORT: [], LONG: []}
+    floor_cpu = {SHORT: 0.0, LONG: 0.0}
     # CPU seconds summed over the measured runs: the CLI process, the daemon itself, and the
     # daemon's reaped children (the bash tool processes). /proc counts in 10 ms ticks, so
     # only sums over many runs mean anything.
@@ -91,6 +108,13 @@ def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None,
                     cpu[sandbox][steps]["cli"] += ran.cpu
                     cpu[sandbox][steps]["daemon"] += own1 - own0
                     cpu[sandbox][steps]["tools"] += kids1 - kids0
+                if floor is not None:
+                    if before_run:
+                        before_run(steps)
+                    floor_ran = floor(steps)
+                    if i:
+                        floor_walls[steps].append(floor_ran.wall)
+                        floor_cpu[steps] += floor_ran.cpu
     steps_measured = runs * (LONG - SHORT)
     out = {}
     for s in sandboxes:
@@ -99,6 +123,12 @@ def measure(env: BenchEnv, runs: int, model_for: Any, before_run: Any = None,
                   "per_step": (median(w[LONG]) - median(w[SHORT])) / (LONG - SHORT),
                   "per_step_inside": (median(ins[LONG]) - median(ins[SHORT])) / (LONG - SHORT),
                   "cpu_per_step": {k: (c[LONG][k] - c[SHORT][k]) / steps_measured for k in c[LONG]}}
+        if floor is not None:
+            out[s]["floor"] = {
+                "walls": floor_walls,
+                "per_step": (median(floor_walls[LONG]) - median(floor_walls[SHORT])) / (LONG - SHORT),
+                "cpu_per_step": (floor_cpu[LONG] - floor_cpu[SHORT]) / steps_measured,
+            }
     return out
 
 
@@ -177,63 +207,121 @@ def run_scripted(runs: int) -> tuple[list[Figure], list[str]]:
     return figures, []
 
 
-def run_anthropic(runs: int) -> tuple[list[Figure], list[str]]:
-    from tests.fakes.anthropic_server import serve_anthropic
+class HttpModel:
+    """One vendor API served by its fake server in this process, for roost and the floor.
 
-    notes = []
-    with serve_anthropic() as server, BenchEnv("stepA") as env:
-        # A dispatch brings its own terminal's key and URL; the daemon's serve nothing else.
-        env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
-        env.start_daemon()
-        counter = iter(range(10**9))
+    :meth:`enqueue` scripts a run of N tool steps (each reply: text + one ``bash`` call of
+    ``true I``, then a final text reply); :meth:`floor` runs the floor loop
+    (``bench/_floor_loop.py``) against the same server, sending the first request body
+    roost sent (its model, system prompt, tools and task): the very first request.
+    """
 
-        def enqueue(steps: int) -> None:
-            run = next(counter)
-            turns: list[dict[str, Any]] = []
-            for i in range(1, steps + 1):
-                turns.append({
-                    "content": [
-                        {"type": "text", "text": f"step {i}"},
-                        {"type": "tool_use", "id": f"toolu_b{run}_{i}", "name": "bash",
-                         "input": {"command": f"true {i}"}},
-                    ],
-                    "stop_reason": "tool_use",
-                    "usage": {"input_tokens": 100, "output_tokens": 20},
-                })
+    def __init__(self, kind: str, server: Any, env: BenchEnv) -> None:
+        self.kind, self.server, self.env = kind, server, env
+        self.template = env.root / f"{kind}-template.json"
+        self._runs = iter(range(10**9))
+
+    def enqueue(self, steps: int) -> None:
+        run = next(self._runs)
+        if self.kind == "anthropic":
+            turns: list[dict[str, Any]] = [{
+                "content": [{"type": "text", "text": f"step {i}"},
+                            {"type": "tool_use", "id": f"toolu_b{run}_{i}", "name": "bash",
+                             "input": {"command": f"true {i}"}}],
+                "stop_reason": "tool_use", "usage": {"input_tokens": 100, "output_tokens": 20},
+            } for i in range(1, steps + 1)]
             turns.append({"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
                           "usage": {"input_tokens": 100, "output_tokens": 5}})
-            server.enqueue(*turns)
+        else:
+            turns = [{
+                "content": f"step {i}",
+                "tool_calls": [{"id": f"call_b{run}_{i}", "name": "bash",
+                                "arguments": {"command": f"true {i}"}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20},
+            } for i in range(1, steps + 1)]
+            turns.append({"content": "done", "usage": {"prompt_tokens": 100, "completion_tokens": 5}})
+        self.server.enqueue(*turns)
 
-        m = measure(env, runs, lambda n: ANTHROPIC_MODEL, before_run=enqueue)["off"]
+    def floor(self, steps: int) -> Ran:
+        if not self.template.exists():  # the first request of roost's first run
+            self.template.write_text(json.dumps(self.server.requests[0].body))
+        return run_timed([PYTHON, str(FLOOR_LOOP), "--kind", self.kind, "--url", self.server.base_url,
+                          "--template", str(self.template)], self.env.env, self.env.project)
+
+
+def serve_model(kind: str) -> Any:
+    if kind == "anthropic":
+        from tests.fakes.anthropic_server import serve_anthropic
+
+        return serve_anthropic()
+    from tests.fakes.openai_server import serve_openai
+
+    return serve_openai()
+
+
+def run_http(kind: str, runs: int) -> tuple[list[Figure], list[str]]:
+    """Roost through the ``kind`` provider against its fake server, and the floor loop."""
+    notes = []
+    with serve_model(kind) as server, BenchEnv(f"step{kind[0].upper()}") as env:
+        if kind == "anthropic":
+            # A dispatch brings its own terminal's key and URL; the daemon's serve nothing else.
+            env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
+            model = ANTHROPIC_MODEL
+        else:
+            config = env.root / "config" / "roost" / "config.toml"
+            config.parent.mkdir(parents=True, exist_ok=True)
+            config.write_text(f'[providers.local]\nkind = "openai"\nbase_url = "{server.base_url}"\n'
+                              'api_key_env = ""\n')
+            model = OPENAI_MODEL
+        env.start_daemon()
+        side = HttpModel(kind, server, env)
+        both = measure(env, runs, lambda n: model, before_run=side.enqueue, floor=side.floor)["off"]
         status = read_proc_status(env.daemon_pid)
-        notes.append(f"daemon with the anthropic provider loaded, after {2 * (runs + 1)} runs: "
+        notes.append(f"daemon with the {kind} provider loaded, after {2 * (runs + 1)} runs: "
                      f"VmHWM {status['VmHWM'] / 1024:.1f} MiB, VmRSS {status['VmRSS'] / 1024:.1f} MiB")
-        notes.append(f"fake server saw {len(server.requests)} POST /v1/messages")
-    how = (f"as for scripted (`--sandbox off`), with model `{ANTHROPIC_MODEL}` against tests/fakes/anthropic_server.py "
-           f"(in this process, 127.0.0.1, streamed SSE, zero delay); each dispatch brings "
-           f"ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL pointing at it (the SDK is imported in the "
-           f"warm-up pair)")
-    return figures_for("anthropic", m, how, "anthropic"), notes
+        notes.append(f"fake {kind} server saw {len(server.requests)} requests, "
+                     f"{server.connections} connections")
+    floor = both["floor"]
+    how = (f"as for scripted (`--sandbox off`), with model `{model}` against "
+           f"tests/fakes/{kind}_server.py (in this process, 127.0.0.1, streamed SSE, zero delay)"
+           + ("; each dispatch brings ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL pointing at it"
+              if kind == "anthropic" else "; a `[providers.local]` of kind openai in config.toml")
+           + " (the provider is built in the warm-up pair)")
+    figures = figures_for(kind, both, how, kind)
+    ratio = both["per_step"] / floor["per_step"]
+    figures.append(Figure(
+        key=f"step_overhead.{kind}_floor_ratio", title=f"per-step overhead / floor ({kind})",
+        value=ratio, unit="x", better="lower", target=FLOOR_RATIO_TARGET,
+        how=("roost's per-step figure above / the floor's, measured the same way in the same "
+             "run: bench/_floor_loop.py (a stdlib agent loop: http.client, SSE read line by "
+             "line, `bash -c` per tool call) run after each roost run against the same server, "
+             "sending the first request body roost sent"),
+        details=[f"roost {both['per_step'] * 1000:.2f} ms/step, floor {floor['per_step'] * 1000:.2f} "
+                 f"ms/step -> {ratio:.2f}x",
+                 f"floor process wall, {SHORT}-step: min/median/max {spread(floor['walls'][SHORT], 1000)} "
+                 f"ms; {LONG}-step: {spread(floor['walls'][LONG], 1000)} ms",
+                 f"floor CPU per step (its process and its bash processes): "
+                 f"{floor['cpu_per_step'] * 1000:.2f} ms"],
+    ))
+    return figures, notes
 
 
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=11, help="measured pairs of runs per model (default 11)")
-    p.add_argument("--only", choices=("scripted", "anthropic"))
+    p.add_argument("--only", choices=("scripted", "anthropic", "openai"))
     args = p.parse_args()
     context = prepare(args)
     figures: list[Figure] = []
-    if args.only != "anthropic":
+    if args.only in (None, "scripted"):
         figs, notes = run_scripted(args.runs)
         figures += figs
         context += notes
-    if args.only != "scripted":
-        try:
-            figs, notes = run_anthropic(args.runs)
+    for kind in ("anthropic", "openai"):
+        if args.only in (None, kind):
+            figs, notes = run_http(kind, args.runs)
             figures += figs
             context += notes
-        except ImportError as exc:
-            context.append(f"anthropic part skipped: tests/fakes/anthropic_server.py unusable ({exc})")
     floor, boxed = spawn_floors()
     context.append(f"floor: `bash -c true` spawned by subprocess.run from Python takes "
                    f"{floor * 1000:.2f} ms (median of 40); each step includes one")

@@ -10,7 +10,8 @@
    anything.
 2. ``import roost.cli``, ``roost --help`` and ``roost --version`` stay light: no trio, anyio,
    anthropic, httpx, mcp, pydantic, sqlite3, tree-sitter, asyncio, prompt_toolkit or pygments
-   in ``sys.modules`` (tests/e2e/test_startup.py checks the commands that reach a daemon).
+   in ``sys.modules`` (tests/e2e/test_startup.py checks the commands that reach a daemon);
+   ``roost --version`` imports no command module and not the protocol.
 3. Every package ``__init__`` that binds names has a sorted ``__all__`` of names that exist
    and are not private.
 """
@@ -240,6 +241,28 @@ def test_cli_import_stays_light() -> None:
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     heavy = {step: modules for step, modules in report.items() if modules}
     assert not heavy, f"heavy modules loaded: {heavy}"
+
+
+_VERSION_IMPORTS = """
+import contextlib, io, json, sys
+sys.argv = ["roost", "--version"]
+from roost.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        main()
+    except SystemExit:
+        pass
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("roost", "msgpack", "socket"))))
+"""
+
+
+def test_version_imports_no_command() -> None:
+    # Each command's module is imported when it runs: --version needs none of them, nor
+    # the protocol.
+    proc = subprocess.run([sys.executable, "-c", _VERSION_IMPORTS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["roost", "roost.cli", "roost.cli._main"]
 
 
 # --- exports ---------------------------------------------------------------------------

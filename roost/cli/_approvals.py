@@ -5,7 +5,6 @@ Any terminal may answer: the first answer wins, and every attached client sees w
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -68,6 +67,8 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
         params = {"session": resolve_session(client, session)} if session else {}
         rows = client.call("pending", params)["pending"]
     if as_json:
+        import json  # only here: the commands start without it
+
         click.echo(json.dumps(rows))
         return
     if not rows:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -34,6 +33,8 @@ def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
     with connect(target(obj), start=False) as client:
         info = client.call("status")
     if as_json:
+        import json  # only here: the commands start without it
+
         click.echo(json.dumps(info))
         return
     store = info.get("store") or {}
@@ -71,6 +72,8 @@ def _all_hosts(obj: dict[str, Any], as_json: bool) -> None:
         for (name, where), (info, error) in zip(targets, answers)
     ]
     if as_json:
+        import json
+
         click.echo(json.dumps({"hosts": rows}))
     else:
         width = max(len(row["host"]) for row in rows)

@@ -1,31 +1,68 @@
-"""The ``roost`` command: a thin client of the daemon (imports roost.protocol and click only)."""
+"""The ``roost`` command: a thin client of the daemon (imports roost.protocol and click only).
+
+Each command's module is imported when that command runs (or ``--help`` lists them all),
+so ``roost --version`` imports click alone and ``roost status`` click, the protocol and
+its own module: start-up is what click costs (bench/status_cli.py).
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 import click
 
 import roost
-from roost.protocol import ConnectionClosed, RoostError, Timeout
 
-from ._agents import agents, compact, prompt
-from ._approvals import answer, approve, deny, pending
-from ._bridge import bridge
-from ._connect import EXIT_REFUSED, daemon_log
-from ._mcp import mcp
-from ._daemon import daemon, status, stop
-from ._export import export, import_
-from ._models import chat, providers
-from ._report import report
-from ._run import abort, dispatch, steer
-from ._sessions import fork, gc, logs, sessions
-from ._trust import trust, untrust
-from .shell import attach, shell
+#: Command name -> (module under roost.cli, attribute).
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "shell": ("shell", "shell"),
+    "attach": ("shell", "attach"),
+    "dispatch": ("_run", "dispatch"),
+    "chat": ("_models", "chat"),
+    "sessions": ("_sessions", "sessions"),
+    "logs": ("_sessions", "logs"),
+    "fork": ("_sessions", "fork"),
+    "gc": ("_sessions", "gc"),
+    "export": ("_export", "export"),
+    "import": ("_export", "import_"),
+    "report": ("_report", "report"),
+    "bridge": ("_bridge", "bridge"),
+    "steer": ("_run", "steer"),
+    "abort": ("_run", "abort"),
+    "providers": ("_models", "providers"),
+    "status": ("_daemon", "status"),
+    "stop": ("_daemon", "stop"),
+    "daemon": ("_daemon", "daemon"),
+    "approve": ("_approvals", "approve"),
+    "deny": ("_approvals", "deny"),
+    "answer": ("_approvals", "answer"),
+    "pending": ("_approvals", "pending"),
+    "agents": ("_agents", "agents"),
+    "prompt": ("_agents", "prompt"),
+    "compact": ("_agents", "compact"),
+    "mcp": ("_mcp", "mcp"),
+    "trust": ("_trust", "trust"),
+    "untrust": ("_trust", "untrust"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
+class _Commands(click.Group):
+    """A group whose commands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in _COMMANDS:
+            return None
+        module, attr = _COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(roost.__version__, prog_name="roost")
 @click.option("--socket", envvar="ROOST_SOCKET", help="Daemon socket path.  [env: ROOST_SOCKET]")
 @click.option(
@@ -60,29 +97,34 @@ def cli(ctx: click.Context, socket: str | None, host: str | None) -> None:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             click.echo(ctx.get_help())
             return
+        shell = cli.get_command(ctx, "shell")
+        assert shell is not None
         with shell.make_context("shell", [], parent=ctx) as sub:
             shell.invoke(sub)
-
-
-for command in (shell, attach, dispatch, chat, sessions, logs, fork, steer, abort, providers, status, stop, daemon):
-    cli.add_command(command)
-for command in (approve, deny, answer, pending, agents, prompt, compact, mcp, trust, untrust, export, import_, report, gc, bridge):
-    cli.add_command(command)
 
 
 def main() -> None:
     """Entry point of the ``roost`` script."""
     try:
         cli()
-    except ConnectionClosed as exc:
-        # Over ssh the message says what ssh and the remote side last said.
-        click.echo(f"roost: {exc}", err=True)
-        sys.exit(EXIT_REFUSED)
-    except Timeout as exc:
-        # A daemon reached over ssh (its URL is in the message) logs on its own machine.
-        log = "in ~/.local/state/roost/log/ there" if " at ssh://" in str(exc) else daemon_log()
-        click.echo(f"roost: {exc}; is it stuck? Its log is {log}", err=True)
-        sys.exit(EXIT_REFUSED)
-    except RoostError as exc:
-        click.echo(f"roost: {exc}", err=True)
+    except Exception as exc:
+        # Only a command that talked to the daemon can raise these: the protocol is
+        # imported by then, and is not imported for the commands that do not.
+        if "roost.protocol" not in sys.modules:
+            raise
+        from roost.protocol import ConnectionClosed, RoostError, Timeout
+
+        from ._connect import EXIT_REFUSED, daemon_log
+
+        if isinstance(exc, ConnectionClosed):
+            # Over ssh the message says what ssh and the remote side last said.
+            click.echo(f"roost: {exc}", err=True)
+        elif isinstance(exc, Timeout):
+            # A daemon reached over ssh (its URL is in the message) logs on its own machine.
+            log = "in ~/.local/state/roost/log/ there" if " at ssh://" in str(exc) else daemon_log()
+            click.echo(f"roost: {exc}; is it stuck? Its log is {log}", err=True)
+        elif isinstance(exc, RoostError):
+            click.echo(f"roost: {exc}", err=True)
+        else:
+            raise
         sys.exit(EXIT_REFUSED)

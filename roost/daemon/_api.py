@@ -8,6 +8,7 @@ bug, logged with its traceback, and answered ``INTERNAL`` with no traceback.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import secrets
@@ -634,7 +635,7 @@ class Api:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
-        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted)
+        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.prompts)
         return {
             "agent": agent.name,
             "mode": mode,
@@ -763,10 +764,18 @@ def hello_result(connection: Connection, params: dict[str, Any], notices: Sequen
         "pid": os.getpid(),
         # Where a client on another machine resolves "~" and relative folders (--cwd).
         "home": os.path.expanduser("~"),
+        **_catalogue(),
+        "notices": list(notices),
+    }
+
+
+@functools.cache
+def _catalogue() -> dict[str, Any]:
+    # The same for every hello (every CLI command says it): described once. Only packed.
+    return {
         "methods": [m.describe() for m in METHODS],
         "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
         "errors": error_table(),
-        "notices": list(notices),
     }
 
 

@@ -78,7 +78,7 @@ from ._config import ConfigError, price_map
 from ._delegation import agent_specs, delegates
 from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._fanout import Fanout
-from ._prompt import compose, render, sizes, summary_text
+from ._prompt import PromptCache, compose, render, sizes, summary_text
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
 from ._setup import FolderSetup, load_folder
@@ -139,6 +139,8 @@ class Conductor:
         self.providers = providers
         self.tools = tools
         self.ledger = ledger
+        #: What composing system prompts read from files that did not change since.
+        self.prompts = PromptCache()
         self.sessions = SessionTable(store, self._settle, nursery)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
@@ -235,7 +237,7 @@ class Conductor:
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
             cwd = session.state.cwd
-            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted)
+            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
             sandbox = None
             if run.sandbox is not None:
                 sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
@@ -252,7 +254,7 @@ class Conductor:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted)
+        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
         session.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         session.mcp_servers = self._resume_mcp(setup, run.tools)
         self._set_up(session, settings, session.sandbox, render(layers))
@@ -363,7 +365,7 @@ class Conductor:
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
         tools, session.agent_specs, session.mcp_servers, team = await self._tools_of(agent, setup)
-        layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted)
+        layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted, cache=self.prompts)
         submit = self._submit(
             settings,
             run="r" + secrets.token_hex(6),
@@ -905,7 +907,7 @@ class Conductor:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
         tools, specs, servers, team = await self._tools_of(agent, setup)
-        layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted)
+        layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted, cache=self.prompts)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.

@@ -14,11 +14,18 @@ longest prefix.
    and for Python their top-level definitions (bounded)
 8. summary: the session's summary after a compaction
 
-Each layer is read fresh for every run; its size goes into ``run.started``. Every file is
+Each layer is composed for every run; its size goes into ``run.started``. Every file is
 read bounded and only if it is a regular file (``_files``); in a folder the user has not
 trusted, a project file that links out of the project is skipped, and so is a file that a
 project's instruction file imports from outside the project. The user's own files (in
 ``~/.claude`` and the config dir) and what they import need no trust.
+
+What does not change between runs is kept in a :class:`PromptCache` (one per daemon): each
+file's text or outline while the file's stat is the same, and the project's file list while
+its git index, ``HEAD`` and top folder are (and for at most a minute: a file added or
+removed deeper down changes none of them). A file changed within the last two seconds is read
+again at every run, since file times are coarse and a change right after a read could leave
+them equal.
 """
 
 from __future__ import annotations
@@ -29,16 +36,21 @@ import errno
 import os
 import platform
 import re
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection
+from typing import Any, Callable, Collection, TypeVar
 
 import trio
 
 from ._agents import Agent
 from ._files import FileRefused, read_head
 from ._project import claude_home, find_skills, memory_files, project_root
-from .tools import list_files
+from .tools import git_entry, in_git_work_tree, list_files, walk_files
+
+T = TypeVar("T")
 
 #: Files merged into the instructions layer, in each folder from the root down.
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
@@ -56,6 +68,12 @@ SKILLS_LIMIT = 6000
 SKILL_LINE = 200
 #: Bytes of a Python file read for the repo map's outline.
 OUTLINE_LIMIT = 512 * 1024
+#: Seconds within which a file's change may not show in its stat yet: such a file is not kept.
+RACY_SECONDS = 2.0
+#: Seconds a project's file list is kept at most (its signature misses deep untracked files).
+LISTING_MAX_AGE = 60.0
+#: Files whose text or outline the cache keeps at most (least recently used go first).
+CACHE_ENTRIES = 4096
 
 MODE_INSTRUCTIONS = {
     "plan": (
@@ -86,34 +104,148 @@ class Layer:
     source: str = ""
 
 
+class PromptCache:
+    """What composing found in files that have not changed since (see the module docstring).
+
+    Thread-safe: layers are composed in worker threads, several at once.
+    """
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self._entries = entries
+        self._files: OrderedDict[tuple[str, str], tuple[tuple[int, ...], Any]] = OrderedDict()
+        self._listings: dict[str, tuple[tuple[Any, ...], float, list[str]]] = {}
+        self._lock = threading.Lock()
+
+    def derived(self, kind: str, path: Path, derive: Callable[[], T]) -> T:
+        """``derive()``, the value ``kind`` of the file ``path``, kept while its stat is the
+        same. A missing or unreadable file, or one changed just now, is not kept."""
+        key = (kind, os.fspath(path))
+        signature = _signature(path)
+        with self._lock:
+            kept = self._files.get(key)
+            if kept is not None and signature is not None and kept[0] == signature:
+                self._files.move_to_end(key)
+                return kept[1]
+        value = derive()
+        if signature is not None and not _racy(signature):
+            with self._lock:
+                self._files[key] = (signature, value)
+                self._files.move_to_end(key)
+                while len(self._files) > self._entries:
+                    self._files.popitem(last=False)
+        return value
+
+    def known_files(self, root: Path) -> tuple[list[str] | None, tuple[Any, ...]]:
+        """The project's file list if it can be had without git: outside a git work tree
+        the walk, inside one the list kept while its git index, ``HEAD`` and the folder
+        itself are unchanged, for at most :data:`LISTING_MAX_AGE` seconds (a file added or
+        removed deeper down changes none of those); else None, to be listed with git and
+        given to :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
+        """
+        entry = git_entry(root)
+        if entry is None and not in_git_work_tree(root):
+            return walk_files(root), ()
+        # Taken before listing: a change made meanwhile shows at the next run.
+        signature = _listing_signature(root, entry)
+        with self._lock:
+            kept = self._listings.get(os.fspath(root))
+        if kept is not None and kept[0] == signature and time.monotonic() - kept[1] < LISTING_MAX_AGE:
+            return list(kept[2]), signature
+        return None, signature
+
+    def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> None:
+        """Keep ``files``, listed by git after :meth:`known_files` gave ``signature``."""
+        if signature and not any(s is None or _racy(s) for s in signature):
+            with self._lock:
+                self._listings[os.fspath(root)] = (signature, time.monotonic(), list(files))
+
+
+def _signature(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _racy(signature: tuple[int, ...]) -> bool:
+    # A change within RACY_SECONDS might not have moved the (coarse) file times yet.
+    return time.time_ns() - max(signature[3], signature[4]) < RACY_SECONDS * 1e9
+
+
+def _listing_signature(root: Path, entry: Path | None) -> tuple[tuple[int, ...] | None, ...]:
+    if entry is None:  # a repository named by $GIT_DIR: nothing to go by
+        return (None,)
+    gitdir = entry
+    if not entry.is_dir():  # a worktree's or submodule's .git file: "gitdir: PATH"
+        try:
+            text = read_head(entry, 4096).decode("utf-8", "replace").strip()
+        except OSError:
+            return (None,)
+        gitdir = entry.parent / text.removeprefix("gitdir:").strip()
+    return (_signature(gitdir / "index"), _signature(gitdir / "HEAD"), _signature(root))
+
+
 async def compose(
-    agent: Agent, mode: str, cwd: str, summary: str = "", *, tools: Collection[str], trusted: bool = False
+    agent: Agent,
+    mode: str,
+    cwd: str,
+    summary: str = "",
+    *,
+    tools: Collection[str],
+    trusted: bool = False,
+    cache: PromptCache | None = None,
 ) -> list[Layer]:
     """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
     empty ones are left out.
 
     ``trusted``: the user trusts the folder (its files may link outside it). Files are read
-    in a worker thread, so a large project never blocks the daemon.
+    in a worker thread, so a large project never blocks the daemon. ``cache``: keeps what
+    did not change for the next run (None: everything is read).
     """
     root = project_root(cwd) or Path(cwd)
-    files = await list_files(root)
+    cache = cache if cache is not None else PromptCache(entries=0)
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
-    return await trio.to_thread.run_sync(_layers, agent, mode, cwd, root, files, summary, trusted, skills)
+
+    def in_thread(files: list[str] | None) -> tuple[list[Layer] | None, tuple[Any, ...]]:
+        signature: tuple[Any, ...] = ()
+        if files is None:
+            files, signature = cache.known_files(root)
+            if files is None:
+                return None, signature
+        return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache), signature
+
+    # One worker thread for everything, unless git has to list the files first.
+    composed, signature = await trio.to_thread.run_sync(in_thread, None)
+    if composed is None:
+        files = await list_files(root)
+        cache.keep_files(root, signature, files)
+        composed, _ = await trio.to_thread.run_sync(in_thread, files)
+    assert composed is not None
+    return composed
 
 
 def _layers(
-    agent: Agent, mode: str, cwd: str, root: Path, files: list[str], summary: str, trusted: bool, skills: bool
+    agent: Agent,
+    mode: str,
+    cwd: str,
+    root: Path,
+    files: list[str],
+    summary: str,
+    trusted: bool,
+    skills: bool,
+    cache: PromptCache,
 ) -> list[Layer]:
     within = None if trusted else root
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
-        _instructions(root, Path(cwd), within),
+        _instructions(root, Path(cwd), within, cache),
         _skills(root, trusted) if skills else Layer("skills", ""),
-        _memory(root, within),
-        _repo_map(root, files),
+        _memory(root, within, cache),
+        _repo_map(root, files, cache),
         Layer("summary", summary_text(summary), "compaction"),
     ]
     return [layer for layer in layers if layer.text.strip()]
@@ -160,12 +292,12 @@ def _git_branch(root: Path) -> str | None:
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else head[:12]
 
 
-def _instructions(root: Path, cwd: Path, within: Path | None) -> Layer:
+def _instructions(root: Path, cwd: Path, within: Path | None, cache: PromptCache) -> Layer:
     folders = [root]
     if cwd != root and cwd.is_relative_to(root):
         for part in cwd.relative_to(root).parts:
             folders.append(folders[-1] / part)
-    found = _Instructions()
+    found = _Instructions(cache)
     found.add(claude_home() / "CLAUDE.md", None)
     for folder in folders:
         for name in INSTRUCTION_FILES:
@@ -190,7 +322,8 @@ class _Instructions:
     the user has not trusted) only files inside the project.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, cache: PromptCache) -> None:
+        self._cache = cache
         self.parts: list[str] = []
         #: The files read, and the imports that were not (with why).
         self.sources: list[str] = []
@@ -232,7 +365,9 @@ class _Instructions:
         real = os.path.realpath(path)
         if real in self._seen:
             return ""
-        text = _read(path, within, limit, refuse=refuse)
+        text = self._cache.derived(
+            f"text {within} {limit} {refuse}", path, lambda: _read(path, within, limit, refuse=refuse)
+        )
         if text:
             self._seen.add(real)
         return text
@@ -287,10 +422,11 @@ def _one_line(text: str) -> str:
     return line if len(line) <= SKILL_LINE else line[: SKILL_LINE - 1].rstrip() + "…"
 
 
-def _memory(root: Path, within: Path | None) -> Layer:
+def _memory(root: Path, within: Path | None, cache: PromptCache) -> Layer:
     parts, sources = [], []
     for scope, path in memory_files(str(root)).items():
-        text = _read(path, None if scope == "user" else within)
+        bound = None if scope == "user" else within
+        text = cache.derived(f"text {bound}", path, lambda: _read(path, bound))
         if text:
             parts.append(f"Remembered ({scope}, {path}):\n{text}")
             sources.append(str(path))
@@ -315,14 +451,15 @@ def mapped_files(files: list[str]) -> list[str]:
     return sorted(kept, key=lambda p: os.path.splitext(p)[1] not in _SOURCE)
 
 
-def _repo_map(root: Path, files: list[str]) -> Layer:
+def _repo_map(root: Path, files: list[str], cache: PromptCache) -> Layer:
     files = mapped_files(files)[:REPO_MAP_FILES]
     lines: list[str] = []
     size = 0
     for path in files:
         entry = [path]
         if path.endswith(".py"):
-            entry += [f"  {d}" for d in _outline(root / path, root)]
+            source = root / path
+            entry += [f"  {d}" for d in cache.derived(f"outline {root}", source, lambda: _outline(source, root))]
         chunk = "\n".join(entry)
         if size + len(chunk) > REPO_MAP_LIMIT:
             lines.append(f"... ({len(files) - len(lines)} more files not shown)")

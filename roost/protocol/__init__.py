@@ -36,15 +36,7 @@ from ._messages import (
     packed_map,
     parse,
 )
-from ._methods import (
-    API_COMPATIBLE,
-    API_LEVEL,
-    METHODS,
-    METHODS_BY_NAME,
-    PROTOCOL_VERSION,
-    Method,
-    Param,
-)
+from ._version import API_COMPATIBLE, API_LEVEL, PROTOCOL_VERSION
 from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
 from ._ssh import BRIDGE_NO_DAEMON, SshHost, bridge_argv, control_dir, ssh_argv
@@ -106,3 +98,14 @@ __all__ = [
     "result_of",
     "ssh_argv",
 ]
+
+#: Imported when first asked for: a client needs the protocol, not the method catalogue.
+_CATALOGUE = frozenset({"METHODS", "METHODS_BY_NAME", "Method", "Param"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _CATALOGUE:
+        from . import _methods
+
+        return getattr(_methods, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

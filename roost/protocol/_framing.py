@@ -33,11 +33,11 @@ class Decoder:
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
-        self._unpacker = msgpack.Unpacker(
-            raw=False,
-            strict_map_key=False,
-            max_buffer_size=max_frame,
-        )
+        # Only while part of a message is waiting for the rest: an unpacker holds ~40 KiB
+        # (its parse stack), which a thousand idle connections would keep for nothing.
+        self._unpacker: msgpack.Unpacker | None = None
+        # Stream offset at which the unpacker started.
+        self._base = 0
         self._fed = 0
         # Stream offset where the unfinished message starts (the end of the last whole one).
         self._message_start = 0
@@ -45,6 +45,26 @@ class Decoder:
     def feed(self, data: bytes) -> list[Union[Message, ProtocolError]]:
         """Add bytes from the stream; return the messages now complete, in order."""
         out: list[Union[Message, ProtocolError]] = []
+        if self._unpacker is None and len(data) <= self.max_frame:
+            # The usual case: one whole message per read, decoded without an unpacker.
+            try:
+                obj = msgpack.unpackb(data, raw=False, strict_map_key=False)
+            except Exception:
+                pass  # several messages, part of one, or bad bytes: the unpacker says which
+            else:
+                self._fed += len(data)
+                self._message_start = self._fed
+                self._append(out, obj)
+                return out
+        if len(data) <= self.max_frame - self._buffered():
+            # It all fits, fed at once.
+            try:
+                self._unpacker_now().feed(data)
+            except msgpack.BufferFull as exc:
+                raise FrameTooLarge(f"a message exceeds the {self.max_frame}-byte frame limit") from exc
+            self._fed += len(data)
+            self._drain(out)
+            return out
         view = memoryview(data)
         # Feed in slices no larger than the free buffer so that a burst of many small
         # messages in one read is never mistaken for one oversized message.
@@ -54,7 +74,7 @@ class Decoder:
                 raise FrameTooLarge(f"a message exceeds the {self.max_frame}-byte frame limit")
             chunk, view = view[:room], view[room:]
             try:
-                self._unpacker.feed(chunk)
+                self._unpacker_now().feed(chunk)
                 self._fed += len(chunk)
             except msgpack.BufferFull as exc:
                 raise FrameTooLarge(
@@ -63,6 +83,12 @@ class Decoder:
             self._drain(out)
         return out
 
+    def _unpacker_now(self) -> msgpack.Unpacker:
+        if self._unpacker is None:
+            self._unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=self.max_frame)
+            self._base = self._fed
+        return self._unpacker
+
     def _buffered(self) -> int:
         # Bytes of the unfinished message fed so far. Not ``fed - tell()``: the unpacker
         # parses a message incrementally and ``tell()`` moves past the parts it has already
@@ -70,18 +96,26 @@ class Decoder:
         return self._fed - self._message_start
 
     def _drain(self, out: list[Union[Message, ProtocolError]]) -> None:
+        unpacker = self._unpacker
+        assert unpacker is not None
         while True:
             try:
-                obj = next(self._unpacker)
+                obj = next(unpacker)
             except StopIteration:
-                return
+                break
             except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError, ValueError) as exc:
                 raise ProtocolError(f"bytes are not msgpack: {exc}") from exc
             except TypeError as exc:
                 # A map key Python cannot hash (an array or a map as a key).
                 raise ProtocolError(f"unsupported msgpack: {exc}") from exc
-            self._message_start = self._unpacker.tell()
-            try:
-                out.append(parse(obj))
-            except ProtocolError as exc:
-                out.append(exc)
+            self._message_start = self._base + unpacker.tell()
+            self._append(out, obj)
+        if self._message_start == self._fed:
+            self._unpacker = None  # nothing waits for more bytes
+
+    @staticmethod
+    def _append(out: list[Union[Message, ProtocolError]], obj: object) -> None:
+        try:
+            out.append(parse(obj))
+        except ProtocolError as exc:
+            out.append(exc)

@@ -7,8 +7,7 @@ so a call looks like ``[0, 7, "dispatch", [{"task": "..."}]]``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, NamedTuple, Sequence, Union
 
 import msgpack
 
@@ -18,9 +17,12 @@ REQUEST = 0
 RESPONSE = 1
 NOTIFICATION = 2
 
+# Immutable named tuples rather than frozen dataclasses: every CLI command imports this
+# module at start, and defining three slotted dataclasses (and importing dataclasses)
+# costs ~3 ms of a ~60 ms `roost status` (bench/status_cli.py).
 
-@dataclass(frozen=True, slots=True)
-class Request:
+
+class Request(NamedTuple):
     """A call that expects a response with the same ``msgid``."""
 
     msgid: int
@@ -28,8 +30,7 @@ class Request:
     params: list[Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
+class Response(NamedTuple):
     """The answer to a request: exactly one of ``error`` and ``result`` is meaningful."""
 
     msgid: int
@@ -37,8 +38,7 @@ class Response:
     result: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
+class Notification(NamedTuple):
     """A one-way message; roost's daemon sends events this way."""
 
     method: str
@@ -48,8 +48,7 @@ class Notification:
 Message = Union[Request, Response, Notification]
 
 
-@dataclass(frozen=True, slots=True)
-class Packed:
+class Packed(NamedTuple):
     """A value already encoded (one msgpack value), sent as it is: a response's result
     made of stored events is never decoded and encoded again (see :func:`packed_map`)."""
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Version of the wire protocol (message framing and kinds).
-PROTOCOL_VERSION = 1
-#: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 7
-#: The oldest API level this daemon still serves unchanged.
-API_COMPATIBLE = 1
+from ._version import API_COMPATIBLE, API_LEVEL, PROTOCOL_VERSION
+
+__all__ = ["API_COMPATIBLE", "API_LEVEL", "METHODS", "METHODS_BY_NAME", "PROTOCOL_VERSION", "Method", "Param"]
 
 
 @dataclass(frozen=True, slots=True)

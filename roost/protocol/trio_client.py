@@ -21,7 +21,7 @@ from ._address import default_socket_path
 from ._errors import ConnectionClosed, ProtocolError
 from ._framing import DEFAULT_MAX_FRAME
 from ._messages import Notification, Response
-from ._methods import PROTOCOL_VERSION
+from ._version import PROTOCOL_VERSION
 from ._private import check_peer
 from ._session import RpcSession, result_of
 

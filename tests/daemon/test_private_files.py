@@ -86,5 +86,6 @@ def test_the_ledger_folder_and_files_are_private(tmp_path: Path, open_umask: Non
     ledger = ProcessLedger(tmp_path / "s.sock.tools")
     ledger.add(os.getpid())
     assert mode(ledger.folder) == 0o700
-    assert mode(ledger.folder / str(os.getpid())) == 0o600
+    assert mode(ledger.journal) == 0o600
     ledger.remove(os.getpid())
+    ledger.close()

@@ -46,7 +46,7 @@ async def test_bash_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     with trio.fail_after(2):
         while alive(int(pidfile.read_text())):
             await trio.sleep(0.01)
-    assert list(ledger.folder.iterdir()) == []
+    assert ledger.recorded() == {} and ledger.journal.read_text() == ""
 
 
 async def test_processes_started_by_a_call_end_with_it(tmp_path: Path) -> None:
@@ -62,21 +62,55 @@ async def test_processes_started_by_a_call_end_with_it(tmp_path: Path) -> None:
 
 def test_the_ledger_kills_leftover_groups_but_never_a_recycled_pid(tmp_path: Path) -> None:
     ledger = ProcessLedger(tmp_path / "ledger")
-    leftover = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    sleeps = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(4)]
+    leftover, stranger, older, finished = sleeps
     try:
         ledger.add(leftover.pid)
-        # A file naming a live pid with another start time: that pid was reused.
-        (ledger.folder / str(stranger.pid)).write_text("1")
+        ledger.add(finished.pid)
+        ledger.remove(finished.pid)  # its group ended: not a leftover
+        # A line naming a live pid with another start time: that pid was reused. Then a
+        # line cut short by the crash.
+        with open(ledger.journal, "a") as journal:
+            journal.write(f"+{stranger.pid} 1\n+{finished.pid} 1")
+        # A file of the former layout (one per group), left by an older daemon.
+        elsewhere = ProcessLedger(tmp_path / "elsewhere")
+        elsewhere.add(older.pid)
+        (ledger.folder / str(older.pid)).write_text(str(elsewhere.recorded()[older.pid]))
+        elsewhere.close()
         (ledger.folder / "notes").write_text("ignored")
-        assert ledger.end_leftovers() == [leftover.pid]
-        assert leftover.wait(5) == -signal.SIGKILL
-        assert stranger.poll() is None
-        assert sorted(p.name for p in ledger.folder.iterdir()) == ["notes"]
+        ledger.close()  # the daemon was killed; the next one opens the same folder
+
+        nxt = ProcessLedger(tmp_path / "ledger")
+        assert sorted(nxt.end_leftovers()) == sorted([leftover.pid, older.pid])
+        assert leftover.wait(5) == older.wait(5) == -signal.SIGKILL
+        assert stranger.poll() is None and finished.poll() is None
+        assert sorted(p.name for p in nxt.folder.iterdir()) == ["journal", "notes"]
+        assert nxt.recorded() == {} and nxt.journal.read_text() == ""
+        nxt.close()
     finally:
-        for process in (leftover, stranger):
+        for process in sleeps:
             if process.poll() is None:
                 process.kill()
+            process.wait()
+
+
+def test_the_ledger_journal_keeps_only_groups_in_flight(tmp_path: Path) -> None:
+    ledger = ProcessLedger(tmp_path / "ledger")
+    long, short = (subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(2))
+    try:
+        ledger.add(long.pid)
+        with patch("roost.daemon.tools._ledger._COMPACT_AFTER", 5):
+            for _ in range(10):  # many short calls while a long one runs
+                ledger.add(short.pid)
+                ledger.remove(short.pid)
+                assert list(ledger.recorded()) == [long.pid]
+            assert len(ledger.journal.read_text().splitlines()) <= 5
+        ledger.remove(long.pid)
+        assert ledger.journal.read_text() == ""
+    finally:
+        ledger.close()
+        for process in (long, short):
+            process.kill()
             process.wait()
 
 

@@ -127,7 +127,7 @@ from ._base import (
     ProviderUnavailable,
 )
 from ._sse import SSEDecoder
-from ._wire import after_retries, plain, short
+from ._wire import after_retries, json_body, json_text, short
 
 __all__ = ["OpenAIProvider"]
 
@@ -275,7 +275,11 @@ class OpenAIProvider:
             body = _request_body(request, self._name)
             body[self._limit_field] = body.pop("max_tokens")
             try:
-                return await self._send(json.dumps(body, ensure_ascii=False).encode())
+                encoded = json_body(body)
+            except ValueError as exc:
+                raise ProviderError(f"{self._name}: cannot send the request ({exc})") from None
+            try:
+                return await self._send(encoded)
             except ProviderError as exc:
                 other = "max_tokens" if self._limit_field == "max_completion_tokens" else "max_completion_tokens"
                 if tried or " 400 " not in exc.message or other not in exc.message:
@@ -427,7 +431,7 @@ def _request_body(request: ModelRequest, name: str) -> dict[str, Any]:
         body["tools"] = [
             {"type": "function",
              "function": {"name": t.name, "description": t.description,
-                          "parameters": plain(t.input_schema)}}
+                          "parameters": t.input_schema}}
             for t in request.tools
         ]
     if request.think is not None:
@@ -457,8 +461,7 @@ def _assistant_message(blocks: Any, name: str) -> dict[str, Any]:
                     "id": block["id"],
                     "type": "function",
                     "function": {"name": block["name"],
-                                 "arguments": json.dumps(plain(block["input"]),
-                                                         ensure_ascii=False)},
+                                 "arguments": json_text(block["input"])},
                 })
             elif kind in ("thinking", "redacted_thinking"):
                 continue  # another vendor's private reasoning: cannot be replayed here

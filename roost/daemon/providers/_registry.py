@@ -10,6 +10,7 @@ of a second to import, so it is imported the first time an ``anthropic`` provide
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -69,6 +70,9 @@ class ProviderRegistry:
         provider = self._providers.get(identity)
         if provider is None:
             provider = self._providers[identity] = _build(entry, key)
+            # Its SDK's modules (the Anthropic one: ~0.9 s of imports, most of the daemon's
+            # objects) are never scanned by the cycle collector again; see __main__.
+            gc.freeze()
         canonical = f"{name}/{model}"
         return Resolved(provider, model, canonical, entry, config.prices.get(canonical))
 

@@ -13,7 +13,9 @@ FIFO or ``/dev/zero`` named as a script is an error, never a frozen or bloated d
 The n-th model call of a session gets the n-th response; n is the number of assistant
 messages already in the history, so a restarted daemon carries on where the last one stopped.
 The stop reason is ``tool_use`` when the response has tool_use blocks, else ``end_turn``,
-unless the response names one. Text streams as deltas, a few words at a time.
+unless the response names one. Text streams as deltas, a few words at a time. A response's
+``"delay"`` (seconds) is waited before it starts, as a real model takes time to answer
+(bench/scale.py gives its runs a model's pace this way).
 """
 
 from __future__ import annotations
@@ -89,6 +91,11 @@ class ScriptedProvider:
         response = responses[index]
         if not isinstance(response, dict) or not isinstance(response.get("content", []), list):
             raise ProviderError(f"scripted/{request.model}: response {index + 1} is not {{\"content\": [...]}}")
+        delay = response.get("delay", 0)
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not 0 <= delay < float("inf"):
+            raise ProviderError(f"scripted/{request.model}: response {index + 1}: delay must be seconds, not {delay!r}")
+        if delay:
+            await trio.sleep(delay)
         first = time.monotonic() - started
         content = []
         for i, block in enumerate(response.get("content", [])):

@@ -1,17 +1,41 @@
-"""Small pieces both HTTP providers need: plain JSON values and error message wording."""
+"""Small pieces both HTTP providers need: request bodies as JSON, error message wording."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import json
+from collections.abc import Mapping, Set
+from typing import Any
 
 
-def plain(value: Any) -> Any:
-    """Mappings and sequences as plain dicts and lists, so that they serialize as JSON."""
+def _jsonable(value: Any) -> Any:
+    # Only for what json cannot write itself (dicts, lists and tuples it writes directly,
+    # without a copy): other mappings and collections, as dicts and lists.
     if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
+        return dict(value)
+    if isinstance(value, Set):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+#: How the official SDK writes a body: UTF-8 left as is, no spaces, no NaN.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_jsonable)
+
+
+def json_body(value: Any) -> bytes:
+    """``value`` (dicts, lists, tuples, any mapping, plain values) as a JSON request body.
+
+    Raises:
+        ValueError: it holds a value JSON cannot carry (NaN, an object of another kind).
+    """
+    try:
+        return _ENCODER.encode(value).encode()
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def json_text(value: Any) -> str:
+    """``value`` as JSON text in json's default layout (``", "``, ``": "``), UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, default=_jsonable)
 
 
 def short(text: str, limit: int = 300) -> str:

@@ -8,7 +8,6 @@ with it), and a failure the sandbox likely caused gets a note saying so.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from typing import Any, Mapping
 
@@ -16,6 +15,7 @@ import trio
 
 from ..sandbox import SandboxUnavailable
 from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
+from ._spawn import spawn
 
 _SCHEMA = {
     "type": "object",
@@ -42,15 +42,7 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
             argv = ctx.sandbox.argv(argv, ctx.cwd, env)
         except SandboxUnavailable as exc:
             return ToolResult(f"not run: {exc}; this run's commands must run in it", is_error=True, meta=sandbox)
-    process = await trio.lowlevel.open_process(
-        argv,
-        cwd=ctx.cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    process = await spawn(argv, cwd=ctx.cwd, env=env)
     if ctx.ledger is not None:
         ctx.ledger.add(process.pid)
     chunks: list[bytes] = []

@@ -54,6 +54,9 @@ async def list_files(
     Error handling: a folder that is not in a git work tree, or git failing or missing,
     falls back to a plain walk; listing never fails because of git.
     """
+    if not in_git_work_tree(root):
+        # No repository git could find: no git process to learn that (it costs a few ms).
+        return await trio.to_thread.run_sync(walk_files, root, keep, limiter=threads, abandon_on_cancel=True)
     try:
         done = await trio.run_process(
             ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
@@ -73,10 +76,28 @@ async def list_files(
         return await trio.to_thread.run_sync(
             lambda: [p for p in wanted if (root / p).is_file()], limiter=threads, abandon_on_cancel=True
         )
-    return await trio.to_thread.run_sync(_walk, root, keep, limiter=threads, abandon_on_cancel=True)
+    return await trio.to_thread.run_sync(walk_files, root, keep, limiter=threads, abandon_on_cancel=True)
 
 
-def _walk(root: Path, keep: Callable[[str], bool]) -> list[str]:
+def in_git_work_tree(folder: Path) -> bool:
+    """Whether git could find a repository for ``folder``: a ``.git`` at or above it, or
+    ``$GIT_DIR`` set. (Whether it is a valid one only git can say.)"""
+    return git_entry(folder) is not None or "GIT_DIR" in os.environ
+
+
+def git_entry(folder: Path) -> Path | None:
+    """The ``.git`` (a folder, or a worktree's file) at or above ``folder``: where git would
+    find the repository ``folder`` is in; None when there is none."""
+    for candidate in (folder, *folder.parents):
+        entry = candidate / ".git"
+        if os.path.lexists(entry):
+            return entry
+    return None
+
+
+def walk_files(root: Path, keep: Callable[[str], bool] = lambda path: True) -> list[str]:
+    """Every file under ``root`` (``.git`` folders skipped) that ``keep`` keeps, as sorted
+    relative POSIX paths: the listing outside a git work tree. Blocking: call it in a thread."""
     found = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != ".git")

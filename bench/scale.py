@@ -1,0 +1,217 @@
+"""Figure 11: many concurrent sessions on one daemon, each with a follower.
+
+``--sessions`` (1,000) sessions are created in one daemon and each gets its own follower: a
+client connection (trio, all in this process) attached to it. Then every follower
+dispatches a run of ``--steps`` (10) tool steps on its session and reads the run's events
+to ``run.finished``. The model is ``scripted`` with each reply waiting ``--think`` seconds
+before it starts (a model's pace: concurrent sessions spend most of their time waiting for
+their model), the dispatches spread evenly over one think time; each step reads a small
+file (``read``, a different file each step). Measured:
+
+- **peak RSS** of the daemon (``VmHWM``) at the end;
+- **step overhead**: each step's ``step.finished`` latency (the previous result fed to its
+  tool calls done, as the daemon records it) minus its model call's latency (the
+  ``message.assistant`` latency, measured around the provider call): what the daemon adds
+  to a step (storing and publishing its events, starting the model call, running the tool,
+  feeding the result back), p50 and p99 over every step of every run. Printed beside it:
+  the model call's latency minus the think time (the provider, and how late the event
+  loop wakes for a reply that is due);
+- **nothing lost**: every follower got every stored event of its run once, in order (seq
+  with no gap, the same seqs as ``events`` returns from the store afterwards), no ``lagged``
+  notice, and every run ended ``done``;
+- **memory per idle session** (RSS after creating the sessions, minus before, per session)
+  and **per attached client** (RSS after connecting and attaching the followers, minus
+  before, per client); and per idle session after its run (its history held in memory);
+- event delivery (follower's receive time minus the event's ``ts``, the run's events),
+  p50 and p99.
+
+    uv run python bench/scale.py [--sessions 1000] [--steps 10] [--think 4]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import BenchEnv, Figure, median, parser, percentile, prepare, read_proc_status, report  # noqa: E402
+
+RSS_TARGET_MIB = 500.0
+STEP_P99_TARGET_MS = 10.0
+
+
+def script(steps: int, think: float) -> dict[str, Any]:
+    """Each reply waits ``think`` s, then reads ``f{i}.txt``; then a final text reply."""
+    responses: list[dict[str, Any]] = [
+        {"delay": think, "content": [{"type": "text", "text": f"step {i}"},
+                                     {"type": "tool_use", "name": "read", "input": {"path": f"f{i}.txt"}}]}
+        for i in range(1, steps + 1)
+    ]
+    responses.append({"delay": think, "content": [{"type": "text", "text": "done"}]})
+    return {"responses": responses}
+
+
+def rss_mib(pid: int) -> float:
+    return read_proc_status(pid)["VmRSS"] / 1024
+
+
+async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model: str) -> dict[str, Any]:
+    import trio
+
+    from roost.protocol.trio_client import open_client
+
+    pid = env.daemon_pid
+    out: dict[str, Any] = {"rss": {"start": rss_mib(pid)}}
+    async with open_client(env.socket, client="bench-admin") as admin:
+        ids = [(await admin.call("sessions.create", cwd=str(env.project)))["session"] for _ in range(sessions)]
+        out["rss"]["sessions"] = rss_mib(pid)
+
+        overheads: list[float] = []
+        model_over: list[float] = []
+        delivery: list[float] = []
+        problems: list[str] = []
+        received: dict[str, list[int]] = {}
+        attached = trio.Event()
+        ready = 0
+        go = trio.Event()
+        started_at: list[float] = []
+
+        # A few connections at a time: the daemon's listen backlog is 128, and a connect to a
+        # full backlog does not wait under trio (it fails the peer check).
+        connecting = trio.Semaphore(32)
+
+        async def follower(session: str, delay: float) -> None:
+            nonlocal ready
+            async with contextlib.AsyncExitStack() as stack:
+                async with connecting:
+                    client = await stack.enter_async_context(
+                        open_client(env.socket, client="bench-follower", buffer=65536))
+                    await client.call("attach", session=session)
+                ready += 1
+                if ready == sessions:
+                    attached.set()
+                await go.wait()
+                await trio.sleep(delay)
+                run = (await client.call("dispatch", session=session, task="scale", model=model, yes=True))["run"]
+                seqs = received.setdefault(session, [])
+                model_latency = 0.0
+                async for note in client.notifications:
+                    now = time.time()
+                    if note.method != "event":
+                        problems.append(f"{session}: {note.method} {note.params}")
+                        continue
+                    event = note.params[0]
+                    if event.get("run") == run:  # live, not the history replayed on attach
+                        delivery.append(now - event["ts"])
+                    if event.get("seq") is not None:
+                        seqs.append(event["seq"])
+                    if event["type"] == "message.assistant":
+                        model_latency = event["latency"]
+                        model_over.append(model_latency - think)
+                    elif event["type"] == "step.finished":
+                        overheads.append(event["latency"] - model_latency)
+                    if event["type"] == "run.finished" and event.get("run") == run:
+                        if event["reason"] != "done":
+                            problems.append(f"{session}: run ended {event['reason']}: {event.get('error')}")
+                        return
+
+        async with trio.open_nursery() as nursery:
+            for session in ids:
+                nursery.start_soon(follower, session, random.uniform(0, think))
+            await attached.wait()
+            out["rss"]["attached"] = rss_mib(pid)
+            started_at.append(time.perf_counter())
+            go.set()
+        out["wall"] = time.perf_counter() - started_at[0]
+        out["rss"]["after"] = rss_mib(pid)
+        # Nothing lost: what each follower got is what the store holds for its run.
+        for session in ids:
+            stored = [e["seq"] for e in (await admin.call("events", session=session))["events"]]
+            got = received.get(session, [])
+            tail = stored[len(stored) - len(got):] if got else []
+            if not got or got != tail or got != list(range(got[0], got[0] + len(got))):
+                problems.append(f"{session}: received seqs {got[:3]}...{got[-3:]} but the store has "
+                                f"{stored[:3]}...{stored[-3:]}")
+    out.update(overheads=overheads, model_over=model_over, delivery=delivery, problems=problems,
+               events=sum(len(v) for v in received.values()), hwm=read_proc_status(pid)["VmHWM"] / 1024)
+    return out
+
+
+def main() -> None:
+    p = parser(__doc__.split("\n\n")[0])
+    p.add_argument("--sessions", type=int, default=1000, help="concurrent sessions, one follower each (default 1000)")
+    p.add_argument("--steps", type=int, default=10, help="tool steps per run (default 10)")
+    p.add_argument("--think", type=float, default=4.0, help="seconds each scripted reply waits (default 4)")
+    args = p.parse_args()
+    context = prepare(args)
+    import trio
+
+    with BenchEnv("scale") as env:
+        for i in range(1, args.steps + 1):
+            (env.project / f"f{i}.txt").write_text(f"file {i}\n" * 20)
+        path = env.root / "scale.json"
+        path.write_text(json.dumps(script(args.steps, args.think)))
+        env.start_daemon()
+        m = trio.run(run_all, env, args.sessions, args.steps, args.think, f"scripted/{path}")
+    n, rss = args.sessions, m["rss"]
+    per_session_kib = (rss["sessions"] - rss["start"]) * 1024 / n
+    per_client_kib = (rss["attached"] - rss["sessions"]) * 1024 / n
+    after_kib = (rss["after"] - rss["start"]) * 1024 / n
+    steps_done = len(m["overheads"])
+    ok = not m["problems"]
+    context.append(f"{n} sessions x {args.steps} tool steps (+1 final reply), think {args.think:g} s per "
+                   f"reply, dispatches spread over {args.think:g} s: {steps_done} steps in {m['wall']:.1f} s "
+                   f"({steps_done / m['wall']:.0f} steps/s), {m['events']} stored events received")
+    context.append(f"daemon RSS: {rss['start']:.1f} MiB at start, {rss['sessions']:.1f} with {n} idle sessions, "
+                   f"{rss['attached']:.1f} with a follower attached to each, {rss['after']:.1f} after the runs")
+    context.append(f"event delivery (follower receive time - event ts): p50 {median(m['delivery']) * 1000:.1f} ms, "
+                   f"p99 {percentile(m['delivery'], 99) * 1000:.1f} ms")
+    for problem in m["problems"][:10]:
+        context.append(f"PROBLEM: {problem}")
+    figures = [
+        Figure(
+            key="scale.peak_rss_mib", title=f"daemon peak RSS, {n} sessions with followers",
+            value=m["hwm"], unit="MiB", better="lower", target=RSS_TARGET_MIB,
+            how=f"VmHWM of the daemon after {n} concurrent {args.steps}-step scripted runs, one follower each",
+        ),
+        Figure(
+            key="scale.step_overhead_p99_ms", title=f"step overhead p99, {n} concurrent sessions",
+            value=percentile(m["overheads"], 99) * 1000, unit="ms", better="lower", target=STEP_P99_TARGET_MS,
+            how=f"p99 over {steps_done} steps of step.finished latency minus the step's model call latency "
+                f"(message.assistant latency)",
+            details=[f"p50 {median(m['overheads']) * 1000:.2f} ms, p90 {percentile(m['overheads'], 90) * 1000:.2f} ms, "
+                     f"max {max(m['overheads']) * 1000:.1f} ms",
+                     f"model call latency minus the {args.think:g} s think time (provider, and the loop waking "
+                     f"late): p50 {median(m['model_over']) * 1000:.2f} ms, p99 "
+                     f"{percentile(m['model_over'], 99) * 1000:.2f} ms"],
+        ),
+        Figure(
+            key="scale.lost", title="runs with an event lost, duplicated or out of order",
+            value=len(m["problems"]), unit="runs", better="lower", target=1,
+            how="per follower: seqs received in order with no gap and equal to the store's for its run, "
+                "no lagged notice, run ended done",
+            details=["nothing lost" if ok else f"{len(m['problems'])} problems (first ones above)"],
+        ),
+        Figure(
+            key="scale.idle_session_kib", title="memory per idle session",
+            value=per_session_kib, unit="KiB", better="lower", informational=True,
+            how=f"(daemon RSS after sessions.create x {n} - before) / {n}",
+            details=[f"after its run (history in memory): {after_kib:.1f} KiB per session, followers closed"],
+        ),
+        Figure(
+            key="scale.attached_client_kib", title="memory per attached client",
+            value=per_client_kib, unit="KiB", better="lower", informational=True,
+            how=f"(daemon RSS after {n} connections each attached to one session - before) / {n}",
+        ),
+    ]
+    report("scale", figures, args, context)
+
+
+if __name__ == "__main__":
+    main()

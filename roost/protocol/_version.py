@@ -1,0 +1,10 @@
+"""The protocol's and the API's version numbers (the catalogue itself is in ``_methods``)."""
+
+from __future__ import annotations
+
+#: Version of the wire protocol (message framing and kinds).
+PROTOCOL_VERSION = 1
+#: Level of the method API; raised whenever methods or parameters are added.
+API_LEVEL = 7
+#: The oldest API level this daemon still serves unchanged.
+API_COMPATIBLE = 1
