@@ -38,7 +38,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str, owner: Any = _prompt) -
 
 
 async def layers(cwd: Path, cache: PromptCache) -> dict[str, str]:
-    return {layer.name: layer.text for layer in await compose(AGENT, "agent", str(cwd), cache=cache)}
+    return {layer.name: layer.text for layer in await compose(AGENT, "agent", str(cwd), tools=("skill",), cache=cache)}
 
 
 def git(folder: Path, *args: str) -> None:
