@@ -82,10 +82,11 @@ async def trust(client: TrioClient, folder: Path) -> dict[str, Any]:
     return await client.call("trust.add", cwd=str(folder), files=shown["files"])
 
 
-def write_script(folder: Path, *responses: list[dict[str, Any]], name: str = "script.json") -> str:
-    """Write a scripted-provider file; return its model id (``scripted/ABSOLUTE_PATH``)."""
+def write_script(folder: Path, *responses: list[dict[str, Any]], name: str = "script.json", delay: float = 0) -> str:
+    """Write a scripted-provider file; return its model id (``scripted/ABSOLUTE_PATH``).
+    ``delay``: seconds each reply waits before it starts."""
     path = folder / name
-    path.write_text(json.dumps({"responses": [{"content": list(r)} for r in responses]}))
+    path.write_text(json.dumps({"responses": [{"content": list(r), "delay": delay} for r in responses]}))
     return f"scripted/{path}"
 
 

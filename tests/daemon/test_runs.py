@@ -269,11 +269,13 @@ async def test_exec_without_a_check_file_is_one_pass(client: TrioClient, project
 
 
 async def test_simultaneous_dispatches_give_one_run_and_busy_for_the_rest(daemon: Daemon, project: Path) -> None:
-    model = write_script(project, [text("the one run")])
+    # Each reply waits a while (a scripted response's delay), so the one run is still in
+    # flight when the last of the racers asks: a refusal then can only be SESSION_BUSY.
+    model = write_script(project, [text("the one run")], delay=1.5)
     session = None
     async with open_client(daemon.socket_path) as first:
         session = (await first.call("sessions.create", cwd=str(project)))["session"]
-    for trial in range(5):
+    for trial in range(3):
         outcomes: list[Any] = []
 
         async def dispatch(n: int) -> None:
@@ -296,7 +298,7 @@ async def test_simultaneous_dispatches_give_one_run_and_busy_for_the_rest(daemon
         assert events[-1]["reason"] == "done"
         # Nothing else ran, and the session is idle again for the next trial.
         assert sum(1 for e in events if e["type"] == "run.started") == trial + 1
-        model = write_script(project, *[[text(f"run {i}")] for i in range(trial + 2)], name=f"s{trial}.json")
+        model = write_script(project, *[[text(f"run {i}")] for i in range(trial + 2)], name=f"s{trial}.json", delay=1.5)
 
 
 async def test_several_edits_of_one_file_in_one_reply_all_land_in_order(client: TrioClient, project: Path) -> None:
