@@ -87,12 +87,12 @@ async def test_a_body_without_end_is_read_only_up_to_the_cap(site: WebServer) ->
         result = await fetch(f"{site.base_url}/endless")
     assert not result.is_error and result.meta["bytes"] == MAX_BODY and result.meta["cut"]
     assert f"(cut at {MAX_BODY:,}: the page is larger)" in result.text.split("\n")[0]
-    # the connection was dropped: the server stops writing soon after the cap
-    with trio.fail_after(5):
-        while site.sent < MAX_BODY:
+    # The connection was dropped: the server's writes fail (what it wrote past the cap is
+    # what the kernel's socket buffers took, several MiB on loopback).
+    with trio.fail_after(10):
+        while not site.hung_up.is_set():
             await trio.sleep(0.01)
-    await trio.sleep(0.2)
-    assert site.sent < MAX_BODY + 64 * 1024 * 64
+    assert site.sent >= MAX_BODY
 
 
 async def test_long_text_is_cut_at_the_output_limit_and_read_on_with_offset(site: WebServer) -> None:

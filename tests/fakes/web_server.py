@@ -9,6 +9,7 @@ still going.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from ._http import FakeHandler, FakeServer, RecordedRequest, Turn, serving
@@ -79,9 +80,12 @@ class WebHandler(FakeHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         piece = b"x" * (PIECE - 1) + b"\n"
-        while not self.server._closing.is_set():
-            self.write_chunk(piece)
-            self.server.sent += len(piece)
+        try:
+            while not self.server._closing.is_set():
+                self.write_chunk(piece)
+                self.server.sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            self.server.hung_up.set()
 
     def respond(self, turn: Turn | None, body: Any, n: int) -> None:
         self.send_bytes(405, "text/plain", b"GET only", {}, n)
@@ -95,6 +99,8 @@ class WebServer(FakeServer):
         super().__init__(*args, **kwargs)
         #: Bytes of the endless body written so far.
         self.sent = 0
+        #: Set when a client hung up on the endless body.
+        self.hung_up = threading.Event()
 
 
 def serve_web() -> contextlib.AbstractContextManager[WebServer]:
