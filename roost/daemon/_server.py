@@ -423,7 +423,8 @@ async def _listen(path: Path) -> trio.SocketListener:
     finally:
         os.umask(old)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    # Room for many clients connecting at once (the kernel caps it at net.core.somaxconn).
+    sock.listen(1024)
     return trio.SocketListener(sock)
 
 

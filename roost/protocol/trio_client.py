@@ -11,6 +11,7 @@ Calls may run concurrently from many tasks; responses are matched by msgid.
 
 from __future__ import annotations
 
+import errno
 import os
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
@@ -24,6 +25,9 @@ from ._messages import Notification, Response
 from ._version import PROTOCOL_VERSION
 from ._private import check_peer
 from ._session import RpcSession, result_of
+
+#: Seconds a connect waits while the daemon's queue of new connections is full.
+QUEUE_WAIT = 5.0
 
 __all__ = ["TrioClient", "open_client"]
 
@@ -128,7 +132,7 @@ async def open_client(
         The connection and its reader task live inside this context; leaving it closes both.
     """
     where = os.fspath(path if path is not None else default_socket_path())
-    stream = await trio.open_unix_socket(where)
+    stream = await _connect(where)
     try:
         check_peer(stream.socket, where)
     except BaseException:
@@ -144,3 +148,31 @@ async def open_client(
             yield rpc
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def _connect(where: str) -> trio.SocketStream:
+    """A connected stream to ``where``, waiting (at most :data:`QUEUE_WAIT` seconds) while
+    the daemon's queue of new connections is full.
+
+    On a full queue a non-blocking Unix ``connect`` fails with EAGAIN, which trio takes for
+    "in progress": it returns a socket that is not connected at all. So each try is checked,
+    and made again after a short pause.
+
+    Raises:
+        OSError: nothing listens on the socket, or its queue stayed full.
+    """
+    deadline = trio.current_time() + QUEUE_WAIT
+    pause = 0.005
+    while True:
+        stream = await trio.open_unix_socket(where)
+        try:
+            stream.socket.getpeername()
+            return stream
+        except OSError as exc:
+            await stream.aclose()
+            if exc.errno != errno.ENOTCONN:
+                raise
+        if trio.current_time() + pause > deadline:
+            raise OSError(errno.EAGAIN, f"{where}: the daemon's queue of new connections stayed full for {QUEUE_WAIT:g} s")
+        await trio.sleep(pause)
+        pause = min(pause * 2, 0.1)

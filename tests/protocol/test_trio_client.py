@@ -276,3 +276,38 @@ async def test_memory_stream_call_and_close(autojump_clock: trio.testing.MockClo
             with pytest.raises(ConnectionClosed):
                 await client.call("last")
         assert client.notifications.receive_nowait() == note(1)
+
+
+async def test_a_full_queue_of_new_connections_is_waited_out(sock_path: Path) -> None:
+    # A listener that accepts nothing yet, its queue (backlog 0: one connection) taken.
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(os.fspath(sock_path))
+    listener.listen(0)
+    first = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    first.connect(os.fspath(sock_path))
+    try:
+        async def accept_later() -> None:
+            await trio.sleep(0.3)
+            trio_listener = trio.SocketListener(trio.socket.from_stdlib_socket(listener))
+            for _ in range(2):  # the one that filled the queue, then the client's
+                stream = await trio_listener.accept()
+                nursery.start_soon(_serve_hello, stream)
+
+        with trio.fail_after(WAIT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(accept_later)
+                async with open_client(sock_path, client="patient") as client:
+                    assert client.info["hello_params"][0]["client"] == "patient"
+                nursery.cancel_scope.cancel()
+    finally:
+        first.close()
+        listener.close()
+
+
+async def _serve_hello(stream: trio.SocketStream) -> None:
+    async with stream:
+        peer = Peer(stream)
+        hello = await peer.read_request()
+        if hello is not None:
+            await peer.send(Response(hello.msgid, None, {"api_level": 1, "hello_params": hello.params}))
+            await peer.read_request()
