@@ -82,6 +82,18 @@ async def trust(client: TrioClient, folder: Path) -> dict[str, Any]:
     return await client.call("trust.add", cwd=str(folder), files=shown["files"])
 
 
+def user_dir() -> Path:
+    """The user's roost config folder (``~/.config/roost``) under the test's XDG folders."""
+    return Path(os.environ["XDG_CONFIG_HOME"]) / "roost"
+
+
+def write(path: Path, content: str) -> Path:
+    """Write ``content`` to ``path``, making its folders."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(content)
+    return path
+
+
 def write_script(folder: Path, *responses: list[dict[str, Any]], name: str = "script.json", delay: float = 0) -> str:
     """Write a scripted-provider file; return its model id (``scripted/ABSOLUTE_PATH``).
     ``delay``: seconds each reply waits before it starts."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ from roost.daemon._agents import load_agents, parse_agent
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import events_until, finished, text, trust, trusting, write_script
+from .conftest import events_until, finished, text, trust, trusting, user_dir, write, write_script
 
 CLAUDE_AGENT = """---
 name: code-reviewer
@@ -22,16 +21,6 @@ model: sonnet
 ---
 You are a senior code reviewer. Focus on correctness.
 """
-
-
-def user_dir() -> Path:
-    return Path(os.environ["XDG_CONFIG_HOME"]) / "roost"
-
-
-def write(path: Path, content: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content)
-    return path
 
 
 def test_a_claude_code_agent_file_loads_as_it_is(project: Path) -> None:

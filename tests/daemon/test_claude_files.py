@@ -17,23 +17,13 @@ from roost.daemon._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import events_until, finished, text, trust, write_script
+from .conftest import events_until, finished, text, trust, user_dir, write, write_script
 
 FIXTURES = Path(__file__).parent / "claude_files"
 
 
 def home() -> Path:
     return Path(os.environ["HOME"])
-
-
-def user_dir() -> Path:
-    return Path(os.environ["XDG_CONFIG_HOME"]) / "roost"
-
-
-def write(path: Path, content: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content)
-    return path
 
 
 def agent(name: str, *front: str, body: str = "Do it.") -> str:
