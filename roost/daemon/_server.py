@@ -310,7 +310,7 @@ class Daemon:
         async with trio.open_nursery() as answers:
             while True:
                 try:
-                    data = await connection.receive(256 * 1024)
+                    data = await connection.stream.receive_some(256 * 1024)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     break
                 if not data:
