@@ -343,7 +343,8 @@ def test_events_check_a_silent_daemon_only_when_asked(sock_path: Path) -> None:
         peer.read_requests(2)  # the next check and its own check: no answer now
         assert peer.read_request() is None
 
-    with serving(sock_path, script), connect(sock_path) as client:
+    # The check's own call waits the client's timeout: 2 s, not WAIT, for the last one.
+    with serving(sock_path, script), Client.connect(sock_path, hello=False, timeout=2.0) as client:
         events = client.events(check_after=QUICK / 2)
         assert next(events)["seq"] == 1
         assert next(events)["seq"] == 2
