@@ -93,6 +93,13 @@ def compile_everything() -> float:
 # -- the isolated environment and its daemon ------------------------------------------------
 
 
+#: The models runs use against the fake vendor servers (tests/fakes/): the built-in
+#: anthropic provider, and an OpenAI-compatible one named ``local`` (see
+#: :meth:`BenchEnv.use_model_server`).
+ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
+OPENAI_MODEL = "local/gpt-test"
+
+
 class BenchEnv:
     """A temp dir with the socket, HOME and XDG dirs, and a daemon started in it.
 
@@ -137,6 +144,18 @@ class BenchEnv:
             self.stop_daemon()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def use_model_server(self, kind: str, base_url: str) -> str:
+        """Point runs at a fake ``kind`` server (``anthropic`` or ``openai``) at ``base_url``;
+        the model id to dispatch with. Call before :meth:`start_daemon`."""
+        if kind == "anthropic":
+            # A dispatch brings its own terminal's key and URL; the daemon's serve nothing else.
+            self.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=base_url)
+            return ANTHROPIC_MODEL
+        config = self.root / "config" / "roost" / "config.toml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f'[providers.local]\nkind = "openai"\nbase_url = "{base_url}"\napi_key_env = ""\n')
+        return OPENAI_MODEL
 
     def start_daemon(self, extra_env: dict[str, str] | None = None, timeout: float = 15.0) -> float:
         """Start ``python -m roost.daemon`` and wait until it answers; seconds it took."""

@@ -33,8 +33,6 @@ from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, r
 TARGET_MS = 80.0
 #: Roost's figure as a multiple of the floor loop's.
 FLOOR_RATIO_TARGET = 1.2
-ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
-OPENAI_MODEL = "local/gpt-test"
 FLOOR_LOOP = Path(__file__).resolve().parent / "_floor_loop.py"
 
 
@@ -73,15 +71,7 @@ def run_http(kind: str, runs: int) -> list[Figure]:
                 super().do_POST()
 
         server.RequestHandlerClass = Timed
-        if kind == "anthropic":
-            env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
-            model = ANTHROPIC_MODEL
-        else:
-            config = env.root / "config" / "roost" / "config.toml"
-            config.parent.mkdir(parents=True, exist_ok=True)
-            config.write_text(f'[providers.local]\nkind = "openai"\nbase_url = "{server.base_url}"\n'
-                              'api_key_env = ""\n')
-            model = OPENAI_MODEL
+        model = env.use_model_server(kind, server.base_url)
         env.start_daemon()
         template = env.root / "template.json"
         floor_argv = [PYTHON, str(FLOOR_LOOP), "--kind", kind, "--url", server.base_url,

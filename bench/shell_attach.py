@@ -37,7 +37,7 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (  # noqa: E402
-    BenchEnv, Figure, median, parser, percentile, prepare, process_cpu, report, roost_exe, spread,
+    ANTHROPIC_MODEL, BenchEnv, Figure, median, parser, percentile, prepare, process_cpu, report, roost_exe, spread,
 )
 
 ATTACH_TARGET_MS = 1000.0
@@ -45,7 +45,6 @@ KEYSTROKE_TARGET_MS = 50.0
 STEPS = 1000
 DELTAS = 6000
 DELTA_PAUSE = 0.0008  # seconds between SSE events; with the server's own work, ~1,000/s
-ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
 
 
 class Tmux:

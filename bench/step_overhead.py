@@ -57,8 +57,6 @@ TARGET_MS = 3.0
 SANDBOX_TARGET_MS = 3.0
 #: Roost's per-step overhead through a vendor API, as a multiple of the floor loop's.
 FLOOR_RATIO_TARGET = 1.5
-ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"
-OPENAI_MODEL = "local/gpt-test"
 FLOOR_LOOP = Path(__file__).resolve().parent / "_floor_loop.py"
 
 
@@ -263,16 +261,7 @@ def run_http(kind: str, runs: int) -> tuple[list[Figure], list[str]]:
     """Roost through the ``kind`` provider against its fake server, and the floor loop."""
     notes = []
     with serve_model(kind) as server, BenchEnv(f"step{kind[0].upper()}") as env:
-        if kind == "anthropic":
-            # A dispatch brings its own terminal's key and URL; the daemon's serve nothing else.
-            env.env.update(ANTHROPIC_API_KEY="bench-key", ANTHROPIC_BASE_URL=server.base_url)
-            model = ANTHROPIC_MODEL
-        else:
-            config = env.root / "config" / "roost" / "config.toml"
-            config.parent.mkdir(parents=True, exist_ok=True)
-            config.write_text(f'[providers.local]\nkind = "openai"\nbase_url = "{server.base_url}"\n'
-                              'api_key_env = ""\n')
-            model = OPENAI_MODEL
+        model = env.use_model_server(kind, server.base_url)
         env.start_daemon()
         side = HttpModel(kind, server, env)
         both = measure(env, runs, lambda n: model, before_run=side.enqueue, floor=side.floor)["off"]
