@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, roost_exe, spread  # noqa: E402
+from _common import PYTHON, BenchEnv, Figure, median, parser, prepare, report, roost_exe, run_timed, spread  # noqa: E402
 
 TARGET_MS = 60.0
 #: The light commands' whole process as a multiple of `python -c "import click"`.
@@ -59,17 +59,8 @@ def parts(env: BenchEnv, runs: int) -> tuple[float, float, float]:
 
 
 def wall(argv: list[str], env: BenchEnv, runs: int) -> list[float]:
-    out = []
-    for i in range(runs + 1):
-        t = time.perf_counter()
-        proc = subprocess.run(argv, env=env.env, cwd=env.project, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        elapsed = time.perf_counter() - t
-        if proc.returncode != 0:
-            raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
-        if i:  # the first is a warm-up
-            out.append(elapsed)
-    return out
+    """Wall seconds of ``argv``, ``runs`` times after one warm-up run."""
+    return rounds({"": argv}, env, runs)[""]
 
 
 def rounds(commands: dict[str, list[str]], env: BenchEnv, runs: int) -> dict[str, list[float]]:
@@ -78,12 +69,7 @@ def rounds(commands: dict[str, list[str]], env: BenchEnv, runs: int) -> dict[str
     out: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(runs + 1):
         for name, argv in commands.items():
-            t = time.perf_counter()
-            proc = subprocess.run(argv, env=env.env, cwd=env.project, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-            elapsed = time.perf_counter() - t
-            if proc.returncode != 0:
-                raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}")
+            elapsed = run_timed(argv, env.env, env.project).wall
             if i:
                 out[name].append(elapsed)
     return out
