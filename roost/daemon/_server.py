@@ -133,13 +133,14 @@ class Daemon:
                         store: EventStore | None = self._open_store()
                     except StoreError as exc:
                         store = await self._serve_without_store(exc, started)
-                    if store is not None:
+                    if store is None:  # stopped before the database opened
+                        await listener.aclose()
+                        self._end_connections()
+                    else:
                         try:
-                            await self._serve(store, started)
+                            await self._serve(store, started)  # it closes the listener and connections
                         finally:
                             store.close()
-                    await listener.aclose()
-                    self._end_connections()
                     connections.cancel_scope.cancel()
             finally:
                 if activated is None:
