@@ -20,8 +20,7 @@ import posixpath
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import click
 
@@ -35,7 +34,6 @@ from roost.protocol import (
     SshFailed,
     check_private_dir,
     default_socket_path,
-    ssh_argv,
 )
 
 from ._hosts import Host, find_host
@@ -76,8 +74,7 @@ def call_timeout() -> float | None:
     return seconds or None
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):
     """Where a command's daemon is: the local one at ``socket``, or, when ``host`` is set,
     the daemon of that machine (over ssh; ``socket`` is then unused)."""
 
@@ -196,6 +193,8 @@ def _open_master(where: Target) -> bool:
     """Open the shared ssh connection in the foreground (ssh may ask at this terminal);
     whether it is open."""
     import subprocess
+
+    from roost.protocol import ssh_argv
 
     assert where.host is not None
     argv = ssh_argv(where.host.ssh, None, batch=False)

@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
-from roost.protocol import SshHost
+if TYPE_CHECKING:
+    from roost.protocol import SshHost
 
 _KEYS = {"url", "roost"}
 
 
-@dataclass(frozen=True, slots=True)
-class Host:
+# A named tuple, not a dataclass: every command imports this module, and a local one
+# needs neither the dataclasses module nor the ssh one.
+class Host(NamedTuple):
     """A machine whose daemon the commands reach over ssh."""
 
     #: Where it is.
@@ -89,6 +90,8 @@ def _host(path: str, name: str, entry: Any) -> Host:
         raise click.UsageError(f"{where} needs url = \"ssh://[user@]host[:port]\"")
     if roost is not None and (not isinstance(roost, str) or not roost.strip()):
         raise click.UsageError(f"{where}: roost must be a command line (a string)")
+    from roost.protocol import SshHost
+
     try:
         return Host(SshHost.parse(url), name, roost)
     except ValueError as exc:
@@ -102,6 +105,8 @@ def find_host(given: str) -> Host:
         click.UsageError: not a URL of a scheme roost speaks, or no host of that name.
     """
     if given.startswith("ssh://"):
+        from roost.protocol import SshHost
+
         try:
             return Host(SshHost.parse(given))
         except ValueError as exc:

@@ -26,10 +26,10 @@ is no fault) unless :meth:`Client.events` is given ``check_after``.
 
 from __future__ import annotations
 
+import _socket
 import collections
 import os
-import socket
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ._address import default_socket_path
 from ._errors import ConnectionClosed, Timeout
@@ -38,6 +38,9 @@ from ._messages import Notification, Response
 from ._version import PROTOCOL_VERSION
 from ._session import RpcSession, result_of
 from ._streams import ProcessStream, SocketStream, Stream, connect_unix
+
+if TYPE_CHECKING:
+    import socket
 
 _READ_SIZE = 256 * 1024
 
@@ -69,7 +72,7 @@ class Client:
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         _check_timeout(timeout)
-        if isinstance(stream, socket.socket):
+        if isinstance(stream, _socket.socket):  # the stdlib's socket.socket is one
             stream = SocketStream(stream, _peer_name(stream))
         self._sock = stream
         self._session = RpcSession(max_frame)

@@ -14,8 +14,8 @@ Stdlib only, and ``pwd`` only on the error path: the CLI runs this on every comm
 
 from __future__ import annotations
 
+import _socket
 import os
-import socket
 import stat
 import struct
 from typing import Protocol
@@ -63,10 +63,11 @@ def peer_credentials(sock: Sockopts) -> tuple[int, int] | None:
     For a client's socket, that is the process that called ``listen``. None where the
     system does not tell (``SO_PEERCRED`` is Linux's).
     """
-    option = getattr(socket, "SO_PEERCRED", None)
+    # _socket, not socket: see connect_unix.
+    option = getattr(_socket, "SO_PEERCRED", None)
     if option is None:
         return None
-    pid, uid, _gid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, option, _UCRED.size))
+    pid, uid, _gid = _UCRED.unpack(sock.getsockopt(_socket.SOL_SOCKET, option, _UCRED.size))
     return pid, uid
 
 

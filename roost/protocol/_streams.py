@@ -14,14 +14,17 @@ pay for it on the local path.
 
 from __future__ import annotations
 
+import _socket
 import os
 import select
-import socket
 import time
-from typing import IO, Any, Protocol, Sequence
+from typing import IO, TYPE_CHECKING, Any, Protocol, Sequence
 
 from ._errors import Timeout
 from ._private import check_peer
+
+if TYPE_CHECKING:
+    import socket
 
 #: Bytes of the child's stderr kept to explain its end.
 _STDERR_TAIL = 4096
@@ -85,7 +88,9 @@ def connect_unix(path: str, timeout: float | None) -> SocketStream:
         NotPrivate: a process of another user serves the socket.
         Timeout: the daemon does not accept the connection within ``timeout`` seconds.
     """
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # The C socket type, not the socket module: the client needs only its methods, and
+    # `import socket` (selectors, enums of every constant) costs ~2 ms of each command's start.
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         _connect(sock, path, timeout)
         check_peer(sock, path)
