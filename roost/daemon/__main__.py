@@ -116,6 +116,10 @@ def _setup_logging(foreground: bool) -> None:
         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
     )
+    # httpx logs every request at INFO ("HTTP Request: POST ... 200 OK"): a line per model
+    # call says nothing the run's events do not, and formatting it is ~5% of the daemon's
+    # CPU in a step. A failed call is logged by the provider that made it.
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":
