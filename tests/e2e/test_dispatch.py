@@ -162,6 +162,8 @@ def test_max_tokens_limits_every_reply_of_the_run(e2e: E2E) -> None:
         done = e2e.roost("dispatch", "be brief", "--model", "anthropic/claude-test", "--max-tokens", "123", env=env)
         assert done.returncode == 0, done.stdout + done.stderr
         assert [r.body["max_tokens"] for r in server.requests] == [123]
+    # The daemon's log holds what roost has to say, not a line per HTTP request.
+    assert "HTTP Request" not in e2e.log_file.read_text()
     refused = e2e.roost("dispatch", "t", "--max-tokens", "0")
     assert refused.returncode == 2 and "--max-tokens" in refused.stderr
 
