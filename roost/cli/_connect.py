@@ -117,7 +117,7 @@ def connect(where: Target, *, start: bool = True) -> Client:
     if not start:
         raise DaemonError(f"no roost daemon is running on {where.socket}")
     start_daemon(where.socket)
-    client = Client.connect(where.socket, client="roost-cli", timeout=call_timeout())
+    client = Client.connect(where.socket, client="roost-cli", timeout=call_timeout(), catalogue=False)
     report_notices(client)
     return client
 
@@ -155,7 +155,7 @@ def try_connect(where: Target) -> Client | None:
     if not check_socket_dir(where.socket, create=False):
         return None
     try:
-        return Client.connect(where.socket, client="roost-cli", timeout=call_timeout())
+        return Client.connect(where.socket, client="roost-cli", timeout=call_timeout(), catalogue=False)
     except (FileNotFoundError, ConnectionRefusedError):
         return None
 
@@ -175,7 +175,7 @@ def _connect_remote(where: Target, *, start: bool) -> Client:
     for attempt in range(attempts):
         try:
             return Client.connect_ssh(
-                host.ssh.url, start=start, command=host.roost, client="roost-cli", timeout=call_timeout()
+                host.ssh.url, start=start, command=host.roost, client="roost-cli", timeout=call_timeout(), catalogue=False
             )
         except SshFailed as exc:
             if attempt + 1 == attempts or not _open_master(where):

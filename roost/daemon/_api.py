@@ -756,6 +756,9 @@ def hello_result(connection: Connection, params: dict[str, Any], notices: Sequen
             f"protocol {protocol} is not served; this daemon speaks protocol {PROTOCOL_VERSION}",
         )
     connection.client = str(params.get("client", "unknown"))
+    # A command that only calls methods it knows needs none of the catalogue: it is ~18 KiB
+    # to decode at every start.
+    catalogue = _catalogue() if params.get("catalogue", True) else {}
     return {
         "api_level": API_LEVEL,
         "api_compatible": API_COMPATIBLE,
@@ -764,7 +767,7 @@ def hello_result(connection: Connection, params: dict[str, Any], notices: Sequen
         "pid": os.getpid(),
         # Where a client on another machine resolves "~" and relative folders (--cwd).
         "home": os.path.expanduser("~"),
-        **_catalogue(),
+        **catalogue,
         "notices": list(notices),
     }
 

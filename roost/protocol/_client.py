@@ -97,8 +97,10 @@ class Client:
         client: str = "python",
         timeout: float | None = DEFAULT_TIMEOUT,
         hello: bool = True,
+        catalogue: bool = True,
     ) -> Client:
-        """Connect to the daemon's socket and (by default) say hello.
+        """Connect to the daemon's socket and (by default) say hello (``catalogue=False``: its
+        answer leaves out the methods, events and errors).
 
         The process that serves the socket must run as the same user as this one (checked
         where the system tells: ``SO_PEERCRED`` on Linux).
@@ -113,7 +115,7 @@ class Client:
         where = os.fspath(path if path is not None else default_socket_path())
         self = cls(connect_unix(where, timeout), timeout=timeout)
         if hello:
-            self._hello_or_close(client)
+            self._hello_or_close(client, catalogue)
         return self
 
     @classmethod
@@ -125,6 +127,7 @@ class Client:
         command: str | None = None,
         client: str = "python",
         timeout: float | None = DEFAULT_TIMEOUT,
+        catalogue: bool = True,
     ) -> Client:
         """Connect to the daemon of a user on another machine, over OpenSSH, and say hello.
 
@@ -151,7 +154,7 @@ class Client:
         stream = ProcessStream(argv, target.url)
         self = cls(stream, timeout=timeout)
         try:
-            self.hello(client)
+            self.hello(client, catalogue)
         except ConnectionClosed:
             failure = unreachable(target, stream.wait_exit(), stream.last_words(), start=start)
             self.close()
@@ -161,16 +164,18 @@ class Client:
             raise
         return self
 
-    def _hello_or_close(self, client: str) -> None:
+    def _hello_or_close(self, client: str, catalogue: bool) -> None:
         try:
-            self.hello(client)
+            self.hello(client, catalogue)
         except BaseException:
             self.close()
             raise
 
-    def hello(self, client: str = "python") -> dict[str, Any]:
-        """Exchange the handshake; the reply is kept in :attr:`info`."""
-        self.info = self.call("hello", client=client, protocol=PROTOCOL_VERSION)
+    def hello(self, client: str = "python", catalogue: bool = True) -> dict[str, Any]:
+        """Exchange the handshake; the reply is kept in :attr:`info` (without the methods,
+        events and errors when ``catalogue`` is false)."""
+        # A daemon before API level 8 ignores ``catalogue`` and sends it all.
+        self.info = self.call("hello", client=client, protocol=PROTOCOL_VERSION, catalogue=catalogue)
         return self.info
 
     def call(self, method: str, params: dict[str, Any] | None = None, /, **kwargs: Any) -> Any:

@@ -58,7 +58,11 @@ METHODS: tuple[Method, ...] = (
     Method(
         "hello",
         "Handshake: the daemon's version and the API catalogue.",
-        (Param("client", "str", doc="client name"), Param("protocol", "int", doc="protocol version")),
+        (
+            Param("client", "str", doc="client name"),
+            Param("protocol", "int", doc="protocol version"),
+            Param("catalogue", "bool", doc="false: leave out methods, events and errors (~18 KiB)"),
+        ),
         ("api_level", "api_compatible", "version", "protocol", "pid", "home", "methods", "events", "errors"),
     ),
     Method(

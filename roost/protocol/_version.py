@@ -5,6 +5,6 @@ from __future__ import annotations
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 7
+API_LEVEL = 8
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

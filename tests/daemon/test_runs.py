@@ -226,6 +226,14 @@ async def test_hello_lists_the_api(client: TrioClient) -> None:
     assert {"code": 11, "name": "SESSION_BUSY"}.items() <= next(e for e in info["errors"] if e["code"] == 11).items()
 
 
+async def test_hello_without_the_catalogue_says_the_rest(client: TrioClient) -> None:
+    # What every CLI command asks: the versions and the pid, not ~18 KiB of catalogue.
+    info = await client.call("hello", client="roost-cli", protocol=1, catalogue=False)
+    assert info["api_level"] == client.info["api_level"] and info["pid"] == os.getpid()
+    assert "notices" in info and "home" in info
+    assert not {"methods", "events", "errors"} & set(info)
+
+
 async def test_exec_mode_retries_until_the_check_passes(client: TrioClient, project: Path) -> None:
     (project / "check.sh").write_text('test -f fixed.txt && echo all good || { echo "fixed.txt missing"; exit 3; }\n')
     model = write_script(project, [text("first try")], [bash("touch fixed.txt")], [text("fixed")])

@@ -108,12 +108,12 @@ def test_connect_says_hello_and_keeps_info(sock_path: Path) -> None:
     def script(peer: Peer) -> None:
         hello = peer.read_request()
         assert hello is not None and hello.method == "hello"
-        assert hello.params == [{"client": "tester", "protocol": PROTOCOL_VERSION}]
+        assert hello.params == [{"client": "tester", "protocol": PROTOCOL_VERSION, "catalogue": False}]
         peer.send(Response(hello.msgid, None, {"api_level": 1, "version": "0.1.0"}))
         assert peer.read_request() is None
 
     with serving(sock_path, script):
-        with Client.connect(sock_path, client="tester", timeout=WAIT) as client:
+        with Client.connect(sock_path, client="tester", timeout=WAIT, catalogue=False) as client:
             assert client.info == {"api_level": 1, "version": "0.1.0"}
 
 
