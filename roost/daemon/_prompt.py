@@ -72,6 +72,9 @@ OUTLINE_LIMIT = 512 * 1024
 RACY_SECONDS = 2.0
 #: Seconds a project's file list is kept at most (its signature misses deep untracked files).
 LISTING_MAX_AGE = 60.0
+#: Files the walk of a folder outside git gathers at most for the repo map (a home folder
+#: holds millions; the map shows REPO_MAP_FILES).
+WALK_LIMIT = 20000
 #: Files whose text or outline the cache keeps at most (least recently used go first).
 CACHE_ENTRIES = 4096
 
@@ -136,22 +139,28 @@ class PromptCache:
         return value
 
     def known_files(self, root: Path) -> tuple[list[str] | None, tuple[Any, ...]]:
-        """The project's file list if it can be had without git: outside a git work tree
-        the walk, inside one the list kept while its git index, ``HEAD`` and the folder
-        itself are unchanged, for at most :data:`LISTING_MAX_AGE` seconds (a file added or
-        removed deeper down changes none of those); else None, to be listed with git and
+        """The project's file list if it can be had without git: the list kept while the
+        folder itself (and in a git work tree its git index and ``HEAD``) is unchanged, for
+        at most :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes
+        none of those); outside a git work tree else a walk (at most :data:`WALK_LIMIT`
+        files, none under a dot or vendored folder); else None, to be listed with git and
         given to :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
         """
         entry = git_entry(root)
-        if entry is None and not in_git_work_tree(root):
-            return walk_files(root), ()
+        walked = entry is None and not in_git_work_tree(root)
         # Taken before listing: a change made meanwhile shows at the next run.
-        signature = _listing_signature(root, entry)
+        signature = (_signature(root),) if walked else _listing_signature(root, entry)
         with self._lock:
             kept = self._listings.get(os.fspath(root))
         if kept is not None and kept[0] == signature and time.monotonic() - kept[1] < LISTING_MAX_AGE:
             return list(kept[2]), signature
-        return None, signature
+        if not walked:
+            return None, signature
+        # No git to ask: a walk, of what the map can show only (a home folder's hidden and
+        # vendored trees are skipped), and bounded, then kept as git's list is.
+        files = walk_files(root, descend=_mapped_name, limit=WALK_LIMIT)
+        self.keep_files(root, signature, files)
+        return files, signature
 
     def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> None:
         """Keep ``files``, listed by git after :meth:`known_files` gave ``signature``."""
@@ -445,10 +454,20 @@ _SOURCE = frozenset(
 )
 
 
+def _mapped_name(name: str) -> bool:
+    """Whether the repo map shows a file or folder of this name (and what is in it): the
+    rule of :func:`mapped_files`, for a walk to skip what it would drop."""
+    return not name.startswith(".") and name not in _NOT_MAPPED
+
+
 def mapped_files(files: list[str]) -> list[str]:
     """The files the repo map lists, source first: none under a dot or vendored folder."""
-    kept = [p for p in files if not any(part.startswith(".") or part in _NOT_MAPPED for part in p.split("/"))]
-    return sorted(kept, key=lambda p: os.path.splitext(p)[1] not in _SOURCE)
+    # String tests rather than a call per part: a listing holds up to WALK_LIMIT paths, or
+    # all of a large repository's.
+    kept = [p for p in files if not (p.startswith(".") or "/." in p) and _NOT_MAPPED.isdisjoint(p.split("/"))]
+    # A path's last dot starts its extension (a dot in a folder's name leaves "/" after it,
+    # which no extension holds).
+    return sorted(kept, key=lambda p: p[p.rfind(".") :] not in _SOURCE)
 
 
 def _repo_map(root: Path, files: list[str], cache: PromptCache) -> Layer:

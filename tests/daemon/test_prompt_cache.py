@@ -160,3 +160,32 @@ async def test_a_folder_in_no_git_work_tree_is_listed_without_git(
     (project / ".gitignore").write_text("a.txt\n")
     assert sorted(await list_files(project)) == [".gitignore", "b.txt", "c.py"]
     assert log.read_text().split() == [str(project)]
+
+
+async def test_a_folder_outside_git_is_walked_once_and_only_where_the_map_looks(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A home folder, say: hidden and vendored trees sorted before the source, more files
+    # than the walk gathers.
+    monkeypatch.delenv("GIT_DIR", raising=False)
+    monkeypatch.setattr(_prompt, "WALK_LIMIT", 4)
+    for folder in (".cache", "node_modules/left-pad"):
+        (project / folder).mkdir(parents=True)
+        for i in range(10):
+            (project / folder / f"f{i}.js").write_text("")
+    (project / "src").mkdir()
+    (project / "src" / "app.py").write_text("def run(x):\n    pass\n")
+    walks = counting(monkeypatch, "walk_files")
+    cache = PromptCache()
+    first = (await layers(project, cache))["repo map"]
+    # Four files gathered, none of them hidden or vendored: the source is still found.
+    assert "src/app.py\n  def run(x)" in first and "node_modules" not in first and ".cache" not in first
+    assert "a.txt" in first and "c.py" in first
+    assert (await layers(project, cache))["repo map"] == first
+    assert walks == [project]  # the second run was given the list kept
+
+    (project / "src" / "new.py").write_text("")  # deeper: the folder itself is unchanged
+    monkeypatch.setattr(_prompt, "WALK_LIMIT", 10)
+    monkeypatch.setattr(_prompt, "LISTING_MAX_AGE", 0.0)
+    assert "src/new.py" in (await layers(project, cache))["repo map"]
+    assert walks == [project, project]

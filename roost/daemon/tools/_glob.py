@@ -95,14 +95,24 @@ def git_entry(folder: Path) -> Path | None:
     return None
 
 
-def walk_files(root: Path, keep: Callable[[str], bool] = lambda path: True) -> list[str]:
-    """Every file under ``root`` (``.git`` folders skipped) that ``keep`` keeps, as sorted
-    relative POSIX paths: the listing outside a git work tree. Blocking: call it in a thread."""
-    found = []
+def walk_files(
+    root: Path,
+    keep: Callable[[str], bool] = lambda path: True,
+    *,
+    descend: Callable[[str], bool] = lambda name: name != ".git",
+    limit: int | None = None,
+) -> list[str]:
+    """Every file under ``root`` that ``keep`` keeps, as sorted relative POSIX paths: the
+    listing outside a git work tree. Folders whose name ``descend`` refuses are skipped
+    (``.git`` by default); with ``limit``, the walk stops at that many files (the first in
+    its sorted order). Blocking: call it in a thread."""
+    found: list[str] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d != ".git")
+        dirs[:] = sorted(d for d in dirs if descend(d))
         relative = Path(folder).relative_to(root)
         found += [path for f in sorted(files) if keep(path := (relative / f).as_posix())]
+        if limit is not None and len(found) >= limit:
+            return found[:limit]
     return found
 
 
