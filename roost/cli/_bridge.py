@@ -85,12 +85,12 @@ def _connect(path: str, *, start: bool) -> Any:
         except (FileNotFoundError, ConnectionRefusedError):
             stream = None
         if stream is not None:
-            stream.socket.settimeout(None)
+            stream.settimeout(None)
             return stream.socket
     if not start:
         click.echo(f"roost: no roost daemon is running on {path}", err=True)
         sys.exit(BRIDGE_NO_DAEMON)
     start_daemon(path)
     stream = connect_unix(path, timeout)
-    stream.socket.settimeout(None)
+    stream.settimeout(None)
     return stream.socket

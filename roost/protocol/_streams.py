@@ -17,6 +17,7 @@ from __future__ import annotations
 import _socket
 import os
 import select
+import struct
 import time
 from typing import IO, TYPE_CHECKING, Any, Protocol, Sequence
 
@@ -62,22 +63,58 @@ class Stream(Protocol):
 
 
 class SocketStream:
-    """A connected Unix socket as a :class:`Stream` (its methods are the socket's own)."""
+    """A connected Unix socket as a :class:`Stream`.
+
+    Design: the socket stays blocking and its timeout is the kernel's (``SO_RCVTIMEO``,
+    ``SO_SNDTIMEO``), not Python's: a socket with a Python timeout is non-blocking and polls
+    before every read, which made a round trip with the daemon ~20 µs (a third) slower. The
+    timeout the socket had when given is kept.
+    """
 
     def __init__(self, sock: socket.socket, where: str) -> None:
-        #: The socket itself.
+        #: The socket itself (blocking; set its timeout here, with :meth:`settimeout`).
         self.socket = sock
         self.where = where
-        # Bound once: the round trip pays for no wrapper.
-        self.sendall = sock.sendall
-        self.recv = sock.recv
-        self.settimeout = sock.settimeout
-        self.gettimeout = sock.gettimeout
+        self._timeout: float | None = None
+        timeout = sock.gettimeout()
+        sock.settimeout(None)
+        self.settimeout(timeout)
         self.fileno = sock.fileno
         self.close = sock.close
 
+    def settimeout(self, timeout: float | None, /) -> None:
+        # A zeroed timeval means no timeout: 0 is a read that does not wait (MSG_DONTWAIT),
+        # and anything shorter than the timeval's microsecond is one microsecond.
+        wait = 0.0 if timeout is None or timeout <= 0 else max(timeout, 1e-6)
+        value = _TIMEVAL.pack(int(wait), int(wait % 1 * 1_000_000))
+        self.socket.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVTIMEO, value)
+        self.socket.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDTIMEO, value)
+        self._timeout = timeout
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def recv(self, size: int, /) -> bytes:
+        timeout = self._timeout
+        if timeout is not None and timeout <= 0:
+            return self.socket.recv(size, _socket.MSG_DONTWAIT)
+        try:
+            return self.socket.recv(size)
+        except BlockingIOError:  # the kernel's timeout passed
+            raise TimeoutError(f"no bytes within {timeout:g} s") from None
+
+    def sendall(self, data: bytes, /) -> None:
+        try:
+            self.socket.sendall(data)
+        except BlockingIOError:
+            raise TimeoutError("the connection took no bytes in time") from None
+
     def ended(self) -> str:
         return "the daemon closed the connection"
+
+
+#: A ``struct timeval``: seconds and microseconds, each a C long.
+_TIMEVAL = struct.Struct("ll")
 
 
 def connect_unix(path: str, timeout: float | None) -> SocketStream:

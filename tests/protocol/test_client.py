@@ -307,6 +307,23 @@ def test_a_silent_daemon_is_a_timeout_after_a_status_check(sock_path: Path) -> N
     assert str(info.value) == f"the roost daemon at {sock_path} did not answer within {QUICK:g} s"
 
 
+def test_a_daemon_that_stops_reading_is_a_timeout_not_a_hang(sock_path: Path) -> None:
+    # The socket blocks with the kernel's timeouts (SO_SNDTIMEO): a request larger than both
+    # sockets' buffers, to a peer that reads nothing, is given up after the timeout.
+    stop = threading.Event()
+
+    def script(peer: Peer) -> None:
+        stop.wait(WAIT)
+
+    with serving(sock_path, script):
+        client = Client.connect(sock_path, hello=False, timeout=QUICK)
+        try:
+            with client, pytest.raises(Timeout):
+                client.call("chat", messages=["x" * (16 << 20)])
+        finally:
+            stop.set()
+
+
 def test_a_slow_answer_from_a_live_daemon_is_waited_for(sock_path: Path) -> None:
     def script(peer: Peer) -> None:
         (call,) = peer.read_requests(1)
