@@ -10,7 +10,6 @@ import click
 
 from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
 
-from ._approvals import prompt_answer
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
 from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
@@ -170,6 +169,9 @@ def _answering(client: Client, show: Callable[[dict[str, Any]], None]) -> Callab
     def on_event(event: dict[str, Any]) -> None:
         show(event)
         if event.get("type") in ("permission.requested", "human.asked"):
+            # Only a run that asks pays for importing the approval commands.
+            from ._approvals import prompt_answer
+
             prompt_answer(client, event)
 
     return on_event

@@ -78,3 +78,22 @@ def test_a_request_stays_open_across_a_killed_daemon(e2e: E2E) -> None:
     wait_until(lambda: e2e.session_row(session)["status"] == "done", what="the run to finish")
     assert (e2e.project / "after.txt").read_text() == "survived\n"
     assert e2e.events(session)[-1]["text"] == "Carried on."
+
+
+def test_the_terminal_that_dispatched_asks_and_answers(e2e: E2E) -> None:
+    from .test_shell import Tmux  # the shell tests' tmux server: a real terminal
+
+    tmux = Tmux(e2e)
+    try:
+        model = e2e.script([bash("echo hi > made.txt")], [{"type": "tool_use", "name": "ask_human", "input": {"question": "Colour?", "choices": ["red", "blue"]}}], [text("Done.")])
+        pane = tmux.open("dispatch", "make-a-file", "--model", model)
+        pane.wait("approve? [y]es once")
+        assert not (e2e.project / "made.txt").exists()
+        pane.submit("y")
+        pane.wait("2. blue")
+        pane.submit("2")
+        screen = pane.wait("[exit 0]")
+        assert "answered by roost-cli#" in screen and "blue" in screen
+        assert (e2e.project / "made.txt").read_text() == "hi\n"
+    finally:
+        tmux.kill()
