@@ -287,3 +287,30 @@ async def test_a_database_from_before_forks_is_migrated(tmp_path: Path) -> None:
         assert (row.id, row.parent, row.forked_at) == ("s", None, None)
 
     await _with_store(db, body)
+
+
+async def test_commits_never_checkpoint_and_the_store_checkpoints_beside_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite's own checkpoint runs inside the commit that fills the WAL (~10 ms with its
+    # fsync, and every run in that batch waits): the store's connections never do it, a
+    # checkpointer of its own copies the WAL into the file beside the writer.
+    from roost.daemon import _store
+
+    monkeypatch.setattr(_store, "CHECKPOINT_ROWS", 50)
+    db = tmp_path / "roost.db"
+
+    async def body(store: EventStore) -> None:
+        for connection in (store._writer, store._reader, store._checkpointer):
+            assert connection.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)
+        await store.create_session("s", "/p", 1.0)
+        empty = db.stat().st_size
+        for i in range(400):
+            await store.append([Event("message.user", "s", "r", 2.0, {"text": f"{i}: " + "x" * 2000})])
+        # The events reached the database file itself, not only the WAL.
+        with trio.fail_after(10):
+            while db.stat().st_size < empty + 400 * 2000:
+                await trio.sleep(0.01)
+        assert [e.seq for e in await store.events("s", since=398)] == [399, 400]
+
+    await _with_store(db, body)
