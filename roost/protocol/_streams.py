@@ -101,7 +101,7 @@ class SocketStream:
         try:
             return self.socket.recv(size)
         except BlockingIOError:  # the kernel's timeout passed
-            raise TimeoutError(f"no bytes within {timeout:g} s") from None
+            raise TimeoutError("no bytes in time") from None
 
     def sendall(self, data: bytes, /) -> None:
         try:
