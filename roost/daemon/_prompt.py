@@ -139,12 +139,13 @@ class PromptCache:
         return value
 
     def known_files(self, root: Path) -> tuple[list[str] | None, tuple[Any, ...]]:
-        """The project's file list if it can be had without git: the list kept while the
-        folder itself (and in a git work tree its git index and ``HEAD``) is unchanged, for
-        at most :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes
-        none of those); outside a git work tree else a walk (at most :data:`WALK_LIMIT`
-        files, none under a dot or vendored folder); else None, to be listed with git and
-        given to :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
+        """The project's files the repo map can show (:func:`mapped_files`, at most
+        :data:`REPO_MAP_FILES`) if they can be had without git: those kept while the folder
+        itself (and in a git work tree its git index and ``HEAD``) is unchanged, for at most
+        :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes none of
+        those); outside a git work tree else a walk (at most :data:`WALK_LIMIT` files, none
+        under a dot or vendored folder); else None, to be listed with git and given to
+        :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
         """
         entry = git_entry(root)
         walked = entry is None and not in_git_work_tree(root)
@@ -158,15 +159,19 @@ class PromptCache:
             return None, signature
         # No git to ask: a walk, of what the map can show only (a home folder's hidden and
         # vendored trees are skipped), and bounded, then kept as git's list is.
-        files = walk_files(root, descend=_mapped_name, limit=WALK_LIMIT)
+        files = mapped_files(walk_files(root, descend=_mapped_name, limit=WALK_LIMIT))[:REPO_MAP_FILES]
         self.keep_files(root, signature, files)
         return files, signature
 
     def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> None:
-        """Keep ``files``, listed by git after :meth:`known_files` gave ``signature``."""
+        """Keep what the repo map can show of ``files``, listed by git after
+        :meth:`known_files` gave ``signature``."""
         if signature and not any(s is None or _racy(s) for s in signature):
+            # The map's part only: a large repository's whole list would be copied and
+            # sorted again at every run (100,000 files: ~45 ms).
+            shown = mapped_files(files)[:REPO_MAP_FILES]
             with self._lock:
-                self._listings[os.fspath(root)] = (signature, time.monotonic(), list(files))
+                self._listings[os.fspath(root)] = (signature, time.monotonic(), shown)
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
