@@ -159,19 +159,18 @@ class PromptCache:
             return None, signature
         # No git to ask: a walk, of what the map can show only (a home folder's hidden and
         # vendored trees are skipped), and bounded, then kept as git's list is.
-        files = mapped_files(walk_files(root, descend=_mapped_name, limit=WALK_LIMIT))[:REPO_MAP_FILES]
-        self.keep_files(root, signature, files)
-        return files, signature
+        return self.keep_files(root, signature, walk_files(root, descend=_mapped_name, limit=WALK_LIMIT)), signature
 
-    def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> None:
+    def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> list[str]:
         """Keep what the repo map can show of ``files``, listed by git after
-        :meth:`known_files` gave ``signature``."""
+        :meth:`known_files` gave ``signature``; return that part."""
+        # The map's part only: a large repository's whole list would be copied and sorted
+        # again at every run (100,000 files: ~45 ms).
+        shown = mapped_files(files)[:REPO_MAP_FILES]
         if signature and not any(s is None or _racy(s) for s in signature):
-            # The map's part only: a large repository's whole list would be copied and
-            # sorted again at every run (100,000 files: ~45 ms).
-            shown = mapped_files(files)[:REPO_MAP_FILES]
             with self._lock:
-                self._listings[os.fspath(root)] = (signature, time.monotonic(), shown)
+                self._listings[os.fspath(root)] = (signature, time.monotonic(), list(shown))
+        return shown
 
 
 def _signature(path: Path) -> tuple[int, ...] | None:
@@ -222,20 +221,19 @@ async def compose(
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
 
-    def in_thread(files: list[str] | None) -> tuple[list[Layer] | None, tuple[Any, ...]]:
-        signature: tuple[Any, ...] = ()
-        if files is None:
+    def in_thread(listed: list[str] | None, signature: tuple[Any, ...]) -> tuple[list[Layer] | None, tuple[Any, ...]]:
+        if listed is None:
             files, signature = cache.known_files(root)
             if files is None:
                 return None, signature
+        else:  # sorted here, not on the event loop: a large repository lists 100,000 files
+            files = cache.keep_files(root, signature, listed)
         return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache), signature
 
     # One worker thread for everything, unless git has to list the files first.
-    composed, signature = await trio.to_thread.run_sync(in_thread, None)
+    composed, signature = await trio.to_thread.run_sync(in_thread, None, ())
     if composed is None:
-        files = await list_files(root)
-        cache.keep_files(root, signature, files)
-        composed, _ = await trio.to_thread.run_sync(in_thread, files)
+        composed, _ = await trio.to_thread.run_sync(in_thread, await list_files(root), signature)
     assert composed is not None
     return composed
 
