@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 import platformdirs
 
@@ -67,12 +69,44 @@ def claude_home() -> Path:
     return Path.home() / ".claude"
 
 
+#: The roots :func:`one_root` keeps, by working directory (None: each call looks).
+_ROOTS: ContextVar[dict[str, Path] | None] = ContextVar("roost_project_roots", default=None)
+
+
+@contextmanager
+def one_root() -> Iterator[None]:
+    """Within it, :func:`project_root` looks once for each folder.
+
+    For what is read together (a folder's setup, a run's prompt): every part then sees one
+    project, and a dispatch does not walk up to ``/`` a dozen times (outside a repository,
+    ~60 us each). Scoped to the calling context and undone on exit, so a long-lived task
+    never keeps a root that has since changed.
+    """
+    token = _ROOTS.set({})
+    try:
+        yield
+    finally:
+        _ROOTS.reset(token)
+
+
 def project_root(cwd: str | None) -> Path | None:
     """The project ``cwd`` is in: the nearest folder at or above it under version control,
     else the nearest with ``.roost`` or ``.claude`` (never ``$HOME`` for its ``.claude``),
     else ``cwd`` itself."""
     if not cwd:
         return None
+    kept = _ROOTS.get()
+    if kept is None:
+        return _look_for_root(cwd)
+    root = kept.get(cwd)
+    if root is None:
+        root = kept[cwd] = _look_for_root(cwd)
+        # A root is its own root (the skill and memory folders are looked for from it).
+        kept[os.fspath(root)] = root
+    return root
+
+
+def _look_for_root(cwd: str) -> Path:
     start = Path(cwd)
     folders = (start, *start.parents)
     # Joined as strings: a dispatch asks this about a dozen times, and outside a repository

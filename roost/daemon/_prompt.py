@@ -47,7 +47,7 @@ import trio
 
 from ._agents import Agent
 from ._files import FileRefused, read_head
-from ._project import claude_home, find_skills, memory_files, project_root
+from ._project import claude_home, find_skills, memory_files, one_root, project_root
 from .tools import git_entry, in_git_work_tree, list_files, walk_files
 
 T = TypeVar("T")
@@ -216,24 +216,27 @@ async def compose(
     in a worker thread, so a large project never blocks the daemon. ``cache``: keeps what
     did not change for the next run (None: everything is read).
     """
-    root = project_root(cwd) or Path(cwd)
     cache = cache if cache is not None else PromptCache(entries=0)
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
 
-    def in_thread(listed: list[str] | None, signature: tuple[Any, ...]) -> tuple[list[Layer] | None, tuple[Any, ...]]:
-        if listed is None:
-            files, signature = cache.known_files(root)
-            if files is None:
-                return None, signature
-        else:  # sorted here, not on the event loop: a large repository lists 100,000 files
-            files = cache.keep_files(root, signature, listed)
-        return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache), signature
+    def in_thread(
+        root: Path | None, listed: list[str] | None, signature: tuple[Any, ...]
+    ) -> tuple[Path, list[Layer] | None, tuple[Any, ...]]:
+        with one_root():
+            root = root or project_root(cwd) or Path(cwd)
+            if listed is None:
+                files, signature = cache.known_files(root)
+                if files is None:
+                    return root, None, signature
+            else:  # sorted here, not on the event loop: a large repository lists 100,000 files
+                files = cache.keep_files(root, signature, listed)
+            return root, _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache), signature
 
     # One worker thread for everything, unless git has to list the files first.
-    composed, signature = await trio.to_thread.run_sync(in_thread, None, ())
+    root, composed, signature = await trio.to_thread.run_sync(in_thread, None, None, ())
     if composed is None:
-        composed, _ = await trio.to_thread.run_sync(in_thread, await list_files(root), signature)
+        _, composed, _ = await trio.to_thread.run_sync(in_thread, root, await list_files(root), signature)
     assert composed is not None
     return composed
 
@@ -374,6 +377,8 @@ class _Instructions:
     def _once(self, path: Path, within: Path | None, limit: int, refuse: bool = False) -> str:
         """The file's text; "" when it was read before or cannot be read (with ``refuse``,
         a file outside ``within`` raises ``FileRefused``)."""
+        if not os.path.exists(path):  # most names looked for: no realpath for those
+            return ""
         real = os.path.realpath(path)
         if real in self._seen:
             return ""

@@ -18,7 +18,7 @@ from ._agents import AgentSet, load_agents
 from ._claude_settings import ClaudeSettings, load_claude_settings
 from ._config import Config, Hook, load_config
 from ._environ import tool_environment
-from ._project import project_root
+from ._project import one_root, project_root
 from ._trust import Trust, Widening
 from .mcp import McpServerConfig
 from .mcp import McpServers, load_mcp_servers
@@ -83,9 +83,10 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
     Raises:
         ConfigError: a config file cannot be used.
     """
-    root = project_root(cwd) or Path(cwd)
-    config = load_config(cwd, environ, trust)
-    agents = load_agents(cwd, trust)
-    servers = load_mcp_servers(cwd, environ, trust)
-    claude = load_claude_settings(cwd, environ, trust)
+    with one_root():
+        root = project_root(cwd) or Path(cwd)
+        config = load_config(cwd, environ, trust)
+        agents = load_agents(cwd, trust)
+        servers = load_mcp_servers(cwd, environ, trust)
+        claude = load_claude_settings(cwd, environ, trust)
     return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root), claude)

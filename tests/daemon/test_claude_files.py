@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from roost.daemon._agents import load_agents
-from roost.daemon._project import find_skills, project_root
+from roost.daemon._project import find_skills, one_root, project_root
 from roost.daemon._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
@@ -169,6 +169,21 @@ def test_the_project_root_is_found_by_version_control_first(tmp_path: Path) -> N
     (plain / "src").mkdir()
     assert project_root(str(plain / "src")) == plain
     assert project_root(str(home())) == home()
+
+
+def test_one_root_looks_once_within_and_again_after(tmp_path: Path) -> None:
+    work = tmp_path / "work" / "src"
+    work.mkdir(parents=True)
+    with one_root():
+        assert project_root(str(work)) == work
+        # Made meanwhile: what is read together still sees one project.
+        (tmp_path / "work" / ".git").mkdir()
+        assert project_root(str(work)) == work
+    # The scope is gone: the next look sees the repository.
+    assert project_root(str(work)) == tmp_path / "work"
+    with one_root():
+        assert project_root(str(work)) == tmp_path / "work"
+        assert project_root(str(tmp_path / "work")) == tmp_path / "work"
 
 
 async def test_trust_is_recorded_for_the_folder_not_for_home(client: TrioClient) -> None:

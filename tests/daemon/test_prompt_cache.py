@@ -189,3 +189,19 @@ async def test_a_folder_outside_git_is_walked_once_and_only_where_the_map_looks(
     monkeypatch.setattr(_prompt, "LISTING_MAX_AGE", 0.0)
     assert "src/new.py" in (await layers(project, cache))["repo map"]
     assert walks == [project, project]
+
+
+async def test_a_prompt_looks_for_its_project_once_and_sees_a_new_repository(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from roost.daemon import _project
+
+    work = project / "work"
+    work.mkdir()
+    looks = counting(monkeypatch, "_look_for_root", _project)
+    cache = PromptCache()
+    assert "Project: " + str(work) in (await layers(work, cache))["bootstrap"]
+    # The layers, the skills and the memory files all ask where the project is.
+    assert looks == [str(work)]
+    (project / ".git").mkdir()
+    assert "Project: " + str(project) in (await layers(work, cache))["bootstrap"]
