@@ -98,6 +98,7 @@ from ._base import (
     ProviderUnavailable,
 )
 from ._sse import SSEDecoder
+from ._transport import plain_transport
 from ._wire import after_retries, json_body, short
 
 __all__ = ["AnthropicProvider"]
@@ -151,12 +152,20 @@ class AnthropicProvider:
                 "anthropic provider)"
             )
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        limits = httpx2.Timeout(timeout, connect=min(timeout, 5.0))
+        # A server over plain HTTP (a local one, a gateway) gets the lean transport; the
+        # SDK's own client serves the rest (TLS, proxies).
+        transport = plain_transport(url or "https://")
         self._client = anthropic.AsyncAnthropic(
             api_key=key,
             base_url=url,
             max_retries=max_retries,
-            timeout=httpx2.Timeout(timeout, connect=min(timeout, 5.0)),
+            timeout=limits,
             default_headers=dict(headers) if headers else None,
+            http_client=(
+                httpx2.AsyncClient(transport=transport, timeout=limits, follow_redirects=True)
+                if transport is not None else None
+            ),
         )
         self._closed = False
 

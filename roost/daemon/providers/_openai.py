@@ -127,6 +127,7 @@ from ._base import (
     ProviderUnavailable,
 )
 from ._sse import SSEDecoder
+from ._transport import plain_transport
 from ._wire import after_retries, json_body, json_text, short
 
 __all__ = ["OpenAIProvider"]
@@ -216,6 +217,9 @@ class OpenAIProvider:
             timeout=httpx2.Timeout(timeout, connect=min(timeout, connect_timeout)),
             limits=httpx2.Limits(max_connections=100, max_keepalive_connections=20,
                                  keepalive_expiry=_KEEPALIVE_SECONDS),
+            # A server over plain HTTP (Ollama, vLLM, llama.cpp here or on the network) gets
+            # the lean transport; httpx2's own serves TLS and proxies.
+            transport=plain_transport(self._base_url, keepalive_expiry=_KEEPALIVE_SECONDS),
         )
         self._closed = False
 
