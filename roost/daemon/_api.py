@@ -373,7 +373,6 @@ class Api:
                 setup,
                 asked,
                 resolve=lambda model: self._resolve(model, setup.config, environ),
-                hidden=sandbox.hidden,
                 holds=sandbox.holds,
             )
         except SettingsError as exc:

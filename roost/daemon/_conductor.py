@@ -271,7 +271,7 @@ class Conductor:
                 trust = self.trust.snapshot() if self.trust is not None else NO_TRUST
             except TrustError as exc:
                 raise ConfigError(str(exc)) from None
-            return load_folder(cwd, environ, trust)
+            return load_folder(cwd, environ, trust, self.sandbox.hidden)
 
         return await trio.to_thread.run_sync(load)
 

@@ -148,15 +148,14 @@ def settle(
     asked: Asked,
     *,
     resolve: Resolve,
-    hidden: tuple[str, ...] = (),
     holds: Callable[[SandboxPolicy], bool] = lambda policy: False,
     caller: RunSettings | None = None,
 ) -> RunSettings:
     """The settings of a run in ``setup``'s folder: a dispatch's (``asked``), or, with a
     ``caller``, a sub-agent's (``asked.agent`` names it).
 
-    ``hidden`` is what the sandbox always hides; ``holds(policy)`` says whether a working
-    sandbox holds commands under ``policy`` (auto_allow needs one).
+    ``holds(policy)`` says whether a working sandbox holds commands under ``policy``
+    (auto_allow needs one). The sandbox's paths are the ones ``setup`` resolved.
 
     Raises:
         SettingsError: an unknown agent, a model that cannot be used, a bad rule.
@@ -177,7 +176,7 @@ def settle(
             dispatch=_first(asked.sandbox, None, None),
             agent=agent.sandbox,
             agent_source=agent.source if agent.from_project else None,
-            hidden=hidden,
+            paths=setup.sandbox_paths,
         )
         policy = Policy(tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox))
         guardrails = config.all_guardrails()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ._agents import AgentSet, load_agents
 from ._claude_settings import ClaudeSettings, load_claude_settings
@@ -22,6 +22,7 @@ from ._project import one_root, project_root
 from ._trust import Trust, Widening
 from .mcp import McpServerConfig
 from .mcp import McpServers, load_mcp_servers
+from .sandbox import SandboxPaths, sandbox_paths
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,8 @@ class FolderSetup:
     trusted: bool = False
     #: The hooks of Claude Code's settings files (the user's, and the project's).
     claude: ClaudeSettings = ClaudeSettings()
+    #: What the config's ``[sandbox]`` tables name, resolved (None: not resolved).
+    sandbox_paths: SandboxPaths | None = None
 
     @property
     def widening(self) -> tuple[Widening, ...]:
@@ -77,8 +80,9 @@ class FolderSetup:
         return tool_environment(environ, keys=keys, passed=self.config.tool_env_pass)
 
 
-def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSetup:
-    """Read ``cwd``'s config, agents, MCP servers and Claude Code hooks (in a worker thread).
+def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str] = ()) -> FolderSetup:
+    """Read ``cwd``'s config, agents, MCP servers and Claude Code hooks, and resolve the
+    sandbox paths (``hidden``: what the sandbox always hides) (in a worker thread).
 
     Raises:
         ConfigError: a config file cannot be used.
@@ -89,4 +93,5 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
         agents = load_agents(cwd, trust)
         servers = load_mcp_servers(cwd, environ, trust)
         claude = load_claude_settings(cwd, environ, trust)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root), claude)
+    paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden)
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root), claude, paths)

@@ -49,7 +49,7 @@ A macOS backend (``sandbox-exec``, Seatbelt; Codex's anchor) fills the same inte
 
 from ._bwrap import Bubblewrap
 from ._explain import explain
-from ._policy import MODES, OFF, READ_ONLY, WORKSPACE, SandboxConfig, SandboxPolicy, build_policy
+from ._policy import MODES, OFF, READ_ONLY, WORKSPACE, SandboxConfig, SandboxPaths, SandboxPolicy, build_policy, sandbox_paths
 from ._sandbox import Availability, Backend, Confinement, Sandbox, SandboxUnavailable, Unsupported, default_backend
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "READ_ONLY",
     "Sandbox",
     "SandboxConfig",
+    "SandboxPaths",
     "SandboxPolicy",
     "SandboxUnavailable",
     "Unsupported",
@@ -69,4 +70,5 @@ __all__ = [
     "build_policy",
     "default_backend",
     "explain",
+    "sandbox_paths",
 ]

@@ -2,7 +2,8 @@
 
 :func:`build_policy` is the one place that merges the user's ``[sandbox]``, the dispatch's
 ``sandbox``, the agent's ``sandbox:`` and the project's narrowing into a
-:class:`SandboxPolicy`. The user (config, dispatch, their own agents) chooses; a project
+:class:`SandboxPolicy`; the paths it names are resolved beforehand, with the folder's other
+files, by :func:`sandbox_paths`. The user (config, dispatch, their own agents) chooses; a project
 (its ``.roost/config.toml``, its agents) may only narrow, trusted or not: what it says that
 would widen is left out and named in :attr:`SandboxPolicy.ignored`.
 """
@@ -110,6 +111,53 @@ class SandboxPolicy:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxPaths:
+    """The paths a folder's sandbox names, resolved (absolute, symlinks followed).
+
+    Resolving them reads the disk, so :func:`sandbox_paths` runs where a folder's files are
+    read (a worker thread); :func:`build_policy` then only merges modes.
+    """
+
+    #: The session folder first, then the user's writable folders the project keeps.
+    writable: tuple[str, ...] = ()
+    hidden: tuple[str, ...] = ()
+    #: The project's writable folders that the user's config does not have (not added).
+    ignored: tuple[str, ...] = ()
+
+
+def sandbox_paths(
+    cwd: str,
+    *,
+    user: SandboxConfig = SandboxConfig(),
+    project: SandboxConfig | None = None,
+    hidden: Iterable[str] = (),
+    home: str | None = None,
+) -> SandboxPaths:
+    """What the sandbox of a run in ``cwd`` makes writable and hides, from the user's and
+    the project's ``[sandbox]`` (see :func:`build_policy`). Reads the disk."""
+    home = home if home is not None else os.path.expanduser("~")
+    project = project or SandboxConfig()
+    extra = [_resolve(p, user.root or cwd, home) for p in user.writable or ()]
+    ignored: list[str] = []
+    if project.writable is not None:
+        allowed = [_resolve(p, project.root or cwd, home) for p in project.writable]
+        ignored = [f"writable {p} ({project.source})" for p in allowed if p not in extra]
+        extra = [p for p in extra if p in allowed]
+    hide = [
+        *hidden,
+        *(os.path.join(home, p) for p in HIDDEN_IN_HOME),
+        *HIDDEN_SOCKETS,
+        *(_resolve(p, user.root or cwd, home) for p in user.hide),
+        *(_resolve(p, project.root or cwd, home) for p in project.hide),
+    ]
+    return SandboxPaths(
+        writable=tuple(dict.fromkeys((os.path.realpath(cwd), *extra))),
+        hidden=tuple(dict.fromkeys(os.path.realpath(p) for p in hide)),
+        ignored=tuple(ignored),
+    )
+
+
 def build_policy(
     cwd: str,
     *,
@@ -120,6 +168,7 @@ def build_policy(
     agent_source: str | None = None,
     hidden: Iterable[str] = (),
     home: str | None = None,
+    paths: SandboxPaths | None = None,
 ) -> SandboxPolicy:
     """The sandbox of a run in ``cwd``.
 
@@ -132,13 +181,16 @@ def build_policy(
             may then only narrow.
         hidden: what the daemon always hides (its socket, database, logs, config).
         home: the user's home (default: the daemon's ``~``).
+        paths: :func:`sandbox_paths` of the same ``cwd``, ``user``, ``project``, ``hidden``
+            and ``home``, found beforehand (default: found here, reading the disk).
 
     Mode order: the dispatch's, else the user's agent's, else the user's config, else
     ``workspace``; then the project's and a project agent's modes, where they are
     stricter (off < workspace < read-only).
     """
-    home = home if home is not None else os.path.expanduser("~")
     project = project or SandboxConfig()
+    if paths is None:
+        paths = sandbox_paths(cwd, user=user, project=project, hidden=hidden, home=home)
     ignored: list[str] = []
     mode = dispatch or (agent if agent_source is None else None) or user.mode or WORKSPACE
     for narrower, source in ((project.mode, project.source), (agent if agent_source else None, agent_source)):
@@ -158,27 +210,14 @@ def build_policy(
         if project.auto_allow and not auto_allow:
             ignored.append(f"auto_allow = true ({project.source})")
         auto_allow = auto_allow and project.auto_allow
-    extra = [_resolve(p, user.root or cwd, home) for p in user.writable or ()]
-    if project.writable is not None:
-        allowed = [_resolve(p, project.root or cwd, home) for p in project.writable]
-        ignored += [f"writable {p} ({project.source})" for p in allowed if p not in extra]
-        extra = [p for p in extra if p in allowed]
-    hide = [
-        *hidden,
-        *(os.path.join(home, p) for p in HIDDEN_IN_HOME),
-        *HIDDEN_SOCKETS,
-        *(_resolve(p, user.root or cwd, home) for p in user.hide),
-        *(_resolve(p, project.root or cwd, home) for p in project.hide),
-    ]
-    # Kept in off mode too: a sub-agent may narrow its caller's off to workspace.
-    writable = (os.path.realpath(cwd), *extra) if mode != READ_ONLY else ()
     return SandboxPolicy(
         mode,
-        writable=tuple(dict.fromkeys(writable)),
-        hidden=tuple(dict.fromkeys(os.path.realpath(p) for p in hide)),
+        # Kept in off mode too: a sub-agent may narrow its caller's off to workspace.
+        writable=paths.writable if mode != READ_ONLY else (),
+        hidden=paths.hidden,
         network=network,
         auto_allow=auto_allow,
-        ignored=tuple(ignored),
+        ignored=(*ignored, *paths.ignored),
     )
 
 
