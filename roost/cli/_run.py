@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, Callable
 
@@ -11,7 +10,6 @@ import click
 from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
-from ._follow import follow, print_json
 from ._render import EXIT_STATUS, Renderer, exit_status
 
 _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items())
@@ -123,6 +121,10 @@ def dispatch(
             params["request_id"] = request_id
         params["attach"] = not detach
         started = client.call("dispatch", params)
+        # Imported once the daemon is at work: json alone takes ~1 ms to load, and the
+        # run need not wait for this process's printer.
+        from ._follow import print_json
+
         if detach:
             if as_json:
                 print_json(started)
@@ -178,6 +180,8 @@ def _answering(client: Client, show: Callable[[dict[str, Any]], None]) -> Callab
 
 
 def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any] | None:
+    from ._follow import follow
+
     session, run = started["session"], started["run"]
     # A repeated request_id returns an earlier run: replay the session so it is shown whole.
     since = 0 if started.get("repeated") else None
@@ -234,7 +238,9 @@ def abort(obj: dict[str, Any], session: str, after_step: bool, as_json: bool) ->
         params = {"session": resolve_session(client, session), **({"after_step": True} if after_step else {})}
         result = client.call("abort", params)
     if as_json:
-        click.echo(json.dumps(result))
+        from ._follow import print_json
+
+        print_json(result)
     elif after_step:
         click.echo(f"run {result['run']} ends after the step in flight")
     else:
