@@ -108,6 +108,41 @@ async def test_a_response_that_says_close_gives_its_connection_up(
     assert server.connections == 2 and ended == [b"", b""]
 
 
+async def test_large_bodies_go_and_come_whole(serving: Callable[[Serve], Awaitable[Server]]) -> None:
+    async def echo(stream: trio.SocketStream) -> None:
+        while head := await read_request(stream):
+            head, _, body = head.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            while len(body) < length:
+                body += await stream.receive_some(65536)
+            await stream.send_all(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+
+    server = await serving(echo)
+    sent = bytes(range(256)) * 8192  # 2 MiB
+    async with client() as http:
+        for _ in range(2):
+            assert (await http.post(server.url, content=sent)).content == sent
+    assert server.connections == 1
+
+
+async def test_a_body_that_ends_with_the_connection_is_whole(serving: Callable[[Serve], Awaitable[Server]]) -> None:
+    # As an HTTP/1.0 server streams: no length, no chunks; the close ends the body.
+    async def serve(stream: trio.SocketStream) -> None:
+        await read_request(stream)
+        await stream.send_all(b"HTTP/1.0 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+        for n in range(3):
+            await stream.send_all(b"data: %d\n\n" % n)
+            await trio.sleep(0.001)
+
+    server = await serving(serve)
+    async with client() as http:
+        for _ in range(2):  # and the connection is not kept: the next request opens another
+            async with http.stream("GET", server.url) as response:
+                assert b"".join([chunk async for chunk in response.aiter_raw()]) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    assert server.connections == 2
+
+
 async def test_a_body_cut_short_is_a_protocol_error(serving: Callable[[Serve], Awaitable[Server]]) -> None:
     async def serve(stream: trio.SocketStream) -> None:
         await read_request(stream)
