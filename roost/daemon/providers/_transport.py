@@ -133,7 +133,7 @@ class PlainTransport(httpx2.AsyncBaseTransport):
             if chunk:
                 parts.append(conn.send(h11.Data(data=chunk)))
         parts.append(conn.send(h11.EndOfMessage()))
-        with _errors(httpx2.WriteError, httpx2.WriteTimeout, timeout):
+        with _AsHttpxErrors(httpx2.WriteError, httpx2.WriteTimeout, timeout):
             await connection.stream.send_all(b"".join(part for part in parts if part))
 
     async def _head(self, connection: _Connection, timeout: float | None) -> h11.Response:
@@ -172,7 +172,7 @@ class _Body(httpx2.AsyncByteStream):
 
 
 async def _connect(origin: tuple[str, int], timeout: float | None) -> _Connection:
-    with _errors(httpx2.ConnectError, httpx2.ConnectTimeout, timeout):
+    with _AsHttpxErrors(httpx2.ConnectError, httpx2.ConnectTimeout, timeout):
         return _Connection(await trio.open_tcp_stream(*origin))
 
 
@@ -185,7 +185,7 @@ async def _next_event(connection: _Connection, timeout: float | None) -> h11.Eve
             raise httpx2.RemoteProtocolError(str(exc)) from exc
         if event is not h11.NEED_DATA:
             return event  # type: ignore[return-value]
-        with _errors(httpx2.ReadError, httpx2.ReadTimeout, timeout):
+        with _AsHttpxErrors(httpx2.ReadError, httpx2.ReadTimeout, timeout):
             data = await connection.stream.receive_some(_READ_SIZE)
         if not data and conn.their_state is h11.SEND_RESPONSE:
             # As httpcore2 says it: the SDK and the OpenAI provider retry this (a kept-alive
@@ -194,7 +194,7 @@ async def _next_event(connection: _Connection, timeout: float | None) -> h11.Eve
         conn.receive_data(data)
 
 
-class _errors:
+class _AsHttpxErrors:
     """Within it, trio's socket errors and a timeout become httpx2's ``error`` and
     ``timed_out`` (``timeout`` None: no limit)."""
 
