@@ -36,12 +36,13 @@ class FolderSetup:
     config: Config
     agents: AgentSet
     mcp_config: McpServers
+    #: What the config's ``[sandbox]`` tables name, and what the daemon always hides,
+    #: resolved.
+    sandbox_paths: SandboxPaths
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
     #: The hooks of Claude Code's settings files (the user's, and the project's).
     claude: ClaudeSettings = ClaudeSettings()
-    #: What the config's ``[sandbox]`` tables name, resolved (None: not resolved).
-    sandbox_paths: SandboxPaths | None = None
 
     @property
     def widening(self) -> tuple[Widening, ...]:
@@ -80,7 +81,7 @@ class FolderSetup:
         return tool_environment(environ, keys=keys, passed=self.config.tool_env_pass)
 
 
-def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str] = ()) -> FolderSetup:
+def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
     """Read ``cwd``'s config, agents, MCP servers and Claude Code hooks, and resolve the
     sandbox paths (``hidden``: what the sandbox always hides) (in a worker thread).
 
@@ -94,4 +95,4 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
         servers = load_mcp_servers(cwd, environ, trust)
         claude = load_claude_settings(cwd, environ, trust)
     paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, trust.has_folder(root), claude, paths)
+    return FolderSetup(cwd, os.fspath(root), config, agents, servers, paths, trust.has_folder(root), claude)

@@ -152,18 +152,18 @@ class AnthropicProvider:
                 "anthropic provider)"
             )
         url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-        limits = httpx2.Timeout(timeout, connect=min(timeout, 5.0))
+        timeouts = httpx2.Timeout(timeout, connect=min(timeout, 5.0))
         # A server over plain HTTP (a local one, a gateway) gets the lean transport; the
-        # SDK's own client serves the rest (TLS, proxies).
-        transport = plain_transport(url or "https://")
+        # SDK's own client serves the rest (its default URL, TLS, proxies).
+        transport = plain_transport(url) if url is not None else None
         self._client = anthropic.AsyncAnthropic(
             api_key=key,
             base_url=url,
             max_retries=max_retries,
-            timeout=limits,
+            timeout=timeouts,
             default_headers=dict(headers) if headers else None,
             http_client=(
-                httpx2.AsyncClient(transport=transport, timeout=limits, follow_redirects=True)
+                httpx2.AsyncClient(transport=transport, timeout=timeouts, follow_redirects=True)
                 if transport is not None else None
             ),
         )

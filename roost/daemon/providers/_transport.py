@@ -115,9 +115,9 @@ class PlainTransport(httpx2.AsyncBaseTransport):
 
     def _keep(self, origin: tuple[str, int], connection: _Connection) -> bool:
         """Put a connection whose exchange ended back in the pool; false if it cannot be."""
-        idle = self._idle.setdefault(origin, [])
         if connection.h11.our_state is not h11.DONE or connection.h11.their_state is not h11.DONE:
             return False
+        idle = self._idle.setdefault(origin, [])
         if len(idle) >= self._max_idle:
             return False
         connection.h11.start_next_cycle()
