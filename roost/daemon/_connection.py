@@ -8,8 +8,10 @@ reading (``_fanout`` then detaches it from that session). Notes about lagging
 (:meth:`~Connection.queue_note`) are queued past the limit, so that a client is always told;
 there is at most one per session it lagged on, so memory stays bounded.
 
-A response with nothing queued before it is written straight into the socket by
-:meth:`Connection.send`, where trio's stream methods add a scheduler pass around every write.
+Whatever is handed over with nothing queued before it (a response, an event for a follower
+that keeps up) is written straight into the socket's buffer, and only what does not fit is
+queued: a hop through the writer task costs scheduler passes on every message, and under
+load (bench/scale.py: a thousand followers) every pass makes every run wait longer.
 Requests are read with trio's ``receive_some``: reading the socket directly as well measured
 no faster round trip (bench/rpc_roundtrip.py: 91.7 and 94.3 µs, both ~0.9x a minimal trio
 server, within the noise).
@@ -66,50 +68,30 @@ class Connection:
                     self._queued -= len(batch)
                 self._room.unpark_all()
 
-    def _fd(self) -> int | None:
-        """The socket's descriptor (None: a stream that is not a socket, as in tests)."""
-        sock = getattr(self.stream, "socket", None)
-        if sock is None:
-            return None
-        fd: int = sock.fileno()
-        if fd < 0:
-            raise trio.ClosedResourceError("the connection is closed")
-        return fd
-
     async def send(self, data: bytes) -> None:
         """Send a message in order with everything queued before it; never dropped (it
-        waits while the outbox is full).
-
-        With nothing queued and no write in progress the bytes go straight to the socket:
-        a hop through the writer task would cost a scheduler pass on every round trip.
-        """
+        waits while the outbox is full). What does not fit in the socket's buffer at once is
+        waited for: a long replay goes out a chunk at a time, at the client's pace."""
         while self._queued >= self._limit and not self.closed:
             await self._room.park()
         try:
-            if self._queued == 0 and not self._write_lock.locked() and not self.closed:
-                # Straight into the socket's buffer, where it fits: no scheduler pass, and
-                # nothing to lock, since nothing else runs until this returns or waits.
-                fd = self._fd()
-                try:
-                    sent = os.write(fd, data) if fd is not None else 0
-                except BlockingIOError:
-                    sent = 0
-                except OSError as exc:
-                    raise trio.BrokenResourceError(str(exc)) from exc
-                if sent < len(data):
-                    async with self._write_lock:  # the rest, before anything queued after it
-                        await self.stream.send_all(memoryview(data)[sent:])
+            if not self._idle():
+                self._put(data)
                 return
-            self._put(data)
+            sent = self._write_now(data)
+            if sent < len(data):
+                async with self._write_lock:  # the rest, before anything queued after it
+                    await self.stream.send_all(memoryview(data)[sent:])
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
 
     def queue(self, data: bytes) -> bool:
-        """Queue a message without waiting; False (nothing queued) when the client already
-        has ``outbox_size`` messages waiting, or the connection is closing."""
+        """Hand over a message without waiting; False (nothing queued) when the client
+        already has ``outbox_size`` messages waiting, or the connection is closing."""
         if self._queued >= self._limit:
             return False
-        return self._put(data)
+        sent = self._write_now(data) if self._idle() else 0
+        return sent == len(data) or self._put(data[sent:] if sent else data)
 
     def queue_note(self, data: bytes) -> None:
         """Queue a note the client must get (that it lagged), even over the limit."""
@@ -120,6 +102,24 @@ class Connection:
         self.closed = True
         self._send.close()
         self._room.unpark_all()
+
+    def _idle(self) -> bool:
+        """Nothing is queued or being written: a message may go straight to the socket."""
+        return self._queued == 0 and not self._write_lock.locked() and not self.closed
+
+    def _write_now(self, data: bytes) -> int:
+        """How much of ``data`` went straight into the socket's buffer (nothing runs
+        meanwhile, so nothing can come between): none when it is full, or when the stream
+        is not a socket (as in tests). A socket that fails is the writer's to report: what
+        is left meets the same error there."""
+        sock = getattr(self.stream, "socket", None)
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0:
+            return 0
+        try:
+            return os.write(fd, data)
+        except OSError:
+            return 0
 
     def _put(self, data: bytes) -> bool:
         try:

@@ -121,6 +121,33 @@ async def test_a_long_replay_goes_out_in_chunks_each_seq_once(
     assert 5 < len(writes) < 35  # many events a write, more than one write
 
 
+async def test_a_message_goes_straight_into_the_socket_and_what_does_not_fit_keeps_its_place(
+    nursery: trio.Nursery,
+) -> None:
+    ours_sock, theirs_sock = trio.socket.socketpair()
+    ours, theirs = trio.SocketStream(ours_sock), trio.SocketStream(theirs_sock)
+    async with ours, theirs:
+        connection = Connection(ours)
+        first = msgpack.packb([2, "event", [{"seq": 1}]])
+        assert connection.queue(first)
+        with trio.fail_after(5):  # no writer task yet: it went straight into the socket
+            assert await theirs.receive_some(65536) == first
+
+        big = msgpack.packb([2, "event", [{"seq": 2, "text": "x" * 8_000_000}]])  # more than the buffer holds
+        assert connection.queue(big)
+        for seq in range(3, 40):
+            assert connection.queue(msgpack.packb([2, "event", [{"seq": seq}]]))
+        nursery.start_soon(connection.run_writer)
+        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=16_000_000)
+        seqs: list[int] = []
+        with trio.fail_after(5):
+            while len(seqs) < 38:
+                unpacker.feed(await theirs.receive_some(1 << 20))
+                seqs += [m[2][0]["seq"] for m in unpacker]
+        assert seqs == list(range(2, 40))
+        connection.close_outbox()
+
+
 async def _after(log: list[Event], since: int) -> list[tuple[int, bytes]]:
     return _packed(log, since)
 
