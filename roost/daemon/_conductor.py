@@ -628,7 +628,7 @@ class Conductor:
                 the module's docstring).
         """
         track = session if track is None else track
-        async with session.lock:
+        async with _Held(session.lock):
             transition = step(track.state, input)
             # Once stepped, the events must be stored and the state advanced together.
             with trio.CancelScope(shield=True):
@@ -986,7 +986,7 @@ class Conductor:
         }
         run = track.state.run
         where = self._hook_env(session, run.mode if run is not None else "agent")
-        async with session.tool_limiter:
+        async with _Held(session.tool_limiter):
             started = time.monotonic()
             pre = await run_pre_hooks(session.hooks, call, where)
             if pre.blocked is not None:
@@ -1180,6 +1180,28 @@ class _SubagentError(Exception):
 @asynccontextmanager
 async def _no_limit() -> AsyncIterator[None]:
     yield
+
+
+class _Held:
+    """``async with _Held(lock)``: a trio lock or capacity limiter held for the block. A
+    free one is taken at once, without the scheduler pass of trio's own ``async with``: a
+    step takes the session's lock twice and its tool limiter once, and under load every
+    pass is a wait behind every other run's work."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self, lock: trio.Lock | trio.CapacityLimiter) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()  # as trio's: a cancelled task stops here
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 def _abort(track: Session | Subrun, reason: str) -> Abort:

@@ -463,7 +463,11 @@ class EventStore:
         errors: list[BaseException] = []
         # Once numbered, the rows must reach the disk even if the caller is cancelled.
         with trio.CancelScope(shield=True):
-            await self._queue_send.send((rows, done, errors))
+            try:
+                # Without the scheduler pass of ``send``: the writer is woken either way.
+                self._queue_send.send_nowait((rows, done, errors))
+            except trio.WouldBlock:
+                await self._queue_send.send((rows, done, errors))
             await done.wait()
         if errors:
             raise errors[0]
