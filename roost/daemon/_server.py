@@ -62,6 +62,15 @@ log = logging.getLogger(__name__)
 
 #: Requests of one connection handled at the same time.
 REQUESTS_PER_CONNECTION = 64
+#: Worker threads for the daemon's blocking work that has no limiter of its own (reading
+#: a folder's config and prompt files, finding the real paths a reply names, starting
+#: processes, name lookups), all sessions together: trio's default limiter, which allows
+#: 40. Few on purpose, as libuv's pool has 4: a worker thread takes Python's one
+#: interpreter lock (the GIL) again after each system call, and once a burst of work has
+#: dozens of threads waiting for it, the event loop and every thread wait on each other.
+#: At 1,000 sessions (bench/scale.py) a step's overhead p99 was 1.0-1.5 s with 40 and
+#: 0.2-0.3 s with 4.
+WORKER_THREADS = 4
 #: Methods that never wait on anything slow (a client, a run): answered in the reader.
 _INLINE = frozenset({"hello", "detach", "steer", "abort", "shutdown"})
 
@@ -114,6 +123,7 @@ class Daemon:
         A listening socket passed by systemd (LISTEN_FDS) is used as it is, and left in
         place at exit for the next activation; otherwise the daemon binds its own.
         """
+        trio.to_thread.current_default_thread_limiter().total_tokens = WORKER_THREADS
         activated = _activated_socket()
         if activated is not None:
             self.socket_path = Path(activated.getsockname())
