@@ -68,8 +68,8 @@ REQUESTS_PER_CONNECTION = 64
 #: 40. Few on purpose, as libuv's pool has 4: a worker thread takes Python's one
 #: interpreter lock (the GIL) again after each system call, and once a burst of work has
 #: dozens of threads waiting for it, the event loop and every thread wait on each other.
-#: At 1,000 sessions (bench/scale.py) a step's overhead p99 was 1.0-1.5 s with 40 and
-#: 0.2-0.3 s with 4.
+#: At 1,000 sessions (bench/scale.py) a step's median overhead was 3-4 times lower with 4
+#: than with 40.
 WORKER_THREADS = 4
 #: Methods that never wait on anything slow (a client, a run): answered in the reader.
 _INLINE = frozenset({"hello", "detach", "steer", "abort", "shutdown"})
