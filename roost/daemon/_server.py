@@ -63,13 +63,12 @@ log = logging.getLogger(__name__)
 #: Requests of one connection handled at the same time.
 REQUESTS_PER_CONNECTION = 64
 #: Worker threads for the daemon's blocking work that has no limiter of its own (reading
-#: a folder's config and prompt files, finding the real paths a reply names, starting
-#: processes, name lookups), all sessions together: trio's default limiter, which allows
-#: 40. Few on purpose, as libuv's pool has 4: a worker thread takes Python's one
-#: interpreter lock (the GIL) again after each system call, and once a burst of work has
-#: dozens of threads waiting for it, the event loop and every thread wait on each other.
-#: At 1,000 sessions (bench/scale.py) a step's median overhead was 3-4 times lower with 4
-#: than with 40.
+#: a folder's config and prompt files, starting processes, name lookups), all sessions
+#: together: trio's default limiter, which allows 40. Few on purpose, as libuv's pool has
+#: 4: a worker thread takes Python's one interpreter lock (the GIL) again after each
+#: system call, and once a burst of work has dozens of threads waiting for it, the event
+#: loop and every thread wait on each other. At 1,000 sessions (bench/scale.py) a step's
+#: median overhead was 3-4 times lower with 4 than with 40.
 WORKER_THREADS = 4
 #: Methods that never wait on anything slow (a client, a run): answered in the reader.
 _INLINE = frozenset({"hello", "detach", "steer", "abort", "shutdown"})
