@@ -9,8 +9,10 @@ because its reply is the whole API catalogue (several KiB). For comparison the s
 also times ``events`` on a bogus session (an error response, SESSION_NOT_FOUND), and two
 floors, in blocks of 1,000 calls taking turns with roost's: a 20-byte ping-pong between two
 blocking Python processes on a socketpair (the figure is roost's median as a multiple of
-it), and the same client against a minimal trio server (one task per connection that
-decodes each request and answers it inline with ``send_all``).
+it), and the same client against two minimal servers that decode each request and answer
+it inline: one written with trio (one task per connection, ``send_all``), one with blocking
+sockets (a forked child on a socketpair). The last is what a server without an event loop
+would cost: it tells what trio adds from what the RPC itself does.
 
     uv run python bench/rpc_roundtrip.py [--calls 20000]
 """
@@ -87,6 +89,36 @@ class PingPong:
         os.waitpid(self._pid, 0)
 
 
+class BlockingServer:
+    """The blocking floor: a forked child answering msgpack-RPC ``{"ok": true}`` on a
+    socketpair with blocking reads and writes, as :func:`floor_server` does with trio.
+    Resource handling: :meth:`close` closes the client's end and ends the child."""
+
+    def __init__(self) -> None:
+        import os
+        import socket
+
+        self.sock, theirs = socket.socketpair()
+        self._pid = os.fork()
+        if self._pid == 0:
+            import msgpack
+
+            self.sock.close()
+            unpacker = msgpack.Unpacker(raw=False)
+            while data := theirs.recv(65536):
+                unpacker.feed(data)
+                for msg in unpacker:
+                    theirs.sendall(msgpack.packb([1, msg[1], None, {"ok": True}]))
+            os._exit(0)
+        theirs.close()
+
+    def close(self) -> None:
+        import os
+
+        self.sock.close()
+        os.waitpid(self._pid, 0)
+
+
 def start_floor_server(env: BenchEnv) -> tuple[subprocess.Popen[bytes], Path]:
     """The minimal trio server of the trio floor, listening; (process, socket path)."""
     path = env.root / "floor.sock"
@@ -131,18 +163,22 @@ def main() -> None:
         env.start_daemon()
         server, floor_path = start_floor_server(env)
         ping = PingPong()
+        blocking_server = BlockingServer()
         from roost.protocol import Client
 
         try:
-            with env.client(timeout=None) as client, Client.connect(floor_path, hello=False) as bare:
+            with (env.client(timeout=None) as client, Client.connect(floor_path, hello=False) as bare,
+                  Client(blocking_server.sock, timeout=None) as blocking):
                 bogus = {"session": "s-no-such-session"}
                 time_calls(client, "detach", bogus, 2000)  # warm-up
                 time_calls(bare, "detach", bogus, 2000)
+                time_calls(blocking, "detach", bogus, 2000)
                 ping.time(2000)
                 # In blocks, taking turns, so that the floors see the machine as roost does.
                 detach: list[float] = []
                 floor: list[float] = []
                 raw: list[float] = []
+                plain: list[float] = []
                 total = 0.0
                 for _ in range(blocks):
                     started = time.perf_counter()
@@ -150,6 +186,7 @@ def main() -> None:
                     total += time.perf_counter() - started
                     raw += ping.time(block)
                     floor += time_calls(bare, "detach", bogus, block)
+                    plain += time_calls(blocking, "detach", bogus, block)
                 errors = time_calls(client, "events", bogus, min(args.calls, 5000), expect_error=True)
                 # Pipelined: requests/s on one connection when not waiting for each answer. In
                 # windows of 500: a blocking client that writes without ever reading would
@@ -164,6 +201,7 @@ def main() -> None:
                 pipelined = n / (time.perf_counter() - started_p)
         finally:
             ping.close()
+            blocking_server.close()
             server.kill()
             server.wait()
     calls = len(detach)
@@ -172,6 +210,10 @@ def main() -> None:
     context.append(f"trio floor, in the same blocks: the same client and calls against a minimal trio "
                    f"server (answers inline, no task per request): median {median(floor):.1f} µs, "
                    f"p99 {percentile(floor, 99):.1f} µs -> roost is {median(detach) / median(floor):.2f}x it")
+    context.append(f"blocking floor, in the same blocks: the same client and calls against a minimal "
+                   f"server with blocking sockets (a forked child on a socketpair): median "
+                   f"{median(plain):.1f} µs, p99 {percentile(plain, 99):.1f} µs -> roost is "
+                   f"{median(detach) / median(plain):.2f}x it, the trio floor {median(floor) / median(plain):.2f}x it")
     context.append(f"pipelined `detach` on one connection (20,000, in windows of 500 sent then read): "
                    f"{pipelined:,.0f} requests/s")
     figures = [
