@@ -6,7 +6,7 @@ exist, one call at a time; each call is timed with ``perf_counter_ns`` around
 method: the daemon checks params, pops nothing from two dicts and answers ``{"ok": true}``
 (no SQLite, no error path). ``status`` is not used because it reads SQLite, ``hello``
 because its reply is the whole API catalogue (several KiB). For comparison the script
-also times ``events`` on a bogus session (an error response, SESSION_NOT_FOUND), and two
+also times ``events`` on a bogus session (an error response, SESSION_NOT_FOUND), and three
 floors, in blocks of 1,000 calls taking turns with roost's: a 20-byte ping-pong between two
 blocking Python processes on a socketpair (the figure is roost's median as a multiple of
 it), and the same client against two minimal servers that decode each request and answer
