@@ -20,10 +20,13 @@ would cost: it tells what trio adds from what the RPC itself does.
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -55,68 +58,57 @@ def floor_server(path: str) -> None:
     trio.run(main)
 
 
-class PingPong:
+class ForkedPeer:
+    """A child forked here that runs ``serve`` on its end of a socketpair, with blocking
+    reads and writes; :attr:`sock` is ours. Resource handling: :meth:`close` closes our end,
+    which ends the child's loop, and reaps it."""
+
+    def __init__(self, serve: Callable[[socket.socket], None]) -> None:
+        self.sock, theirs = socket.socketpair()
+        self._pid = os.fork()
+        if self._pid == 0:
+            self.sock.close()
+            serve(theirs)
+            os._exit(0)
+        theirs.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        os.waitpid(self._pid, 0)
+
+
+def _echo(sock: socket.socket) -> None:
+    while data := sock.recv(4096):
+        sock.sendall(data)
+
+
+def _answer_rpc(sock: socket.socket) -> None:
+    """What :func:`floor_server` does with trio, with blocking calls."""
+    import msgpack
+
+    unpacker = msgpack.Unpacker(raw=False)
+    while data := sock.recv(65536):
+        unpacker.feed(data)
+        for msg in unpacker:
+            sock.sendall(msgpack.packb([1, msg[1], None, {"ok": True}]))
+
+
+class PingPong(ForkedPeer):
     """The machine's floor: 20-byte round trips between two blocking Python processes on a
-    socketpair (an echo child forked here). Resource handling: :meth:`close` ends the child."""
+    socketpair (an echo child)."""
 
     def __init__(self) -> None:
-        import os
-        import socket
-
-        self._a, b = socket.socketpair()
-        self._pid = os.fork()
-        if self._pid == 0:  # the echo child
-            self._a.close()
-            while data := b.recv(4096):
-                b.sendall(data)
-            os._exit(0)
-        b.close()
+        super().__init__(_echo)
 
     def time(self, calls: int) -> list[float]:
         """µs per round trip."""
-        a, clock, out = self._a, time.perf_counter_ns, [0.0] * calls
+        a, clock, out = self.sock, time.perf_counter_ns, [0.0] * calls
         for i in range(calls):
             t = clock()
             a.sendall(b"x" * 20)
             a.recv(4096)
             out[i] = (clock() - t) / 1000
         return out
-
-    def close(self) -> None:
-        import os
-
-        self._a.close()
-        os.waitpid(self._pid, 0)
-
-
-class BlockingServer:
-    """The blocking floor: a forked child answering msgpack-RPC ``{"ok": true}`` on a
-    socketpair with blocking reads and writes, as :func:`floor_server` does with trio.
-    Resource handling: :meth:`close` closes the client's end and ends the child."""
-
-    def __init__(self) -> None:
-        import os
-        import socket
-
-        self.sock, theirs = socket.socketpair()
-        self._pid = os.fork()
-        if self._pid == 0:
-            import msgpack
-
-            self.sock.close()
-            unpacker = msgpack.Unpacker(raw=False)
-            while data := theirs.recv(65536):
-                unpacker.feed(data)
-                for msg in unpacker:
-                    theirs.sendall(msgpack.packb([1, msg[1], None, {"ok": True}]))
-            os._exit(0)
-        theirs.close()
-
-    def close(self) -> None:
-        import os
-
-        self.sock.close()
-        os.waitpid(self._pid, 0)
 
 
 def start_floor_server(env: BenchEnv) -> tuple[subprocess.Popen[bytes], Path]:
@@ -163,7 +155,7 @@ def main() -> None:
         env.start_daemon()
         server, floor_path = start_floor_server(env)
         ping = PingPong()
-        blocking_server = BlockingServer()
+        blocking_server = ForkedPeer(_answer_rpc)
         from roost.protocol import Client
 
         try:
