@@ -269,10 +269,38 @@ def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:
         network = "network on" if sandbox.get("network") else "no network"
         auto = " · bash runs without asking" if sandbox.get("auto_allow") else ""
         line = f"sandbox: {mode} (writes: {', '.join(writes)}; {network}){auto}"
+        line += protected_note(sandbox)
     ignored = sandbox.get("ignored") or []
     if ignored:
         line += f" · ignored, a project may only narrow it: {', '.join(ignored)}"
     return line
+
+
+def protected_note(sandbox: dict[str, Any], limit: int = 6) -> str:
+    """What stays read-only inside a sandbox's writable folders (its protected paths, as
+    relative to their folder as can be), and whether the session holds the home folder."""
+    writable = [w for w in sandbox.get("writable") or [] if isinstance(w, str)]
+    if sandbox.get("mode") != "workspace" or not writable:
+        return ""
+
+    def inside(path: str, folder: str) -> bool:
+        return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+    home = sandbox.get("home") or ""
+    holds_home = bool(home) and any(inside(home, w) for w in writable)
+    shown: list[str] = []
+    for path in sandbox.get("protected") or []:
+        folder = next((w for w in writable if inside(path, w) and path != w), None)
+        if folder is None or (holds_home and inside(path, home)):
+            continue
+        shown.append(path[len(folder.rstrip("/")) + 1 :] if folder == writable[0] else path)
+    note = ""
+    if shown:
+        more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+        note += f" · read-only: {', '.join(shown[:limit])}{more}"
+    if holds_home:
+        note += " · the session folder holds your home: its configuration is read-only, its credentials hidden"
+    return note
 
 
 def untrusted(e: dict[str, Any], limit: int = 6) -> str:

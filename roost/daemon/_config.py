@@ -342,23 +342,26 @@ def _sandbox(data: Mapping[str, Any], where: str, root: str | None) -> SandboxCo
     """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
     folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
     table = _table(data, "sandbox", where)
-    unknown = set(table) - {"mode", "writable", "network", "hide", "auto_allow"}
+    unknown = set(table) - {"mode", "writable", "network", "hide", "auto_allow", "readable"}
     if unknown:
-        raise ConfigError(f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow)")
+        raise ConfigError(
+            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow, readable)"
+        )
     mode = table.get("mode")
     if mode is not None and mode not in SANDBOX_MODES:
         raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
     for key in ("network", "auto_allow"):
         if key in table and not isinstance(table[key], bool):
             raise ConfigError(f"{where}: [sandbox] {key} must be true or false")
-    for key in ("writable", "hide"):
+    for key in ("writable", "hide", "readable"):
         value = table.get(key, [])
         if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
             raise ConfigError(f"{where}: [sandbox] {key} must be a list of paths")
-    writable = table.get("writable")
+    writable, readable = table.get("writable"), table.get("readable")
     return SandboxConfig(
         mode=mode,
         writable=tuple(writable) if writable is not None else None,
+        readable=tuple(readable) if readable is not None else None,
         network=table.get("network"),
         hide=tuple(table.get("hide", ())),
         auto_allow=table.get("auto_allow"),

@@ -40,6 +40,7 @@ from roost.protocol import (
     Response,
     RpcError,
     check_private_dir,
+    default_socket_path,
     encode,
     peer_credentials,
 )
@@ -245,17 +246,16 @@ class Daemon:
         log.info("stopped")
 
     def _private_paths(self) -> list[str]:
-        """What commands must never see: the daemon's socket (through it a command could
-        start a run of its own), database, trust and logs, the user's config, and the
+        """What commands must never see, wherever each is configured: the daemon's socket
+        (through it a command could start a run of its own) and what lies beside it (the
+        ledger, ssh's control sockets), database, trust and logs, the user's config, and the
         user's runtime folder (agent and bus sockets)."""
         socket = str(self.socket_path)
         database = str(self.database)
         runtime = [os.environ.get("XDG_RUNTIME_DIR") or "", f"/run/user/{os.getuid()}"]
         return [
             *(p for p in runtime if p),
-            socket,
-            socket + ".lock",
-            socket + ".tools",
+            *_socket_files(socket),
             *(database + suffix for suffix in ("", "-wal", "-shm")),
             str(state_dir()),
             str(log_dir()),
@@ -441,3 +441,13 @@ async def _listen(path: Path) -> trio.SocketListener:
 def default_database() -> Path:
     """The database file in the user state dir."""
     return state_dir() / "roost.db"
+
+
+def _socket_files(socket: str) -> list[str]:
+    """This daemon's socket and the default one (a client's ``roost --host`` keeps its ssh
+    connections beside the socket it uses), each with its lock, its ledger and the folder
+    of ssh's control sockets: through any of them a command could act outside."""
+    files: list[str] = []
+    for path in dict.fromkeys((socket, default_socket_path())):
+        files += [path, path + ".lock", path + ".tools", os.path.join(os.path.dirname(path), "ssh")]
+    return files

@@ -178,7 +178,9 @@ def settle(
             agent_source=agent.source if agent.from_project else None,
             paths=setup.sandbox_paths,
         )
-        policy = Policy(tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox))
+        policy = Policy(
+            tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox), sandbox.protected
+        )
         guardrails = config.all_guardrails()
     else:
         model = resolve(agent.model) if agent.model else caller.model

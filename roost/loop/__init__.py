@@ -13,6 +13,8 @@ from ._commands import WILD, Command, Judgement, judge
 from ._permissions import (
     ASK_HUMAN,
     TODO,
+    USER_CONFIGURATION,
+    USER_TOOLCHAINS,
     WEB_FETCH,
     Decision,
     Policy,
@@ -117,6 +119,8 @@ __all__ = [
     "TimeUp",
     "ToolFinished",
     "Transition",
+    "USER_CONFIGURATION",
+    "USER_TOOLCHAINS",
     "UrlError",
     "WEB_FETCH",
     "WILD",

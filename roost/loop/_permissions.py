@@ -33,6 +33,14 @@ Deny wins over ask, ask over allow; a call no rule matches gets the mode's prese
 ``web_fetch`` included (a path outside the working directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
 
+Protected paths (:attr:`Policy.protected`: what says which programs run later, outside any
+sandbox, such as ``.git/config``, ``.claude/``, ``~/.bashrc``) are asked about before
+``write`` or ``edit`` changes them in every mode, ``full`` and ``--yes`` included, unless a
+deny rule refuses it first or an allow rule names them: its pattern starts inside the
+protected path (``write(.claude/**)``, ``edit(.git/config)``; not ``write(**)``, nor what
+approving a call for the session adds). A protected folder that holds the working directory
+protects nothing in it: the user chose to work there.
+
 Approving a call "for the session" adds exactly :attr:`Decision.session_rules`, which the
 request shows: for bash, each command the line runs that no rule allowed, as an exact rule
 (``bash(npm test)``), and each write that asked; nothing for a line the judge cannot take
@@ -65,10 +73,95 @@ TODO = "todo"
 #: Tools whose main argument is a path, with the input key that holds it.
 _PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
 _SEARCH_TOOLS = frozenset({"glob", "grep"})
+#: File tools that change a file: they ask before changing a protected one.
+_WRITE_TOOLS = frozenset({"write", "edit"})
 #: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory,
 #: the checklist, which lives only in the session's events).
 _READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", "remember", TODO}) | _SEARCH_TOOLS
 _SEVERITY = {ALLOW: 0, ASK: 1, DENY: 2}
+#: The toolchains a user installs under the home folder: the programs their PATH and their
+#: projects run.
+USER_TOOLCHAINS = (
+    ".local/bin",
+    ".local/lib",
+    ".local/share/uv/python",
+    ".local/share/uv/tools",
+    ".local/share/pipx",
+    ".local/pipx",
+    ".local/share/mise",
+    ".local/share/pnpm",
+    ".local/share/virtualenvs",
+    ".virtualenvs",
+    ".pyenv",
+    ".conda",
+    "miniconda3",
+    "miniforge3",
+    "mambaforge",
+    "anaconda3",
+    ".nvm",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".yarn",
+    ".cargo",
+    ".rustup",
+    "go",
+    ".rbenv",
+    ".gem",
+    ".sdkman",
+    ".asdf",
+    ".gradle/wrapper",
+    ".dotnet",
+    ".ghcup",
+    ".cabal",
+    ".stack",
+    ".opam",
+    ".elan",
+    ".juliaup",
+)
+#: The user's configuration, under the home folder: what the user's tools run or obey later
+#: (settings, shell startup files, the toolchains). ``write`` and ``edit`` ask before
+#: changing it in every mode; the sandbox keeps it read-only where a session's folder
+#: holds the home.
+USER_CONFIGURATION = (
+    ".claude",
+    ".config",
+    ".local/share/applications",
+    ".gitconfig",
+    ".git-templates",
+    ".profile",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".bash_aliases",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".cshrc",
+    ".tcshrc",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
+    ".pam_environment",
+    ".xprofile",
+    ".xsession",
+    ".xsessionrc",
+    ".xinitrc",
+    ".vimrc",
+    ".vim",
+    ".emacs",
+    ".emacs.d",
+    ".tmux.conf",
+    ".screenrc",
+    ".pydistutils.cfg",
+    ".condarc",
+    ".roost",
+    *USER_TOOLCHAINS,
+)
+
 _RULE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
 
@@ -130,18 +223,27 @@ class Policy:
     #: them without asking (``[sandbox] auto_allow``): a bash call no rule asks about or
     #: denies is allowed.
     sandboxed: bool = False
+    #: Real paths (files, and folders with all they hold) that say what runs later: a
+    #: repository's git config and hooks, the project's roost and Claude Code files.
+    #: ``write`` and ``edit`` ask before changing them, and :data:`USER_CONFIGURATION` in
+    #: :attr:`home`, in every mode, unless an allow rule names them (see :func:`decide`).
+    protected: tuple[str, ...] = ()
 
     def to_map(self) -> dict[str, Any]:
         """The policy as stored in ``run.started``."""
-        m = {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
-        return {**m, "sandboxed": True} if self.sandboxed else m
+        m: dict[str, Any] = {"rules": [r.to_map() for r in self.rules], "yes": self.yes, "home": self.home}
+        if self.sandboxed:
+            m["sandboxed"] = True
+        if self.protected:
+            m["protected"] = list(self.protected)
+        return m
 
     @classmethod
     def from_map(cls, m: Mapping[str, Any] | None) -> Policy:
         """The policy of a run back from ``run.started``."""
         m = m or {}
         rules = tuple(Rule.from_map(r) for r in m.get("rules", ()))
-        return cls(rules, bool(m.get("yes")), m.get("home", ""), bool(m.get("sandboxed")))
+        return cls(rules, bool(m.get("yes")), m.get("home", ""), bool(m.get("sandboxed")), tuple(m.get("protected", ())))
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +288,7 @@ def decide(
         verdict = judging.web(input["url"])
     else:
         verdict = judging.tool(name)
-    if verdict.action == ASK and (policy.yes or mode in ("full", "exec")):
+    if verdict.action == ASK and not verdict.protected and (policy.yes or mode in ("full", "exec")):
         return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
     return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
 
@@ -209,6 +311,8 @@ class _Verdict:
     #: What approving for the session would add (empty: approve once only).
     offer: tuple[str, ...] = ()
     outside: bool = False
+    #: It asks about a protected path: no mode and no ``--yes`` approves it in advance.
+    protected: bool = False
 
 
 class _Judging:
@@ -261,6 +365,10 @@ class _Judging:
             )
 
         hit = self.first(DENY, tool, denies)
+        guarded = None if hit is not None or in_bash or tool not in _WRITE_TOOLS else self.guarding(real, named)
+        if guarded is not None and self.first(ALLOW, tool, lambda r: self.names(r, real, guarded)) is None:
+            why = f"{tool} {shown}: {guarded} is protected (it says what runs outside the sandbox); every mode asks"
+            return _Verdict(ASK, why, (f"{tool}({escape(real)})",), outside, protected=True)
         for action in (ASK, ALLOW):
             if hit is None:
                 hit = self.first(action, tool, lambda r: self.path_matches(r, real, self.root, self.real_home))
@@ -276,6 +384,31 @@ class _Judging:
         if in_bash or tool in _READ_TOOLS:
             return _Verdict(ALLOW, f"{tool} is allowed in {self.mode} mode")
         return _Verdict(ASK, f"{tool} asks in {self.mode} mode", offer)
+
+    def guarding(self, real: str, named: str) -> str | None:
+        """The protected path that holds ``real``, or the entry of the user's configuration
+        that holds ``real`` or ``named`` (None: none does). One that holds the working
+        directory itself protects nothing here: the user chose to work in it."""
+        for path in self.protected:
+            if (_inside(real, path) or _inside(named, path)) and not _inside(self.root, path):
+                return path
+        return None
+
+    @functools.cached_property
+    def protected(self) -> tuple[str, ...]:
+        homes = dict.fromkeys(h for h in (self.home, self.real_home) if h)
+        return (*self.policy.protected, *(posixpath.join(h, n) for h in homes for n in USER_CONFIGURATION))
+
+    def names(self, rule: Rule, real: str, guarded: str) -> bool:
+        """Whether an allow rule is about ``real`` inside the protected ``guarded`` on
+        purpose: it matches, and its pattern starts inside ``guarded`` (``write(.claude/**)``
+        does; ``write(**)`` or the session's ``write(<folder>/**)`` does not)."""
+        if rule.pattern is None or not self.path_matches(rule, real, self.root, self.real_home):
+            return False
+        pattern = _rule_path(rule.pattern, self.root, self.real_home)
+        head = re.split(r"[*?\[]", pattern, maxsplit=1)
+        literal = head[0] if len(head) == 1 else posixpath.dirname(head[0] + "x")
+        return _inside(literal, guarded)
 
     def path_matches(self, rule: Rule, subject: str, cwd: str, home: str) -> bool:
         if rule.pattern is None:

@@ -125,7 +125,7 @@ async def test_credentials_are_not_there_even_in_a_session_at_home(client: TrioC
     assert result["is_error"] and "PRIVATE KEY" not in result["result"]
     assert result["result"].startswith("mine\ncat: ")
     assert f"{home / '.ssh'} is hidden" in result["result"]
-    assert str(home / ".ssh") in sandbox_of(events)["hidden"]
+    assert sandbox_of(events)["home"] == str(home) and not sandbox_of(events)["hide_home"]
 
 
 async def test_the_daemons_files_are_not_there(nursery: trio.Nursery, tmp_path: Path) -> None:
@@ -133,14 +133,18 @@ async def test_the_daemons_files_are_not_there(nursery: trio.Nursery, tmp_path: 
     socket = tmp_path / "run" / "s.sock"
     (tmp_path / "state" / "roost").mkdir(parents=True)
     (tmp_path / "state" / "roost" / "kept.txt").write_text("the daemon's\n")
+    # ssh's control sockets of `roost --host` connections lie beside the socket.
+    (tmp_path / "run" / "ssh").mkdir(parents=True)
+    (tmp_path / "run" / "ssh" / "control-abc").write_text("a master connection\n")
     user_config("# mine\n")
     reach = f"python3 -c 'import socket; socket.socket(socket.AF_UNIX).connect(\"{socket}\")'"
-    look = "ls -A run; cat roost.db; ls -A state/roost config/roost"
+    look = "ls -A run run/ssh; cat roost.db; ls -A state/roost config/roost"
     async with serving(nursery, Daemon(socket, tmp_path / "roost.db")) as client:
         events = await run(client, tmp_path, [bash(look)], [bash(reach)])
     listed, reached = results(events)
     assert "roost.db: Permission denied" in listed["result"] and "SQLite" not in listed["result"]
     assert "kept.txt" not in listed["result"] and "config.toml" not in listed["result"]
+    assert "control-abc" not in listed["result"]
     assert reached["is_error"] and "Error" in reached["result"]
 
 

@@ -15,6 +15,7 @@ from roost.daemon._config import ConfigError, load_config
 from roost.daemon.sandbox import SandboxConfig, SandboxPolicy, build_policy, explain
 from roost.daemon.sandbox import _bwrap
 from roost.daemon.sandbox._bwrap import mounts
+from roost.daemon.sandbox._home import hidden_and_protected
 
 HOME = "/home/u"
 
@@ -26,8 +27,9 @@ def policy(cwd: Path, **kwargs) -> SandboxPolicy:
 def test_the_default_is_the_folder_writable_credentials_hidden_and_no_network(tmp_path: Path) -> None:
     p = policy(tmp_path, hidden=["/daemon/state"])
     assert (p.mode, p.writable, p.network, p.auto_allow, p.ignored) == ("workspace", (str(tmp_path),), False, False, ())
+    hidden, _ = hidden_and_protected(p)
     for path in ("/daemon/state", f"{HOME}/.ssh", f"{HOME}/.aws", f"{HOME}/.gnupg", "/run/docker.sock"):
-        assert path in p.hidden
+        assert path in hidden
     assert p.on and SandboxPolicy.from_map(p.to_map()) == p
 
 
@@ -205,3 +207,65 @@ def test_an_agents_sandbox_is_a_mode_and_a_bare_off_is_off() -> None:
     assert parse_agent("---\nname: a\n---\nx", "a.md").sandbox is None
     with pytest.raises(AgentError, match="sandbox must be one of workspace, read-only, off"):
         parse_agent("---\nsandbox: yes\n---\nx", "a.md")
+
+
+def test_a_home_that_no_writable_folder_holds_is_hidden_but_for_its_toolchains(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for name in (".pyenv/versions", ".cargo/bin", ".ssh", "notes", "work/proj"):
+        (home / name).mkdir(parents=True)
+    (home / ".gitconfig").write_text("[user]\n")
+    p = build_policy(str(home / "work" / "proj"), home=str(home), user=SandboxConfig(readable=("~/notes",)))
+    assert (p.home, p.hide_home) == (str(home), True)
+    assert {str(home / n) for n in (".pyenv", ".cargo", ".gitconfig", "notes")} <= set(p.readable)
+    assert str(home / ".ssh") in hidden_and_protected(p)[0] and str(home / ".ssh") not in p.readable
+    # A project may not add to what is read.
+    wide = SandboxConfig(readable=("~/.ssh",), source="P", root=str(home))
+    q = build_policy(str(home / "work" / "proj"), home=str(home), project=wide)
+    assert str(home / ".ssh") not in q.readable and q.ignored == ("readable ~/.ssh (P)",)
+
+
+def test_a_session_that_holds_the_home_folder_protects_its_configuration(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    for cwd in (home, tmp_path):
+        p = build_policy(str(cwd), home=str(home))
+        assert not p.hide_home and p.readable == ()
+        assert {str(home / n) for n in (".claude", ".bashrc", ".gitconfig", ".config", ".local/bin")} <= set(hidden_and_protected(p)[1])
+    assert str(home / ".claude") in _protected_mounts(build_policy(str(home), home=str(home)), home)
+
+
+def _protected_mounts(p: SandboxPolicy, cwd: Path) -> list[str]:
+    args = mounts(p, str(cwd))
+    return [args[i + 1] for i, a in enumerate(args) if a == "--ro-bind" and args[i + 1] == args[i + 2]]
+
+
+def test_protected_paths_are_read_only_and_every_folder_that_holds_them_is_pinned(tmp_path: Path, elsewhere: None) -> None:
+    proj = tmp_path / "proj"
+    for name in (".git/hooks", ".git/info", ".git/modules/sub/hooks", ".git/worktrees/w", "deep/er/.git/hooks", ".claude"):
+        (proj / name).mkdir(parents=True)
+    for name in (".git/config", ".git/modules/sub/config", ".git/modules/sub/HEAD", ".git/worktrees/w/commondir", "deep/er/.git/config", ".mcp.json"):
+        (proj / name).write_text("x")
+    (proj / "wt").mkdir()
+    (proj / "wt" / ".git").write_text("gitdir: /elsewhere\n")
+    p = build_policy(str(proj), home="/nonexistent-home")
+    inside = {str(proj / n) for n in (
+        ".git/config", ".git/hooks", ".git/info", ".git/modules/sub/config", ".git/modules/sub/hooks",
+        ".git/worktrees/w/commondir", "deep/er/.git/config", "deep/er/.git/hooks", ".claude", ".mcp.json", "wt/.git",
+    )}
+    assert inside <= set(p.protected)
+    args = mounts(p, str(proj))
+    assert inside <= set(_protected_mounts(p, proj))
+    binds = {args[i + 1] for i, a in enumerate(args) if a == "--bind"}
+    # Each folder between the session folder and a protected path is a mount point: it cannot be moved.
+    assert {str(proj / n) for n in (".git", "deep", "deep/er", "deep/er/.git", ".git/modules", ".git/modules/sub", "wt")} <= binds
+    # Read-only mode has nothing to protect inside; off mode keeps the list for the file tools.
+    assert _protected_mounts(build_policy(str(proj), home="/x", dispatch="read-only"), proj) == [str(proj)]
+    assert str(proj / ".git" / "config") in build_policy(str(proj), home="/x", dispatch="off").protected
+
+
+def test_a_refused_change_to_a_protected_path_is_named() -> None:
+    p = SandboxPolicy(writable=("/p",), protected=("/p/.git/config", "/p/.claude", "/h/.bashrc"))
+    note = explain("bash: .git/config: Read-only file system\n", 1, p, "/p")
+    assert note is not None and "/p/.git/config is protected" in note and "may write only" not in note
+    moved = explain("mv: cannot move '.git' to 'x': Device or resource busy\n", 1, p, "/p")
+    assert moved is not None and "/p/.git/config is protected" in moved

@@ -3,6 +3,8 @@ judged on the bash grammar, resolved paths, and what approving for the session a
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from roost.loop import Policy, RuleError, decide, parse_rule, paths_named
@@ -223,3 +225,49 @@ def test_approving_a_web_fetch_for_the_session_adds_its_host():
 def test_the_checklist_runs_without_asking():
     assert action(policy(), "todo", todos=[]) == "allow"
     assert action(policy("deny todo"), "todo", todos=[]) == "deny"
+
+
+PROTECTED = (f"{CWD}/.git/config", f"{CWD}/.git/hooks", f"{CWD}/.claude", f"{HOME}/.bashrc", f"{HOME}/.config")
+
+
+def guarded(*rules: str, yes: bool = False) -> Policy:
+    return replace(policy(*rules, yes=yes), protected=PROTECTED)
+
+
+@pytest.mark.parametrize("mode", ["agent", "full", "exec"])
+@pytest.mark.parametrize("path", [".git/config", ".git/hooks/pre-commit", ".claude/settings.json", "~/.bashrc", "~/.config/x/y"])
+def test_protected_paths_ask_before_a_write_in_every_mode_even_with_yes(mode: str, path: str) -> None:
+    for tool in ("write", "edit"):
+        decision = decide(guarded(yes=True), mode, (), tool, {"path": path}, CWD)
+        assert decision.action == "ask" and "is protected" in decision.reason
+    # Reading them is as ever, and so is everything beside them.
+    assert action(guarded(yes=True), "read", mode, path=path) == "allow"
+    assert action(guarded(yes=True), "write", mode, path=".git/HEAD") == "allow"
+
+
+def test_a_protected_path_is_asked_about_once_for_itself_and_deny_still_wins() -> None:
+    decision = decide(guarded(), "full", (), "write", {"path": ".claude/settings.json"}, CWD)
+    assert decision.session_rules == (f"write({CWD}/.claude/settings.json)",)
+    assert action(guarded("deny write(.claude/**)"), "write", "full", path=".claude/settings.json") == "deny"
+
+
+def test_only_a_rule_that_names_a_protected_path_lets_it_through_unasked() -> None:
+    for rule in ("allow write(.claude/**)", "allow write(.claude/settings.json)", f"allow write({CWD}/.claude/*)"):
+        assert action(guarded(rule), "write", "full", path=".claude/settings.json") == "allow", rule
+    assert action(guarded("allow edit(.git/config)"), "edit", "agent", path=".git/config") == "allow"
+    # Broad rules, and what approving a write for the session adds, do not name it.
+    for rule in ("allow write(**)", f"allow write({CWD}/**)", "allow write", "allow write(.git/conf*)"):
+        assert action(guarded(rule), "write", "full", path=".git/config") == "ask", rule
+    session = (parse_rule(f"write({CWD}/**)", "allow", "session"),)
+    assert action(guarded(), "write", "full", session, path=".git/config") == "ask"
+
+
+def test_a_protected_folder_that_holds_the_working_directory_protects_nothing_in_it() -> None:
+    p = replace(policy(), protected=("/work",))
+    assert action(p, "write", "full", path="a.txt") == "allow"
+    assert action(p, "write", "full", path="../other/a.txt") == "allow"
+
+
+def test_a_policy_with_protected_paths_comes_back_from_its_map() -> None:
+    assert Policy.from_map(guarded().to_map()) == guarded()
+    assert "protected" not in policy().to_map()

@@ -29,7 +29,8 @@ from typing import Mapping, Sequence
 
 import trio
 
-from ._policy import READ_ONLY, SandboxPolicy
+from ._home import hidden_and_protected
+from ._policy import READ_ONLY, SandboxPolicy, within
 from ._sandbox import Availability
 
 #: The probe runs bwrap with this much of a real sandbox; it must work within this time.
@@ -72,13 +73,15 @@ class Bubblewrap:
 
     def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
         """``command`` wrapped in bwrap, to run in ``cwd`` under ``policy``."""
-        args = [self.program, "--unshare-all", "--die-with-parent", "--new-session"]
+        # --cap-drop ALL: a command run as root (containers, CI) keeps no capability, so it
+        # can neither unmount what hides the daemon's files nor remount anything writable.
+        args = [self.program, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if policy.network:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
         args += mounts(policy, os.path.realpath(cwd))
         tmpdir = env.get("TMPDIR")
-        if tmpdir and not any(_within(os.path.realpath(tmpdir), w) for w in policy.writable):
+        if tmpdir and not any(within(os.path.realpath(tmpdir), w) for w in policy.writable):
             # The private /tmp is the one temporary folder commands can be sure to write.
             args += ["--setenv", "TMPDIR", PRIVATE_TMP]
         return [*args, "--chdir", cwd, "--", *command]
@@ -87,14 +90,21 @@ class Bubblewrap:
 def mounts(policy: SandboxPolicy, cwd: str) -> list[str]:
     """bwrap options that mount ``policy``'s folders over the read-only root and the
     private /tmp (see the module's docstring for the order). Paths that do not exist are
-    skipped; so are hidden ones that nothing would show anyway."""
+    skipped; so are hidden ones that nothing would show anyway, and protected ones outside
+    the writable folders (read-only already)."""
     kinds: dict[str, str] = {}
+    if policy.hide_home:
+        kinds[policy.home] = "home"
+    for path in policy.readable:
+        kinds[path] = "ro-bind"
     if policy.mode == READ_ONLY:
-        # Visible even when it lies under the private /tmp.
+        # Visible even when it lies under the private /tmp or the hidden home.
         kinds[cwd] = "ro-bind"
     for path in policy.writable:
         kinds[path] = "bind"
-    for path in policy.hidden:
+    hidden, protected = hidden_and_protected(policy)
+    kinds.update(_protected(policy, protected))
+    for path in hidden:
         kinds[path] = "hide"
     mounted: list[tuple[str, str]] = [(PRIVATE_TMP, "tmpfs")]
     args: list[str] = []
@@ -103,14 +113,17 @@ def mounts(policy: SandboxPolicy, cwd: str) -> list[str]:
         if not os.path.lexists(path):
             continue
         if kind == "hide":
-            covering = max((m for m in mounted if _within(path, m[0])), key=lambda m: len(m[0]), default=None)
-            if covering is not None and covering[1] in ("tmpfs", "hide"):
+            covering = max((m for m in mounted if within(path, m[0])), key=lambda m: len(m[0]), default=None)
+            if covering is not None and covering[1] in ("tmpfs", "hide", "home"):
                 continue
             if os.path.isdir(path):
                 args += ["--tmpfs", path]
                 read_only.append(path)
             else:
                 args += ["--ro-bind", "/dev/null", path]
+        elif kind == "home":
+            # An empty home of its own, writable like the private /tmp, gone with the sandbox.
+            args += ["--tmpfs", path]
         else:
             args += ["--bind" if kind == "bind" else "--ro-bind", path, path]
         mounted.append((path, kind))
@@ -120,5 +133,24 @@ def mounts(policy: SandboxPolicy, cwd: str) -> list[str]:
     return args
 
 
-def _within(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+def _protected(policy: SandboxPolicy, protected: tuple[str, ...]) -> dict[str, str]:
+    """The mounts that keep ``protected`` read-only inside ``policy``'s writable
+    folders: each bound read-only over itself, after every folder between it and its
+    writable folder is bound over itself (a mount point cannot be renamed or removed, so
+    no command can move ``.git`` aside and make a new one). A path inside another
+    protected one is read-only already."""
+    kinds: dict[str, str] = {}
+    if policy.mode == READ_ONLY:
+        return kinds
+    fixed: list[str] = []
+    for path in sorted(protected, key=lambda p: len(PurePath(p).parts)):
+        root = max((w for w in policy.writable if within(path, w) and path != w), key=len, default=None)
+        if root is None or any(within(path, f) for f in fixed) or not os.path.lexists(path):
+            continue
+        folder = os.path.dirname(path)
+        while folder != root and within(folder, root):
+            kinds.setdefault(folder, "bind")
+            folder = os.path.dirname(folder)
+        kinds[path] = "ro-bind"
+        fixed.append(path)
+    return kinds

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import re
 
-from ._policy import READ_ONLY, SandboxPolicy
+from ._home import hidden_and_protected
+from ._policy import READ_ONLY, SandboxPolicy, within
 
 _READ_ONLY = re.compile(r"read-only file system", re.IGNORECASE)
 _NETWORK = re.compile(
@@ -22,6 +23,8 @@ _NETWORK = re.compile(
 )
 #: What a refused or missing path looks like in a message.
 _MISSING = re.compile(r"permission denied|no such file or directory", re.IGNORECASE)
+#: What renaming or removing a mount point (a protected path's folder) says.
+_BUSY = re.compile(r"device or resource busy", re.IGNORECASE)
 #: Words of a line that may be paths: up to a quote, a colon, a comma or a space.
 _WORD = re.compile(r"[^\s'\"`:,;()\[\]{}<>]+")
 
@@ -34,19 +37,33 @@ def explain(output: str, status: int, policy: SandboxPolicy, cwd: str) -> str | 
         return None
     causes: list[str] = []
     hidden: list[str] = []
-    wrote_outside = bool(_READ_ONLY.search(output))
+    protected: list[str] = []
+    wrote_outside = False
+    hides, guards = hidden_and_protected(policy)
     for line in output.splitlines():
-        if not _MISSING.search(line):
+        read_only, busy, missing = _READ_ONLY.search(line), _BUSY.search(line), _MISSING.search(line)
+        if not (read_only or busy or missing):
             continue
+        named = False
         for word in _WORD.findall(line):
             if "/" not in word and not word.startswith("."):
                 continue
-            path = os.path.join(cwd, word)
-            under = next((h for h in policy.hidden if _within(path, h)), None)
-            if under is not None:
+            path = os.path.normpath(os.path.join(cwd, word))
+            guarded = _protected(path, guards, policy.writable) if read_only or busy else None
+            under = next((h for h in hides if within(path, h)), None)
+            if guarded is not None:
+                protected.append(guarded)
+                named = True
+            elif under is not None and missing:
                 hidden.append(under)
-            elif "denied" in line.lower() and not any(_within(path, w) for w in (*policy.writable, "/tmp")):
+            elif "denied" in line.lower() and not any(within(path, w) for w in (*policy.writable, "/tmp")):
                 wrote_outside = True
+        wrote_outside = wrote_outside or bool(read_only and not named)
+    if protected:
+        causes.append(
+            f"{', '.join(dict.fromkeys(protected))} {'is' if len(set(protected)) == 1 else 'are'} protected "
+            "(read-only: they say what runs outside the sandbox, and their folders cannot be moved)"
+        )
     if wrote_outside:
         places = ", ".join([*policy.writable, "a private /tmp"])
         what = "the session folder is read-only; " if policy.mode == READ_ONLY else ""
@@ -63,6 +80,12 @@ def explain(output: str, status: int, policy: SandboxPolicy, cwd: str) -> str | 
     )
 
 
-def _within(path: str, folder: str) -> bool:
-    path = os.path.normpath(path)
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+def _protected(path: str, protected: tuple[str, ...], writable: tuple[str, ...]) -> str | None:
+    """The protected path ``path`` is, lies in, or holds inside a writable folder (a
+    folder that holds one cannot be moved) (None: none)."""
+    for guarded in protected:
+        if any(within(guarded, w) and guarded != w for w in writable):
+            if within(path, guarded) or (within(guarded, path) and path not in writable):
+                return guarded
+    return None

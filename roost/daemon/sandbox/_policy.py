@@ -16,6 +16,9 @@ from typing import Any, Iterable, Mapping
 
 from roost.protocol import SANDBOX_MODES
 
+from ._home import home_readable, system_secrets
+from ._protected import protected_paths
+
 #: The sandbox modes: the session folder writable; nothing writable but a private /tmp;
 #: no sandbox.
 MODES = SANDBOX_MODES
@@ -23,18 +26,6 @@ WORKSPACE, READ_ONLY, OFF = MODES
 #: How much each mode holds back: a project may only move up this scale.
 _STRICTNESS = {OFF: 0, WORKSPACE: 1, READ_ONLY: 2}
 
-#: Credentials under the user's home that commands never see, whatever the config says.
-HIDDEN_IN_HOME = (
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".netrc",
-    ".git-credentials",
-    ".pypirc",
-    ".docker/config.json",
-    ".kube/config",
-    ".config/gh/hosts.yml",
-)
 #: Sockets that reach past any read-only mount (a socket is not written to, only
 #: connected to): the container runtimes and the system bus.
 HIDDEN_SOCKETS = ("/run/docker.sock", "/var/run/docker.sock", "/run/podman/podman.sock", "/run/dbus/system_bus_socket")
@@ -57,6 +48,8 @@ class SandboxConfig:
     #: session folder).
     source: str = ""
     root: str | None = None
+    #: What commands may read of the home folder besides its toolchains (the user's only).
+    readable: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +65,17 @@ class SandboxPolicy:
     auto_allow: bool = False
     #: What a project asked for that would have widened the sandbox, left out.
     ignored: tuple[str, ...] = ()
+    #: The user's home folder (resolved), and whether it is hidden but for :attr:`readable`
+    #: (it is not where a writable folder holds it, or where it is ``/``: then its
+    #: configuration is protected).
+    home: str = ""
+    hide_home: bool = False
+    #: What commands read of the hidden home folder (read-only).
+    readable: tuple[str, ...] = ()
+    #: What stays read-only inside the writable folders (see ``_protected``). Beside
+    #: these and :attr:`hidden`, the home folder's credentials are hidden and its
+    #: configuration protected (see ``_home``).
+    protected: tuple[str, ...] = ()
 
     @property
     def on(self) -> bool:
@@ -96,6 +100,10 @@ class SandboxPolicy:
             "network": self.network,
             "auto_allow": self.auto_allow,
             "ignored": list(self.ignored),
+            "home": self.home,
+            "hide_home": self.hide_home,
+            "readable": list(self.readable),
+            "protected": list(self.protected),
         }
 
     @classmethod
@@ -108,6 +116,10 @@ class SandboxPolicy:
             network=bool(m.get("network")),
             auto_allow=bool(m.get("auto_allow")),
             ignored=tuple(m.get("ignored", ())),
+            home=m.get("home", ""),
+            hide_home=bool(m.get("hide_home")),
+            readable=tuple(m.get("readable", ())),
+            protected=tuple(m.get("protected", ())),
         )
 
 
@@ -122,8 +134,14 @@ class SandboxPaths:
     #: The session folder first, then the user's writable folders the project keeps.
     writable: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()
-    #: The project's writable folders that the user's config does not have (not added).
+    #: The project's writable folders (and readable paths) that the user's config does not
+    #: have (not added).
     ignored: tuple[str, ...] = ()
+    #: See :attr:`SandboxPolicy.home`.
+    home: str = ""
+    hide_home: bool = False
+    readable: tuple[str, ...] = ()
+    protected: tuple[str, ...] = ()
 
 
 def sandbox_paths(
@@ -132,10 +150,13 @@ def sandbox_paths(
     user: SandboxConfig = SandboxConfig(),
     project: SandboxConfig | None = None,
     hidden: Iterable[str] = (),
+    protect: Iterable[str] = (),
     home: str | None = None,
 ) -> SandboxPaths:
-    """What the sandbox of a run in ``cwd`` makes writable and hides, from the user's and
-    the project's ``[sandbox]`` (see :func:`build_policy`). Reads the disk."""
+    """What the sandbox of a run in ``cwd`` makes writable, hides, shows of the home folder
+    and protects, from the user's and the project's ``[sandbox]`` (see :func:`build_policy`);
+    ``protect``: more project files to protect (what trust records and trusted entries run).
+    Reads the disk (a bounded walk of the writable folders)."""
     home = home if home is not None else os.path.expanduser("~")
     project = project or SandboxConfig()
     extra = [_resolve(p, user.root or cwd, home) for p in user.writable or ()]
@@ -144,17 +165,28 @@ def sandbox_paths(
         allowed = [_resolve(p, project.root or cwd, home) for p in project.writable]
         ignored = [f"writable {p} ({project.source})" for p in allowed if p not in extra]
         extra = [p for p in extra if p in allowed]
+    ignored += [f"readable {p} ({project.source})" for p in project.readable or ()]
+    writable = tuple(dict.fromkeys((os.path.realpath(cwd), *extra)))
     hide = [
         *hidden,
-        *(os.path.join(home, p) for p in HIDDEN_IN_HOME),
+        *system_secrets(),
         *HIDDEN_SOCKETS,
         *(_resolve(p, user.root or cwd, home) for p in user.hide),
         *(_resolve(p, project.root or cwd, home) for p in project.hide),
     ]
+    real_home = os.path.realpath(home)
+    # A home the session folder holds (``~``, ``/home``) stays; its configuration is protected.
+    hide_home = real_home != "/" and not any(within(real_home, w) for w in writable)
+    readable = home_readable(home, (_resolve(p, user.root or cwd, home) for p in user.readable or ())) if hide_home else []
+    protected = [*protected_paths(writable), *(os.path.realpath(p) for p in protect)]
     return SandboxPaths(
-        writable=tuple(dict.fromkeys((os.path.realpath(cwd), *extra))),
+        writable=writable,
         hidden=tuple(dict.fromkeys(os.path.realpath(p) for p in hide)),
         ignored=tuple(ignored),
+        home=real_home,
+        hide_home=hide_home,
+        readable=tuple(readable),
+        protected=tuple(dict.fromkeys(protected)),
     )
 
 
@@ -218,6 +250,10 @@ def build_policy(
         network=network,
         auto_allow=auto_allow,
         ignored=(*ignored, *paths.ignored),
+        home=paths.home,
+        hide_home=paths.hide_home,
+        readable=paths.readable,
+        protected=paths.protected,
     )
 
 
@@ -227,3 +263,8 @@ def _resolve(path: str, base: str, home: str) -> str:
     if path == "~" or path.startswith("~/"):
         path = home + path[1:]
     return os.path.realpath(os.path.join(base, path))
+
+
+def within(path: str, folder: str) -> bool:
+    """Whether the absolute, normal ``path`` is ``folder`` or lies inside it."""
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
