@@ -11,8 +11,8 @@ replaced), and the file tools ask before writing them, in every mode.
 :func:`protected_paths` finds them in each writable folder: at its top, at every
 repository root beneath it (nested repositories, submodules' git folders under
 ``.git/modules``, and each linked worktree's ``commondir``, ``gitdir`` and
-``config.worktree``), breadth first and bounded (:data:`WALK_LIMIT` folders), so that a
-huge tree costs a bounded walk. What a command creates later (a new repository) is its own.
+``config.worktree``), breadth first and bounded (:data:`WALK_LIMIT` folders, installed
+packages and caches skipped), so that a huge tree costs a bounded walk. What a command creates later (a new repository) is its own.
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ WORKTREE_FILES = ("commondir", "gitdir", "config.worktree")
 _OTHER_MARKERS = (".hg", ".jj")
 #: Folders one walk looks into at most (nearest first).
 WALK_LIMIT = 4000
+#: Folders of installed packages and caches, where nobody keeps a repository to work in:
+#: not walked (a virtual environment is known by its ``pyvenv.cfg``).
+_SKIPPED = frozenset({"node_modules", "__pycache__", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache"})
 
 
 def protected_paths(writable: Iterable[str], *, limit: int = WALK_LIMIT) -> list[str]:
@@ -58,8 +61,10 @@ def _walk(root: str, limit: int) -> list[str]:
             found += [os.path.join(folder, name) for name in PROJECT_FILES if name in entries]
         if git is not None:
             found += _git(git.path, is_dir=git.is_dir(follow_symlinks=False))
+        if "pyvenv.cfg" in entries and folder != root:
+            continue
         for name, entry in sorted(entries.items()):
-            if name != ".git" and entry.is_dir(follow_symlinks=False):
+            if name != ".git" and name not in _SKIPPED and entry.is_dir(follow_symlinks=False):
                 queue.append(entry.path)
     return found
 
