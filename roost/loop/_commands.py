@@ -10,8 +10,12 @@ our own, and returns a :class:`Judgement`:
   backslashes removed, a path reduced to its last part (``/bin/rm`` is ``rm``; the path is
   kept in ``program``). Wrappers are unwrapped: ``command``, ``builtin``, ``exec``, ``env``,
   ``nohup``, ``time``, ``nice``, ``timeout``, ``stdbuf``, ``setsid``, ``coproc``,
-  ``busybox``, ``xargs``, ``sudo`` and ``doas`` yield the command they run as well, ``find
-  -exec`` yields its command, and ``sh -c`` / ``bash -c`` strings are judged in turn.
+  ``busybox``, ``toybox``, ``xargs``, ``parallel``, ``ionice``, ``taskset``, ``chrt``,
+  ``flock``, ``watch``, ``unshare``, ``nsenter``, ``setpriv``, ``strace``, ``ltrace``,
+  ``valgrind``, ``gdb --args``, ``catchsegv``, ``sudo``, ``doas``, ``su``, ``runuser``,
+  ``pkexec``, ``sg`` and ``script`` yield the command they run as well, ``find -exec``
+  yields its command, and the strings a shell is given (``sh -c``, ``su -c``, ``flock
+  -c``, ``script -c``, what ``watch`` and ``sg`` join for ``sh -c``) are judged in turn.
 - ``writes``: the files that redirections write (``> f``, ``>> f``, ``&> f``, ``>| f``,
   ``>& f``) and ``find -fprint f``; ``/dev/null`` and the standard streams are no files.
 - ``reason``: why the line cannot be judged whole, or ``""``. A line is whole only when
@@ -19,7 +23,10 @@ our own, and returns a :class:`Judgement`:
   an expansion with an operator (``${X:-rm}``), ``$'...'``, arithmetic (``$((...))``,
   ``((...))``, ``let``), a command word only known when the line runs (``$(echo rm) x``,
   ``$CMD``, a glob or a brace expansion), ``eval``, ``source`` / ``.``, ``alias``,
-  ``trap``, a shell reading commands from its input, an assignment to a variable that
+  ``trap``, a shell reading commands from its input (``bash /dev/stdin``), a wrapper that
+  starts a shell without a command (``su``, ``unshare``), ``gdb`` (it runs commands of its
+  own), an array subscript holding a command substitution even in quotes (``[[ 1 -eq
+  'a[$(cmd)]' ]]``, ``[ -v ... ]``: bash evaluates it), an assignment to a variable that
   changes what programs run (``PATH``, ``LD_*``, ``GIT_*``, ``BASH_ENV``, ...), a wrapper
   option the judge does not know, a write to a path only known when the line runs, a
   relative write after a ``cd``, and anything the grammar does not parse.
@@ -90,6 +97,10 @@ _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "posh", 
 #: Shells whose language is not bash's: what they are given to run is not judged.
 _OTHER_SHELLS = frozenset({"fish", "csh", "tcsh", "nu", "xonsh", "elvish", "pwsh", "rc", "es"})
 _CHDIR = frozenset({"cd", "pushd", "popd"})
+#: An array subscript holding a command substitution.
+_SUBSCRIPT = re.compile(r"\[[^\]]*(?:\$\(|`)")
+#: A script file that is the shell's own input.
+_STDIN = re.compile(r"/dev/(?:stdin|tty|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
 _FIND_WRITES = frozenset({"-fprint", "-fprint0", "-fls", "-fprintf"})
 
@@ -188,6 +199,23 @@ class _Wrapper:
     no_command: str = ""
     #: Running through it changes nothing of what may be done (``sudo`` does).
     transparent: bool = True
+    #: Options whose argument is a shell string it runs (``su -c``, ``flock -c``).
+    string: str = ""
+    long_string: frozenset[str] = frozenset()
+    #: Options whose argument is a file it writes (``strace -o``).
+    writes: str = ""
+    #: It runs its command words joined by spaces through ``sh -c`` (``watch``), unless
+    #: one of these options is given (``watch -x``).
+    joined: bool = False
+    unjoined: str = ""
+    #: Without a command (or a ``-c`` string) it starts a shell that reads its input.
+    shell_default: bool = False
+    #: Every ``--name=value`` option changes only how it runs (valgrind's).
+    long_any: bool = False
+    #: A word that comes after the options and before the command (``sg GROUP``).
+    separator: str = ""
+    #: Its operand is a file it creates (``flock FILE``; a number is a descriptor).
+    operand_writes: bool = False
 
 
 _WRAPPERS: Mapping[str, _Wrapper] = {
@@ -226,7 +254,95 @@ _WRAPPERS: Mapping[str, _Wrapper] = {
                               "--role", "--type", "--command-timeout", "--other-user"}),
     ),
     "doas": _Wrapper(flags="n", takes="u", transparent=False),
+    "toybox": _Wrapper(),
+    "catchsegv": _Wrapper(),
+    "watch": _Wrapper(
+        flags="bcdeghtwpx", takes="nq", joined=True, unjoined="x",
+        long_flags=frozenset({"--beep", "--color", "--no-color", "--differences", "--errexit", "--chgexit",
+                              "--no-title", "--no-wrap", "--precise", "--exec", "--no-linewrap"}),
+        long_takes=frozenset({"--interval", "--equexit"}),
+    ),
+    "flock": _Wrapper(
+        flags="sxeunoFv", takes="wE", string="c", operands=1, operand_writes=True,
+        long_flags=frozenset({"--shared", "--exclusive", "--unlock", "--nonblock", "--nb", "--close", "--no-fork",
+                              "--verbose"}),
+        long_takes=frozenset({"--timeout", "--wait", "--conflict-exit-code"}),
+        long_string=frozenset({"--command"}),
+    ),
+    "ionice": _Wrapper(
+        flags="t", takes="cn", no_command="pPu",
+        long_flags=frozenset({"--ignore"}), long_takes=frozenset({"--class", "--classdata"}),
+    ),
+    "taskset": _Wrapper(flags="ac", no_command="p", operands=1, long_flags=frozenset({"--all-tasks", "--cpu-list"})),
+    "chrt": _Wrapper(
+        flags="abdfiorRv", takes="TPD", no_command="pm", operands=1,
+        long_flags=frozenset({"--all-tasks", "--batch", "--deadline", "--fifo", "--idle", "--other", "--rr",
+                              "--reset-on-fork", "--verbose"}),
+        long_takes=frozenset({"--sched-runtime", "--sched-period", "--sched-deadline"}),
+    ),
+    "unshare": _Wrapper(
+        flags="muinpUCTfrcl", takes="SGRw", shell_default=True, transparent=False,
+        long_flags=frozenset({"--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup", "--time",
+                              "--fork", "--map-root-user", "--map-current-user", "--kill-child", "--keep-caps",
+                              "--mount-proc", "--map-auto"}),
+        long_takes=frozenset({"--setuid", "--setgid", "--root", "--wd", "--propagation", "--setgroups",
+                              "--map-user", "--map-group", "--map-users", "--map-groups", "--monotonic",
+                              "--boottime"}),
+    ),
+    "nsenter": _Wrapper(
+        flags="aFZ", takes="tSGe", attached="muinpUCTrw", shell_default=True, transparent=False,
+        long_flags=frozenset({"--all", "--mount", "--uts", "--ipc", "--net", "--pid", "--user", "--cgroup",
+                              "--time", "--root", "--wd", "--no-fork", "--preserve-credentials",
+                              "--follow-context"}),
+        long_takes=frozenset({"--target", "--setuid", "--setgid", "--env"}),
+    ),
+    "setpriv": _Wrapper(
+        no_command="d", transparent=False,
+        long_flags=frozenset({"--clear-groups", "--keep-groups", "--init-groups", "--no-new-privs", "--nnp",
+                              "--reset-env"}),
+        long_takes=frozenset({"--reuid", "--regid", "--ruid", "--rgid", "--euid", "--egid", "--groups",
+                              "--inh-caps", "--ambient-caps", "--bounding-set", "--securebits", "--pdeathsig",
+                              "--selinux-label", "--apparmor-profile", "--landlock-access", "--landlock-rule"}),
+    ),
+    "strace": _Wrapper(flags="fFcCqtTrvxyzZwkhiVDn", takes="eoOpPsSuEaIbXU", writes="o"),
+    "ltrace": _Wrapper(flags="fcCiLrStTVh", takes="eoOpsuaAlnxFbDw", writes="o"),
+    "valgrind": _Wrapper(flags="qvh", long_any=True),
+    "gdb": _Wrapper(flags="q", long_flags=frozenset({"--quiet", "--batch", "--nx", "--args"})),
+    "script": _Wrapper(
+        flags="aefqk", takes="EBIOTmo", attached="t", string="c", shell_default=True,
+        long_flags=frozenset({"--append", "--return", "--flush", "--force", "--quiet", "--logging-format"}),
+        long_takes=frozenset({"--echo", "--log-io", "--log-in", "--log-out", "--log-timing", "--output-limit"}),
+        long_string=frozenset({"--command"}),
+    ),
+    "sg": _Wrapper(string="c", joined=True, separator="group", transparent=False),
+    "su": _Wrapper(
+        flags="lmpfP", takes="sgGw", string="c", shell_default=True, transparent=False,
+        long_flags=frozenset({"--login", "--preserve-environment", "--pty", "--fast"}),
+        long_takes=frozenset({"--shell", "--group", "--supp-group", "--whitelist-environment"}),
+        long_string=frozenset({"--command", "--session-command"}),
+    ),
+    "runuser": _Wrapper(
+        flags="lmpfP", takes="sgGwu", string="c", shell_default=True, transparent=False,
+        long_flags=frozenset({"--login", "--preserve-environment", "--pty", "--fast"}),
+        long_takes=frozenset({"--shell", "--group", "--supp-group", "--whitelist-environment", "--user"}),
+        long_string=frozenset({"--command", "--session-command"}),
+    ),
+    "pkexec": _Wrapper(
+        transparent=False, shell_default=True,
+        long_flags=frozenset({"--disable-internal-agent", "--keep-cwd"}), long_takes=frozenset({"--user"}),
+    ),
+    "parallel": _Wrapper(
+        flags="0kqruvX", takes="jdanIS",
+        long_flags=frozenset({"--keep-order", "--quote", "--verbose", "--ungroup", "--line-buffer", "--null",
+                              "--halt-on-error", "--dry-run", "--bar", "--progress", "--eta", "--tag"}),
+        long_takes=frozenset({"--jobs", "--delimiter", "--arg-file", "--max-args", "--halt", "--timeout",
+                              "--joblog", "--results", "--colsep"}),
+    ),
 }
+#: ``-`` is an option of theirs (``su -``, ``env -``), not a command.
+_DASH_OPTION = frozenset({"env", "su", "runuser"})
+#: Wrappers that run a command only as a ``-c`` string (runuser also with ``-u USER``).
+_STRING_ONLY = frozenset({"su", "runuser", "script"})
 
 _Word = tuple[str, int]
 
@@ -364,7 +480,7 @@ class _Judge:
         elif name in _OTHER_SHELLS:
             self.fail(f"{name} runs commands in a language roost does not judge")
         if wrapper is not None:
-            inner = self.unwrap(name, wrapper, words)
+            inner = self.unwrap(name, wrapper, words, depth)
             self.commands.append(Command(texts, program, wrapper.transparent and inner is not None))
             if inner:
                 self.inner(name, inner, depth)
@@ -385,8 +501,9 @@ class _Judge:
 
     # -- wrappers -------------------------------------------------------------------------
 
-    def unwrap(self, name: str, spec: _Wrapper, words: list[_Word]) -> list[_Word] | None:
-        """The command ``name`` runs (its words), or None when it runs none."""
+    def unwrap(self, name: str, spec: _Wrapper, words: list[_Word], depth: int) -> list[_Word] | None:
+        """The command ``name`` runs (its words); ``[]`` when what it runs was judged here
+        (a ``-c`` string, words it joins for ``sh -c``); None when it runs none."""
         i, n = 1, len(words)
         options: dict[str, str] = {}
         assigning = False
@@ -400,7 +517,7 @@ class _Judge:
                 assigning = True
                 i += 1
                 continue
-            if assigning or not text.startswith("-") or text == "-" and name != "env":
+            if assigning or not text.startswith("-") or text == "-" and name not in _DASH_OPTION:
                 break
             if text == "--":
                 i += 1
@@ -410,9 +527,10 @@ class _Judge:
                 continue
             if text.startswith("--"):
                 key, eq, value = text.partition("=")
-                if key in spec.long_flags or (eq and key in spec.long_takes):
+                taking = spec.long_takes | spec.long_string
+                if key in spec.long_flags or (eq and (key in taking or spec.long_any)):
                     options[key] = value
-                elif key in spec.long_takes and i < n:
+                elif key in taking and i < n:
                     options[key] = words[i][0]
                     i += 1
                 else:
@@ -426,11 +544,12 @@ class _Judge:
                 if c in spec.no_command:
                     return None
                 if c in spec.flags:
+                    options[c] = ""
                     continue
                 if c in spec.attached:
                     options[c] = text[j + 1 :]
                     break
-                if c in spec.takes:
+                if c in spec.takes or c in spec.string or c in spec.writes:
                     if j + 1 < len(text):
                         options[c] = text[j + 1 :]
                     elif i < n:
@@ -439,11 +558,61 @@ class _Judge:
                     break
                 self.fail(f"roost does not know what {name} -{c} does")
                 return None
-        i += spec.operands
-        inner = words[i:]
+        for c in spec.writes:
+            if c in options:
+                self.write((options[c], _DYNAMIC if WILD in options[c] else _LITERAL))
+        if spec.operand_writes and i < n and not words[i][0].isdigit():
+            self.write(words[i])
+        rest = words[i + spec.operands :]
+        string = next((options[o] for o in (*spec.string, *spec.long_string) if o in options), None)
+        if string is None and (spec.string or spec.long_string):
+            # su USER -c STRING: the string may follow the operands.
+            marks = {f"-{c}" for c in spec.string} | spec.long_string
+            at = next((k for k, (t, _) in enumerate(rest[:-1]) if t in marks), None)
+            if at is not None:
+                string = rest[at + 1][0]
+                if rest[at + 1][1] != _LITERAL:
+                    self.fail(f"the string {name} runs is only known when the line runs")
+                    return []
+        if string is not None:
+            self.shell_string(name, string, depth)
+            return []
+        if spec.separator:
+            rest = rest[1:]  # sg's group
+        if name in _STRING_ONLY and not (name == "runuser" and ("u" in options or "--user" in options)):
+            # Without -c these run a shell that reads its input (the words are users, files).
+            rest = []
+        if name == "gdb" or name == "parallel":
+            return self.program_runner(name, rest, options)
+        if not rest:
+            if spec.shell_default:
+                self.fail(f"{name} without a command starts a shell that reads its input")
+            return None
+        if spec.joined and not any(c in options for c in spec.unjoined) and "--exec" not in options:
+            if any(k != _LITERAL for _, k in rest):
+                self.fail(f"what {name} runs through sh -c is only known when the line runs")
+            else:
+                self.shell_string(name, " ".join(t for t, _ in rest), depth)
+            return []
         if name == "xargs":
-            return _xargs(inner, options)
-        return inner or None
+            return _xargs(rest, options)
+        return rest
+
+    def shell_string(self, name: str, string: str, depth: int) -> None:
+        """A string ``name`` has a shell run: judged as a line of its own."""
+        if depth >= _MAX_DEPTH:
+            self.fail(f"{name}'s command strings nest too deep")
+        else:
+            self.line(string, depth + 1)
+
+    def program_runner(self, name: str, rest: list[_Word], options: Mapping[str, str]) -> list[_Word] | None:
+        """gdb (its ``--args`` program) and GNU parallel (its command before ``:::``)."""
+        if name == "gdb":
+            # gdb runs commands of its own (-ex, scripts, its shell command): never whole.
+            self.fail("gdb runs commands of its own")
+            return (rest or None) if "--args" in options else None
+        end = next((k for k, (t, _) in enumerate(rest) if t in (":::", "::::", ":::+", "::::+")), len(rest))
+        return _xargs(rest[:end], {"I": options.get("I") or "{}"}) if rest[:end] else None
 
     def shell(self, name: str, words: list[_Word], depth: int) -> bool:
         """``sh -c STRING``: judge the string; whether the shell runs one."""
@@ -477,7 +646,7 @@ class _Judge:
             else:
                 self.line(words[i][0], depth + 1)
             return True
-        if stdin or i >= n:
+        if stdin or i >= n or _STDIN.fullmatch(words[i][0]):
             self.fail(f"{name} reads the commands it runs from its input")
         return False
 
@@ -501,6 +670,18 @@ class _Judge:
 
     def word(self, node: Node, depth: int) -> _Word:
         """The text of a word node, and its kind. Substituted commands are judged."""
+        word = self.bare_word(node, depth)
+        self.subscript(word[0])
+        return word
+
+    def subscript(self, text: str) -> None:
+        """``'a[$(cmd)]'``, even quoted: where bash takes it as an array element (``[[ 1
+        -eq ... ]]``, ``[ -v ... ]``, ``printf -v``, ``read``, ``unset``, arithmetic) it
+        evaluates the subscript and runs the command."""
+        if _SUBSCRIPT.search(text):
+            self.fail(f"{text.replace(WILD, '…')} holds a command substitution in a subscript, which bash may run")
+
+    def bare_word(self, node: Node, depth: int) -> _Word:
         t = node.type
         if t == "word":
             return _plain(node, self)
@@ -625,6 +806,7 @@ class _Judge:
             elif t in ("ansi_c_string", "translated_string"):
                 self.expansion(child, depth)
             else:
+                self.subscript(_text(child))
                 stack.extend(child.named_children)
 
     def redirect(self, node: Node, depth: int) -> None:

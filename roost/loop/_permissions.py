@@ -16,7 +16,10 @@ call's main argument: the command for ``bash``, the path for the file tools.
   allowed by a rule: it asks, and where nothing asks (``full``, ``exec``, ``--yes``) it is
   refused if any deny rule is about bash, as it cannot be checked against them.
   Redirections (``> f``, ``>> f``, ``&> f``) are judged as writes of their files, by the
-  ``write`` rules and the outside-the-working-directory check.
+  ``write`` rules and the outside-the-working-directory check: in agent mode a line that
+  writes a file asks unless a ``write`` rule allows it, whatever allows its commands.
+  ``bash(ls*)`` is the command ``ls`` with any arguments, as ``bash(ls:*)`` is (not
+  ``lsattr``).
 - ``web_fetch(https://docs.python.org/*)``: a glob on the URL, made canonical first (see
   :func:`roost.loop.web_address`), ``*`` matching anything; a pattern without ``://``
   names the host (``web_fetch(docs.python.org)``, ``web_fetch(*.python.org)``). A URL that
@@ -351,8 +354,9 @@ class _Judging:
     # -- paths ------------------------------------------------------------------------------
 
     def path(self, tool: str, path: str, *, in_bash: bool = False) -> _Verdict:
-        """A file tool's call on ``path`` (or, ``in_bash``, a redirection writing it: then a
-        path inside the working directory that no rule names is left to the bash rules)."""
+        """A file tool's call on ``path`` (or, ``in_bash``, a redirection writing it, judged
+        as a ``write`` is, except that the sandbox, not a question, holds what it does to a
+        protected path)."""
         named = _absolute(path, self.cwd, self.home)
         real = _normal(self.resolved.get(path, named))
         shown = named if real == named else f"{named} (which is {real})"
@@ -381,7 +385,7 @@ class _Judging:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool", outside=outside)
         if outside:
             return _Verdict(ASK, f"{shown} is outside the working directory", offer, outside)
-        if in_bash or tool in _READ_TOOLS:
+        if tool in _READ_TOOLS:
             return _Verdict(ALLOW, f"{tool} is allowed in {self.mode} mode")
         return _Verdict(ASK, f"{tool} asks in {self.mode} mode", offer)
 
@@ -538,6 +542,9 @@ def _command_regexes(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     """A command pattern as a regex of whole texts, and as one of the texts that some
     continuation could make match (for a command whose end is unknown)."""
     pattern = " ".join(pattern.split())
+    if _NAME_STAR.fullmatch(pattern):
+        # ``ls*`` is the command ls with any arguments, as ``ls:*`` is: not lsattr.
+        pattern = pattern[:-1] + ":*"
     atoms = [re.escape(c) for c in pattern[:-2]] + [r"(?: .*)?"] if pattern.endswith(":*") else _glob_atoms(pattern)
     could_start = ""
     for atom in reversed(atoms):
@@ -570,6 +577,9 @@ def _glob_atoms(pattern: str) -> list[str]:
         i += 1
     return atoms
 
+
+#: A command name and a star: the command with any arguments.
+_NAME_STAR = re.compile(r"[^\s*?\[\]:]+\*")
 
 _PROC_ROOT = re.compile(r"/proc/(?:self|thread-self)/root(?=/|$)")
 
