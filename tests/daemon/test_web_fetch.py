@@ -5,6 +5,7 @@ the internet."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -13,7 +14,7 @@ import trio
 
 from roost.daemon._project import user_config_file
 from roost.daemon.tools import ToolContext, ToolRegistry, ToolResult
-from roost.daemon.tools._web_fetch import MAX_BODY, html_markdown
+from roost.daemon.tools._web_fetch import MAX_BODY, carried_ipv4, html_markdown
 from roost.protocol.trio_client import TrioClient
 from tests.fakes.web_server import WebServer, serve_web
 
@@ -137,7 +138,12 @@ async def test_loopback_and_private_addresses_are_refused_unless_allowed(site: W
         assert result.is_error and "is not a public address" in result.text, result.text
         assert "[tools.web_fetch] allow_private = true" in result.text
     for url in ("http://10.1.2.3/", "http://192.168.0.1/", "http://169.254.169.254/latest/meta-data/",
-                "http://[fe80::1]/", "http://[::ffff:127.0.0.1]/", "http://0.0.0.0/", "http://100.64.0.1/"):
+                "http://[fe80::1]/", "http://[::ffff:127.0.0.1]/", "http://0.0.0.0/", "http://100.64.0.1/",
+                # IPv6 transition forms carrying 127.0.0.1 or 10.0.0.1: NAT64 (well-known and
+                # local-use), 6to4, IPv4-compatible, IPv4-translated, Teredo (client end).
+                "http://[64:ff9b::7f00:1]/", "http://[64:ff9b:1::a00:1]/", "http://[2002:7f00:1::]/",
+                "http://[::7f00:1]/", "http://[::ffff:0:7f00:1]/",
+                "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/"):
         result = await fetch(url, private=False)
         assert result.is_error and "is not a public address" in result.text, (url, result.text)
     # not one connection was made
@@ -159,6 +165,13 @@ async def test_the_address_connected_to_is_checked_again(site: WebServer, monkey
         while site.connections == 0:
             await trio.sleep(0.01)
     assert site.requests == []
+
+
+def test_transition_addresses_are_judged_by_the_ipv4_address_they_carry() -> None:
+    assert carried_ipv4(ipaddress.ip_address("2002:808:808::")) == [ipaddress.IPv4Address("8.8.8.8")]
+    assert carried_ipv4(ipaddress.ip_address("64:ff9b::808:808")) == [ipaddress.IPv4Address("8.8.8.8")]
+    assert carried_ipv4(ipaddress.ip_address("2606:4700::1111")) == []
+    assert carried_ipv4(ipaddress.ip_address("::1")) == [] and carried_ipv4(ipaddress.ip_address("1.2.3.4")) == []
 
 
 def test_html_without_a_heading_gets_its_title() -> None:

@@ -72,6 +72,24 @@ _TEXT = frozenset(
 _DROPPED = ("script", "style", "noscript", "template", "svg", "canvas", "iframe", "object", "embed", "head")
 
 
+#: IPv6 prefixes whose last 32 bits are an IPv4 address a gateway reaches: NAT64's well-known
+#: and local-use prefixes, IPv4-translated, IPv4-compatible (RFC 6052, 2765, 4291).
+_EMBEDDING = tuple(
+    ipaddress.IPv6Network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::ffff:0:0:0/96", "::ffff:0:0/96", "::/96")
+)
+
+
+def carried_ipv4(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to through a transition mechanism (mapped,
+    translated, compatible, NAT64, 6to4, both ends of Teredo): judged as the address is."""
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return []
+    found = [a for a in (addr.ipv4_mapped, addr.sixtofour, *(addr.teredo or ())) if a is not None]
+    if int(addr) > 1 and any(addr in net for net in _EMBEDDING):
+        found.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+    return found
+
+
 class _Refused(Exception):
     """A call that ends without a page; the message is the result the model sees."""
 
@@ -306,9 +324,9 @@ class _Guard:
         if self.private:
             return
         addr = ipaddress.ip_address(ip.split("%")[0])
-        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-            addr = addr.ipv4_mapped
-        if not addr.is_global or addr.is_multicast:
+        for judged in (addr, *carried_ipv4(addr)):
+            if judged.is_global and not judged.is_multicast:
+                continue
             named = host if host == str(addr) else f"{host} ({addr})"
             raise _Refused(
                 f"not fetched: {named} is not a public address (loopback, private or local network); "
