@@ -4,6 +4,7 @@ checklist when it changes, a summary."""
 from __future__ import annotations
 
 import datetime
+import re
 from typing import Any, Callable
 
 import click
@@ -30,6 +31,17 @@ def exit_status(reason: str) -> int:
     return EXIT_STATUS.get(reason, 1)
 
 
+#: Control characters: C0 but tab and newline, DEL, C1. Without ESC (and C1's CSI, OSC and
+#: DCS) no escape sequence is left, so a model's text or a command's output can neither
+#: write the clipboard (OSC 52), plant links (OSC 8) nor move the cursor.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without control characters (see :data:`_CONTROL`): safe for a terminal."""
+    return _CONTROL.sub("", text)
+
+
 class Renderer:
     """Turns a session's events into lines; keeps just enough state to avoid repeats."""
 
@@ -49,6 +61,8 @@ class Renderer:
             handler(event)
 
     def _out(self, text: str, *, nl: bool = True, **style: Any) -> None:
+        # Every event's text passes here: roost's own colours are added after.
+        text = printable(text)
         if style:
             text = click.style(text, **style)
         self._echo(text, nl=nl, color=self._color)

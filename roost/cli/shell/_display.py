@@ -14,12 +14,11 @@ running, a spinner, the open approval or question, the toolbar).
 from __future__ import annotations
 
 import json
-import re
 from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
+from .._render import printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -34,9 +33,6 @@ NOTE_LINES = 3
 #: Lines of the diff an approval shows.
 DIFF_LINES = 30
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
 def plain(fragments: Iterable[tuple[str, str]]) -> str:
     """The text of some fragments, without styles."""
     return "".join(text for _, text in fragments)
@@ -44,7 +40,7 @@ def plain(fragments: Iterable[tuple[str, str]]) -> str:
 
 def clean(text: str) -> str:
     """Text safe to print: tabs expanded, control characters (escapes, CR) removed."""
-    return _CONTROL.sub("", text.expandtabs(4))
+    return printable(text.expandtabs(4))
 
 
 def indent(lines: Lines, depth: int) -> Lines:
