@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import secrets
 import time
@@ -654,10 +655,13 @@ class Api:
         }
 
     async def trust_add(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        given = params["files"]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in given.items()):
+            raise RpcError(ErrorCode.INVALID_PARAMS, "trust.add: files must map paths to digests (strings)")
         setup = await self._folder(_cwd(params["cwd"]), _environ(params))
         files = _widening_files(setup)
-        if files != params["files"]:
-            changed = sorted(set(files.items()) ^ set(params["files"].items()))
+        if files != given:
+            changed = sorted(set(files.items()) ^ set(given.items()))
             names = ", ".join(dict.fromkeys(path for path, _ in changed))
             raise RpcError(
                 ErrorCode.TRUST_CHANGED,
@@ -888,7 +892,8 @@ def check_params(request: Request) -> dict[str, Any]:
         raise RpcError(ErrorCode.UNKNOWN_METHOD, f"no method {request.method!r}")
     if len(request.params) > 1 or (request.params and not isinstance(request.params[0], dict)):
         raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} takes one map of params")
-    params = request.params[0] if request.params else {}
+    # A nil is an absent param (msgpack clients often send nil for "not given").
+    params = {k: v for k, v in (request.params[0] if request.params else {}).items() if v is not None}
     for param in method.params:
         value = params.get(param.name)
         if value is None:
@@ -901,7 +906,26 @@ def check_params(request: Request) -> dict[str, Any]:
                 ErrorCode.INVALID_PARAMS,
                 f"{request.method}: {param.name!r} must be {param.type}, not {type(value).__name__}",
             )
+        problem = _out_of_range(value)
+        if problem:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} {problem}")
     return params
+
+
+#: The largest integer a param may be: every count, seq and limit is far below, and SQLite
+#: stores up to 2^63 - 1.
+_MAX_INT = 2**53
+
+
+def _out_of_range(value: Any) -> str:
+    """What is wrong with a value of the right type ("" when nothing)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:
+        return f"must be between -{_MAX_INT} and {_MAX_INT}"
+    if isinstance(value, str) and "\0" in value:
+        return "must not hold a NUL character"
+    return ""
 
 
 def _cwd(cwd: str | None) -> str:
@@ -913,11 +937,9 @@ def _cwd(cwd: str | None) -> str:
 
 def _busy(session: Session) -> RpcError:
     run = session.state.run.id if session.state.run else None
-    return RpcError(
-        ErrorCode.SESSION_BUSY,
-        f"session {session.id} has a run in flight ({run}); steer it or abort it",
-        {"run": run},
-    )
+    # Between the lock being taken and run.started being stored, the run has no id yet.
+    which = f"run {run} is in flight" if run else "a run is starting"
+    return RpcError(ErrorCode.SESSION_BUSY, f"session {session.id}: {which}; steer it or abort it", {"run": run})
 
 
 def _blocked(what: str, exc: PromptBlocked) -> RpcError:

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roost.protocol import METHODS, Client, ErrorCode, pack
+from roost.protocol import METHODS, Client, ErrorCode, RpcError, pack
 
 FUZZ = settings(
     max_examples=150,
@@ -133,4 +133,44 @@ def test_random_requests_get_answers_with_their_msgids(live: str, requests: list
     for _, _, error, _ in responses:
         if error is not None:
             assert error["code"] in _CODES and error["message"]
+    _still_alive(live)
+
+
+#: Values a careless or hostile client sends: nil, not-a-number, too big, a NUL in a string,
+#: empty and wrongly-shaped containers.
+_ODD_VALUES = (
+    None, float("nan"), float("inf"), -float("inf"), 2**63, -(2**63), 2**64 - 1, -1, 1e308,
+    "\0", "a\0b", "", [], {}, {"k": []}, [None], [{"x": 1}], True, b"\xff",
+)
+#: Valid values for required params, so that the odd one reaches the handler.
+_VALID = {"task": "t", "text": "t", "name": "default", "call_id": "c", "decision": "deny", "answer": "a",
+          "folder": "/nonexistent-folder", "message": "m", "older_than": 1e9, "run": "r"}
+
+
+def test_every_param_of_every_method_answers_odd_values_without_an_internal_error(live: str) -> None:
+    folder = tempfile.mkdtemp(dir="/tmp")
+    valid = {**_VALID, "cwd": folder}
+    with Client.connect(live, timeout=20) as client:
+        session = client.call("sessions.create", cwd=folder)["session"]
+        internal = []
+        for method in METHODS:
+            if not _not_shutdown(method.name):
+                continue
+            required = {p.name: (session if p.name == "session" else valid.get(p.name, "x")) for p in method.params if p.required}
+            for param in method.params:
+                for value in _ODD_VALUES:
+                    params = {**required, param.name: value}
+                    if method.name == "dispatch":
+                        params.setdefault("session", session)
+                    try:
+                        client.call(method.name, **params)
+                    except RpcError as exc:
+                        if exc.code == ErrorCode.INTERNAL:
+                            internal.append((method.name, param.name, value, exc.message))
+                    if method.name in ("dispatch", "chat", "compact"):
+                        try:
+                            client.call("abort", session=session)
+                        except RpcError:
+                            pass
+    assert not internal, "\n".join(map(repr, internal))
     _still_alive(live)
