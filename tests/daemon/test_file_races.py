@@ -1,8 +1,9 @@
 """The file tools open what they judged: a file or a folder swapped for a symlink to a secret
-while a call runs is never read or written through. A real process swaps real files
-(``renameat2`` exchanging a real entry and a symlink) while the tools run, directly and
-through a daemon; every tool test runs on ``openat2`` and again on the component-by-component
-walk that stands in for it on kernels without it."""
+while a call runs is never read or written through, and ``/proc``, ``/sys`` and ``/dev`` are
+refused by any spelling. A real process swaps real files (``renameat2`` exchanging a real
+entry and a symlink) while the tools run, directly and through a daemon; every tool test
+runs on ``openat2`` and again on the component-by-component walk that stands in for it on
+kernels without it."""
 
 from __future__ import annotations
 
@@ -201,6 +202,44 @@ async def test_a_folder_swapped_for_a_link_is_refused_with_a_clear_error(
         os.close(fd)
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/proc/self/environ", "/proc/../proc/1/environ", "/proc/self/root/proc/self/environ", "env", "fd-link",
+     "/dev/fd/{fd}", "/dev/stdin", "/sys/kernel", "/dev"],
+)
+async def test_proc_sys_and_dev_are_refused_by_any_spelling(
+    tmp_path: Path, project: Path, secret: Path, opening: str, path: str
+) -> None:
+    (project / "env").symlink_to("/proc/self/environ")
+    with open(secret) as held:  # a descriptor of the daemon's, on a secret
+        (project / "fd-link").symlink_to(f"/dev/fd/{held.fileno()}")
+        path = path.format(fd=held.fileno())
+        tools, ctx = ToolRegistry(), ToolContext(str(project), outside_ok=True)
+        for name, input in [
+            ("read", {"path": path}),
+            ("grep", {"pattern": "PATH=|material", "path": path}),
+            ("glob", {"pattern": "*", "path": path}),
+            ("edit", {"path": path, "old": "PATH=", "new": "x"}),
+            ("write", {"path": path, "content": "x"}),
+        ]:
+            result = await tools.call(name, input, ctx)
+            assert result.is_error, (name, result.text)
+            assert "the file tools do not touch /proc, /sys or /dev" in result.text, (name, result.text)
+            assert "PATH=" not in result.text and SECRET not in result.text
+
+
+async def test_a_search_skips_links_to_proc_sys_and_dev(project: Path, secret: Path, opening: str) -> None:
+    (project / "env").symlink_to("/proc/self/environ")
+    (project / "kernel").symlink_to("/sys/kernel")
+    with open(secret) as held:
+        (project / "fd").symlink_to(f"/dev/fd/{held.fileno()}")
+        tools, ctx = ToolRegistry(), ToolContext(str(project), read_permission=lambda path: "allow")
+        grep = await tools.call("grep", {"pattern": "PATH=|material"}, ctx)
+        assert grep.text == "no matches for PATH=|material"
+        glob = await tools.call("glob", {"pattern": "*"}, ctx)
+        assert sorted(glob.text.split("\n")) == ["a.txt", "b.txt", "c.py"]
+
+
 # -- through a daemon ----------------------------------------------------------------------
 
 
@@ -233,3 +272,23 @@ async def test_a_write_racing_a_swapped_folder_never_lands_outside(
         events = await run_calls(client, project, *calls, allow=["write(out/**)"])
     assert list(elsewhere.iterdir()) == []
     assert len([e for e in events if e["type"] == "tool.finished"]) == TRIES
+
+
+async def test_proc_self_environ_is_refused_in_full_mode(client: TrioClient, project: Path) -> None:
+    (project / "env").symlink_to("/proc/self/environ")
+    calls = [call("read", path="/proc/self/environ"), call("read", path="/proc/../proc/1/environ"),
+             call("read", path="env"), call("grep", pattern="PATH=", path="/proc/self/environ"),
+             call("grep", pattern="PATH=")]  # fmt: skip
+    events = await run_calls(client, project, *calls, mode="full", yes=True)
+    found = results(events)
+    assert not [r for r in found if "PATH=/" in r]
+    assert all("the file tools do not touch /proc, /sys or /dev" in r for r in found[:4]), found
+    assert found[4] == "no matches for PATH="
+
+
+async def test_the_change_shown_for_approval_never_holds_proc_self_environ(client: TrioClient, project: Path) -> None:
+    (project / "env").symlink_to("/proc/self/environ")
+    calls = [call("write", path="/proc/self/environ", content="x"), call("edit", path="env", old="PATH", new="x")]
+    events = await run_calls(client, project, *calls)  # agent mode: both ask, and are denied
+    asked = [e for e in events if e["type"] == "permission.requested"]
+    assert len(asked) == 2 and not [e for e in asked if "PATH=/" in e.get("diff", "")]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 import trio
 
 from .._environ import tool_environment
-from ._fs import resolve
+from ._fs import KernelPath, resolve
 
 if TYPE_CHECKING:
     from ..sandbox import Confinement
@@ -119,11 +119,14 @@ def locate(ctx: ToolContext, path: str) -> tuple[Path, bool] | ToolResult:
     This is the one place that decides "inside". The permission policy decides on the
     same real paths (the daemon resolves them with :func:`real_path` first); a path that a
     symlink takes outside after that is refused here, unless the call was allowed to go
-    there. The real path has no link left in it: the tools open it with ``_fs.open_path``, which follows none,
+    there. A path into ``/proc``, ``/sys`` or ``/dev`` is always refused. The real path
+    has no link left in it: the tools open it with ``_fs.open_path``, which follows none,
     so that a link swapped in after this point is refused, never followed.
     """
     try:
         real = Path(resolve(os.path.expanduser(path), ctx.cwd))
+    except KernelPath as exc:
+        return ToolResult(str(exc.strerror), is_error=True)
     except (OSError, ValueError) as exc:
         return ToolResult(f"cannot resolve {path}: {getattr(exc, 'strerror', None) or exc}", is_error=True)
     inside = real.is_relative_to(os.path.realpath(ctx.cwd))
@@ -146,7 +149,7 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[tuple[str, 
     on reads holds for its real path; a file that a symlink takes out of ``root`` is read
     only if a read of its target would be allowed without asking. Without a policy
     (``read_permission`` None), a link out of ``root`` is followed only into the working
-    directory.
+    directory. A file that leads into ``/proc``, ``/sys`` or ``/dev`` is never read.
     """
     base = str(root).rstrip("/") + "/"
     project = os.path.realpath(ctx.cwd).rstrip("/") + "/"
@@ -159,7 +162,7 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[tuple[str, 
             try:
                 folders[folder] = resolve(base + folder).rstrip("/") + "/"
             except OSError:
-                folders[folder] = None  # a loop of links
+                folders[folder] = None  # into a kernel folder, or a loop of links
         real_folder = folders[folder]
         if real_folder is None:
             continue
@@ -167,7 +170,7 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[tuple[str, 
         try:
             real = resolve(path) if stat.S_ISLNK(os.lstat(path).st_mode) else path
         except OSError:
-            continue  # gone since it was listed, or a loop of links
+            continue  # gone since it was listed, or a link into a kernel folder
         within = real.startswith(base)
         if ctx.read_permission is not None:
             action = ctx.read_permission(real)

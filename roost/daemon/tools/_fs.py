@@ -7,7 +7,8 @@ file or a folder on it for a symlink in between (a command running beside the ca
 sandbox or not) had the tool read or write where it was never allowed. Here:
 
 - :func:`resolve` follows the links a path names (the call asked to follow those; what it
-  returns is judged).
+  returns is judged), and refuses a path that reaches ``/proc``, ``/sys`` or ``/dev`` by any
+  spelling: the daemon's own environment and descriptors, devices, kernel settings.
 - :func:`open_path` opens a resolved path, which has no link left in it, following no link
   at all: ``openat2`` with ``RESOLVE_NO_SYMLINKS`` (and ``RESOLVE_BENEATH`` below a folder's
   descriptor) where the kernel has it; elsewhere one ``O_NOFOLLOW`` open per component from
@@ -16,9 +17,9 @@ sandbox or not) had the tool read or write where it was never allowed. Here:
   into place within that descriptor; :func:`open_folder` gets that descriptor (making
   missing folders one at a time, each opened the same way).
 
-Error handling: a link met where the resolution found none is refused with
-:class:`PathSwapped` (a :class:`FileRefused`, an ``OSError``); the rest are the ``OSError``
-the system calls raise.
+Error handling: a path in a kernel folder is refused with :class:`KernelPath`, a link met
+where the resolution found none with :class:`PathSwapped` (both :class:`FileRefused`, an
+``OSError``); the rest are the ``OSError`` the system calls raise.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from typing import Callable
 
 from .._files import FileRefused
 
+#: Top-level folders whose files are the kernel's: never read or written by the file tools.
+KERNEL_FOLDERS = ("/proc", "/sys", "/dev")
+
 #: Links followed in one resolution at most (the kernel's own limit, MAXSYMLINKS).
 _MAX_LINKS = 40
 #: A folder opened only to open what is in it (no read permission needed on it).
@@ -46,6 +50,13 @@ _AT_FDCWD = -100
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
+
+
+class KernelPath(FileRefused):
+    """A path that leads into ``/proc``, ``/sys`` or ``/dev``, which the file tools refuse."""
+
+    def __init__(self, path: str, folder: str) -> None:
+        super().__init__(errno.EACCES, f"{path} leads into {folder}: the file tools do not touch /proc, /sys or /dev")
 
 
 class PathSwapped(FileRefused):
@@ -65,6 +76,8 @@ def resolve(path: str, cwd: str = "/") -> str:
     is kept as named), blocking.
 
     Raises:
+        KernelPath: the path, or a link on the way, goes through ``/proc``, ``/sys`` or
+            ``/dev`` (``/proc/self/environ``, ``/dev/fd/3``, a link to either).
         OSError: more than 40 links (``ELOOP``).
     """
     named = path if path.startswith("/") else f"{cwd}/{path}"
@@ -80,6 +93,8 @@ def resolve(path: str, cwd: str = "/") -> str:
                 parts.pop()
             continue
         here = "/" + "/".join([*parts, part])
+        if not parts and here in KERNEL_FOLDERS:
+            raise KernelPath(path, here)
         try:
             link = stat.S_ISLNK(os.lstat(here).st_mode)
             target = os.readlink(here) if link else ""

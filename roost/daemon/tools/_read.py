@@ -12,7 +12,7 @@ it (one at a time, within the call's timeout).
 A path outside the working directory is read only when the call was allowed to go there
 (the permission policy asks first); it is marked ``meta["outside"]``. The file is opened at
 the real path that was judged, following no link (a link swapped in since is refused:
-``_fs``).
+``_fs``); a path into ``/proc``, ``/sys`` or ``/dev`` is refused.
 """
 
 from __future__ import annotations
