@@ -78,13 +78,15 @@ def secret(tmp_path: Path) -> Path:
     return folder / "config"
 
 
-async def race(call: Callable[[int], Awaitable[ToolResult]], succeeded: Callable[[ToolResult], bool]) -> list[ToolResult]:
-    """The results of ``call(n)`` made :data:`TRIES` times while a swap runs, and more (up
-    to ten times as many) until one of them ``succeeded``: a race in which every call was
+async def race(
+    call: Callable[[int], Awaitable[ToolResult]], succeeded: Callable[[ToolResult], bool], tries: int = TRIES
+) -> list[ToolResult]:
+    """The results of ``call(n)`` made ``tries`` times while a swap runs, and more (up to
+    ten times as many) until one of them ``succeeded``: a race in which every call was
     refused would prove nothing."""
     done: list[ToolResult] = []
-    while len(done) < TRIES or not any(map(succeeded, done)):
-        assert len(done) < 10 * TRIES, "no call succeeded while the swap ran"
+    while len(done) < tries or not any(map(succeeded, done)):
+        assert len(done) < 10 * tries, "no call succeeded while the swap ran"
         done.append(await call(len(done)))
     return done
 
@@ -129,6 +131,24 @@ async def test_grep_never_walks_into_a_folder_swapped_for_a_link_to_secrets(
     assert not [r.text for r in found if SECRET in r.text]
     for refused in (r for r in found if r.is_error):  # the folder searched was a link then
         assert "outside the working directory" in refused.text or "symlink" in refused.text, refused.text
+
+
+async def test_glob_never_lists_a_folder_swapped_for_a_link_to_secrets(
+    tmp_path: Path, project: Path, secret: Path, opening: str
+) -> None:
+    (project / "sub").mkdir()
+    (project / "sub" / "notes.txt").write_text(f"{DECOY}\n")
+    (tmp_path / "swap").symlink_to(secret.parent)
+    tools, ctx = ToolRegistry(), ToolContext(str(project), read_permission=deny_secrets(secret))
+
+    def glob(n: int) -> Awaitable[ToolResult]:
+        return tools.call("glob", {"pattern": "*", "path": "sub"}, ctx)
+
+    with swapping(project / "sub", tmp_path / "swap"):
+        # More calls: a listing meets the swap in few of them (1 in 20 leaked on the old code).
+        found = await race(glob, lambda r: "notes.txt" in r.text, 5 * TRIES)
+    # The secret folder's file names are not shown either.
+    assert not [r.text for r in found if "config" in r.text]
 
 
 async def test_read_never_opens_a_file_swapped_for_a_link_to_a_secret(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 import trio
 
 from .._environ import tool_environment
-from ._fs import KernelPath, resolve
+from ._fs import KernelPath, real_paths, resolve
 
 if TYPE_CHECKING:
     from ..sandbox import Confinement
@@ -149,28 +149,14 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[tuple[str, 
     on reads holds for its real path; a file that a symlink takes out of ``root`` is read
     only if a read of its target would be allowed without asking. Without a policy
     (``read_permission`` None), a link out of ``root`` is followed only into the working
-    directory. A file that leads into ``/proc``, ``/sys`` or ``/dev`` is never read.
+    directory. A file that leads into ``/proc``, ``/sys`` or ``/dev`` is never read, nor
+    one a folder swapped for a link since the listing passed off as its own
+    (:func:`_fs.real_paths`).
     """
     base = str(root).rstrip("/") + "/"
     project = os.path.realpath(ctx.cwd).rstrip("/") + "/"
-    # Each folder is resolved once; a file itself only when it is a link (one lstat).
-    folders: dict[str, str | None] = {"": base}
     kept = []
-    for name in files:
-        folder, _, leaf = name.rpartition("/")
-        if folder not in folders:
-            try:
-                folders[folder] = resolve(base + folder).rstrip("/") + "/"
-            except OSError:
-                folders[folder] = None  # into a kernel folder, or a loop of links
-        real_folder = folders[folder]
-        if real_folder is None:
-            continue
-        path = real_folder + leaf
-        try:
-            real = resolve(path) if stat.S_ISLNK(os.lstat(path).st_mode) else path
-        except OSError:
-            continue  # gone since it was listed, or a link into a kernel folder
+    for name, real in real_paths(str(root), files):
         within = real.startswith(base)
         if ctx.read_permission is not None:
             action = ctx.read_permission(real)

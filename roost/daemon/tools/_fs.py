@@ -13,6 +13,8 @@ sandbox or not) had the tool read or write where it was never allowed. Here:
   at all: ``openat2`` with ``RESOLVE_NO_SYMLINKS`` (and ``RESOLVE_BENEATH`` below a folder's
   descriptor) where the kernel has it; elsewhere one ``O_NOFOLLOW`` open per component from
   a folder's descriptor. A link found there now was put there since: :class:`PathSwapped`.
+- :func:`real_paths` finds where the names a listing gave lead, each looked at in its
+  folder's descriptor.
 - :func:`write_at` writes a temporary file in the parent folder's descriptor and renames it
   into place within that descriptor; :func:`open_folder` gets that descriptor (making
   missing folders one at a time, each opened the same way).
@@ -31,7 +33,7 @@ import secrets
 import stat
 import sys
 from contextlib import suppress
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from .._files import FileRefused
 
@@ -110,6 +112,51 @@ def resolve(path: str, cwd: str = "/") -> str:
             parts = []
         pending += target.split("/")[::-1]
     return "/" + "/".join(parts)
+
+
+def real_paths(root: str, names: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Each of ``names`` (paths relative to the real folder ``root``, as a listing found
+    them) that is there now, with its real path (blocking).
+
+    Each folder is resolved once, ``root`` too (swapped for a link since the listing, its
+    files are where it leads now), and opened following no link; a file is looked at in
+    its folder's descriptor, so that a folder swapped meanwhile cannot pass the files of
+    another off as its own, and resolved only when it is a link. Left out: names that are
+    gone, in a folder swapped since it was resolved, or that lead into ``/proc``, ``/sys``
+    or ``/dev`` or round a loop of links.
+    """
+    folders: dict[str, str | None] = {}
+    current: tuple[str, int] | None = None  # the folder open now, and its descriptor
+    try:
+        for name in names:
+            folder, _, leaf = name.rpartition("/")
+            if folder not in folders:
+                try:
+                    folders[folder] = resolve(folder, root)
+                except OSError:
+                    folders[folder] = None
+            real_folder = folders[folder]
+            if real_folder is None:
+                continue
+            if current is None or current[0] != real_folder:
+                if current is not None:
+                    os.close(current[1])
+                    current = None
+                try:
+                    current = (real_folder, open_folder(real_folder))
+                except OSError:
+                    folders[folder] = None  # gone, or swapped since it was resolved
+                    continue
+            path = os.path.join(real_folder, leaf)
+            try:
+                link = stat.S_ISLNK(os.stat(leaf, dir_fd=current[1], follow_symlinks=False).st_mode)
+                real = resolve(path) if link else path
+            except OSError:
+                continue
+            yield name, real
+    finally:
+        if current is not None:
+            os.close(current[1])
 
 
 def open_path(path: str, flags: int, mode: int = 0o666, *, dir_fd: int | None = None) -> int:
