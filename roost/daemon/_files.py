@@ -17,6 +17,10 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Callable
+
+#: What opens a file: ``os.open`` or one with its own rules (``open(2)``'s path and flags).
+Opener = Callable[[str, int], int]
 
 #: Bytes a config, agent or script file may have.
 CONFIG_LIMIT = 1 << 20
@@ -26,16 +30,19 @@ class FileRefused(OSError):
     """A file that is not read: not a regular file, too large, or outside its folder."""
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int = CONFIG_LIMIT, *, within: Path | None = None) -> bytes:
+def read_bounded(
+    path: str | os.PathLike[str], limit: int = CONFIG_LIMIT, *, within: Path | None = None, opener: Opener = os.open
+) -> bytes:
     """The whole content of a regular file of at most ``limit`` bytes.
 
     ``within``: the file must really be inside this folder (symlinks followed).
+    ``opener``: opens ``path`` (see :func:`open_regular`).
 
     Raises:
         FileNotFoundError: no such file.
         FileRefused: not a regular file, larger than ``limit``, or outside ``within``.
     """
-    data = _read(path, limit + 1, within)
+    data = _read(path, limit + 1, within, opener)
     if len(data) > limit:
         raise FileRefused(errno.EFBIG, f"{path} is larger than {_size(limit)}; it is not read")
     return data
@@ -48,13 +55,14 @@ def read_head(path: str | os.PathLike[str], limit: int, *, within: Path | None =
         FileNotFoundError: no such file.
         FileRefused: not a regular file, or outside ``within``.
     """
-    return _read(path, limit, within)
+    return _read(path, limit, within, os.open)
 
 
-def open_regular(path: str | os.PathLike[str]) -> int:
+def open_regular(path: str | os.PathLike[str], *, opener: Opener = os.open) -> int:
     """A read-only descriptor on the regular file ``path``, opened without waiting.
 
-    The caller owns the descriptor and closes it.
+    ``opener`` opens it (the file tools' opens follow no link; see ``tools._fs``). The
+    caller owns the descriptor and closes it.
 
     Raises:
         FileNotFoundError: no such file.
@@ -63,7 +71,7 @@ def open_regular(path: str | os.PathLike[str]) -> int:
     """
     # O_NONBLOCK: opening a FIFO with no writer would otherwise wait for ever. It changes
     # nothing for a regular file's reads; the rest is refused before it is read.
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    fd = opener(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
@@ -86,14 +94,14 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _read(path: str | os.PathLike[str], limit: int, within: Path | None) -> bytes:
+def _read(path: str | os.PathLike[str], limit: int, within: Path | None, opener: Opener) -> bytes:
     if within is not None:
         # Most files looked for are not there: a stat says so for less than two realpaths.
         os.stat(path)
         real = os.path.realpath(path)
         if not Path(real).is_relative_to(os.path.realpath(within)):
             raise FileRefused(errno.EACCES, f"{path} leads outside {within} (to {real}); it is not read")
-    fd = open_regular(path)
+    fd = open_regular(path, opener=opener)
     try:
         chunks, size = [], 0
         while size < limit:

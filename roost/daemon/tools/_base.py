@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 import trio
 
 from .._environ import tool_environment
+from ._fs import KernelPath, real_paths, resolve
 
 if TYPE_CHECKING:
     from ..sandbox import Confinement
@@ -103,51 +104,59 @@ def real_path(cwd: str, path: str) -> str:
     """Where ``path`` (relative to ``cwd``, ``~`` expanded) really leads: ``..``, ``//``,
     ``/proc/self/root`` and every symlink followed (blocking: a few ``lstat`` calls).
 
-    The daemon resolves the paths a call names with it before the call is decided, and
-    the tools resolve them again with it when they run.
+    The daemon resolves the paths a call names with it before the call is decided; the
+    tools resolve them again when they run (:func:`locate`), and open what they resolved
+    without following links.
     """
     return os.path.realpath(Path(cwd) / Path(path).expanduser())
 
 
-def resolve_path(ctx: ToolContext, path: str) -> tuple[Path, bool]:
-    """Where ``path`` (relative to the working directory, ``~`` expanded) really is.
+def locate(ctx: ToolContext, path: str) -> tuple[Path, bool] | ToolResult:
+    """Where ``path`` (relative to the working directory, ``~`` expanded) really is, and
+    whether it lies inside the working directory (itself resolved); or the error result
+    the model sees instead (blocking: a few ``lstat`` calls).
 
-    Returns the path with every symlink followed, and whether it lies inside the working
-    directory (itself resolved). This is the one place that decides "inside". The
-    permission policy decides on the same real paths (the daemon resolves them with
-    :func:`real_path` first); a path that a symlink takes outside after that is refused
-    here (see :func:`outside_result`).
+    This is the one place that decides "inside". The permission policy decides on the
+    same real paths (the daemon resolves them with :func:`real_path` first); a path that a
+    symlink takes outside after that is refused here, unless the call was allowed to go
+    there. A path into ``/proc``, ``/sys`` or ``/dev`` is always refused. The real path
+    has no link left in it: the tools open it with ``_fs.open_path``, which follows none,
+    so that a link swapped in after this point is refused, never followed.
     """
-    real = Path(real_path(ctx.cwd, path))
-    return real, real.is_relative_to(os.path.realpath(ctx.cwd))
+    try:
+        real = Path(resolve(os.path.expanduser(path), ctx.cwd))
+    except KernelPath as exc:
+        return ToolResult(str(exc.strerror), is_error=True)
+    except (OSError, ValueError) as exc:
+        return ToolResult(f"cannot resolve {path}: {getattr(exc, 'strerror', None) or exc}", is_error=True)
+    inside = real.is_relative_to(os.path.realpath(ctx.cwd))
+    if not inside and not ctx.outside_ok:
+        return ToolResult(
+            f"{path} resolves to {real}, outside the working directory ({ctx.cwd}); name that "
+            "path in the call so that a person can be asked to approve it",
+            is_error=True,
+            meta={"outside": True},
+        )
+    return real, inside
 
 
-def readable(root: Path, files: list[str], ctx: ToolContext) -> list[str]:
+def readable(root: Path, files: list[str], ctx: ToolContext) -> list[tuple[str, str]]:
     """Those of ``files`` (paths relative to the real folder ``root``) that a search may
-    read, judged where each really leads (blocking: run it in a worker thread).
+    read, judged where each really leads, each with the real path it was judged on: the
+    path to open, with ``_fs.open_path`` (blocking: run it in a worker thread).
 
     A file inside ``root`` (the folder the call was decided on) is read unless a deny rule
     on reads holds for its real path; a file that a symlink takes out of ``root`` is read
     only if a read of its target would be allowed without asking. Without a policy
     (``read_permission`` None), a link out of ``root`` is followed only into the working
-    directory.
+    directory. A file that leads into ``/proc``, ``/sys`` or ``/dev`` is never read, nor
+    one a folder swapped for a link since the listing passed off as its own
+    (:func:`_fs.real_paths`).
     """
     base = str(root).rstrip("/") + "/"
     project = os.path.realpath(ctx.cwd).rstrip("/") + "/"
-    # Each folder is resolved once; a file itself only when it is a link (one lstat).
-    folders: dict[str, str] = {"": base}
     kept = []
-    for name in files:
-        folder, _, leaf = name.rpartition("/")
-        real_folder = folders.get(folder)
-        if real_folder is None:
-            real_folder = folders[folder] = os.path.realpath(base + folder).rstrip("/") + "/"
-        path = real_folder + leaf
-        try:
-            link = stat.S_ISLNK(os.lstat(path).st_mode)
-        except OSError:
-            continue  # gone since it was listed
-        real = os.path.realpath(path) if link else path
+    for name, real in real_paths(str(root), files):
         within = real.startswith(base)
         if ctx.read_permission is not None:
             action = ctx.read_permission(real)
@@ -155,21 +164,8 @@ def readable(root: Path, files: list[str], ctx: ToolContext) -> list[str]:
         else:
             ok = within or real.startswith(project)
         if ok:
-            kept.append(name)
+            kept.append((name, real))
     return kept
-
-
-def outside_result(path: str, real: Path, ctx: ToolContext) -> ToolResult | None:
-    """The refusal for ``path``, which resolves to ``real`` outside the working directory,
-    unless the call was allowed to go there (None: go on)."""
-    if ctx.outside_ok:
-        return None
-    return ToolResult(
-        f"{path} resolves to {real}, outside the working directory ({ctx.cwd}); name that "
-        "path in the call so that a person can be asked to approve it",
-        is_error=True,
-        meta={"outside": True},
-    )
 
 
 def kill_group(pid: int) -> None:

@@ -6,18 +6,23 @@ not UTF-8 survive an edit unchanged (they are carried as surrogate escapes). Pat
 resolve outside the working directory are refused.
 
 An edit reads the whole file, so it takes regular files of at most :data:`EDIT_LIMIT`
-bytes, opened without blocking: a larger file, a FIFO or a device is an error result.
+bytes, opened without blocking: a larger file, a FIFO or a device is an error result. The
+file's folder is opened once, at the real path that was judged and following no link; the
+file is read, written and renamed within that folder's descriptor, so a folder swapped for
+a symlink meanwhile is refused, never followed (``_fs``).
 """
 
 from __future__ import annotations
 
 import errno
+import os
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
 from .._files import FileRefused, read_bounded
-from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
-from ._write import write_atomic
+from ._base import Tool, ToolContext, ToolResult, locate, truncate
+from ._fs import open_folder, open_path, write_at
 
 _SCHEMA = {
     "type": "object",
@@ -46,8 +51,22 @@ class _EditFailed(Exception):
 
 def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
     """Make the edit (blocking); return the count, the new bytes and the lines around it."""
+    if not path.name:
+        raise _EditFailed(f"{name} is a directory, not a file")
     try:
-        text = read_bounded(path, EDIT_LIMIT).decode("utf-8", errors="surrogateescape")
+        folder = open_folder(str(path.parent))
+    except FileNotFoundError:
+        raise _EditFailed(f"no such file: {name}") from None
+    try:
+        return _edit_in(folder, path.name, name, old, new, replace_all)
+    finally:
+        os.close(folder)
+
+
+def _edit_in(folder: int, leaf: str, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
+    try:
+        raw = read_bounded(leaf, EDIT_LIMIT, opener=partial(open_path, dir_fd=folder))
+        text = raw.decode("utf-8", errors="surrogateescape")
     except FileNotFoundError:
         raise _EditFailed(f"no such file: {name}") from None
     except IsADirectoryError:
@@ -70,7 +89,7 @@ def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple
         data = changed.encode("utf-8", errors="surrogateescape")
     except UnicodeEncodeError as exc:
         raise _EditFailed(f"the new string is not valid text ({exc.reason})") from None
-    write_atomic(path, data)
+    write_at(folder, leaf, data)
     return count, data, _context(changed, first, first + len(new))
 
 
@@ -91,10 +110,10 @@ def _shown(line: str) -> str:
 
 async def _run_edit(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     name, old, new = input["path"], input["old"], input["new"]
-    path, inside = resolve_path(ctx, name)
-    refused = None if inside else outside_result(name, path, ctx)
-    if refused is not None:
-        return refused
+    located = locate(ctx, name)
+    if isinstance(located, ToolResult):
+        return located
+    path, _ = located
     if old == "":
         return ToolResult(
             "old is empty; give the exact text to replace (to write a whole file, use write)", is_error=True

@@ -23,7 +23,7 @@ import trio
 
 from roost.loop import glob_matcher
 
-from ._base import Tool, ToolContext, ToolResult, outside_result, readable, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
 
 _SCHEMA = {
     "type": "object",
@@ -125,22 +125,25 @@ def display_prefix(root: Path, inside: bool, ctx: ToolContext) -> str:
     return "" if relative == "." else f"{Path(relative).as_posix()}/"
 
 
-def _newest_first(root: Path, paths: list[str]) -> list[str]:
-    def mtime(path: str) -> float:
+def _newest_first(found: list[tuple[str, str]]) -> list[str]:
+    """The paths of ``found`` (each as listed and its real path, from ``readable``), the
+    most recently modified first (stat at the real path, following no further link)."""
+
+    def mtime(entry: tuple[str, str]) -> float:
         try:
-            return (root / path).stat().st_mtime
+            return os.stat(entry[1], follow_symlinks=False).st_mtime
         except OSError:
             return 0.0
 
-    return sorted(sorted(paths), key=mtime, reverse=True)
+    return [name for name, _ in sorted(sorted(found), key=mtime, reverse=True)]
 
 
 async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     where = input.get("path", ".")
-    root, inside = resolve_path(ctx, where)
-    refused = None if inside else outside_result(where, root, ctx)
-    if refused is not None:
-        return refused
+    located = locate(ctx, where)
+    if isinstance(located, ToolResult):
+        return located
+    root, inside = located
     if not root.is_dir():
         problem = "is not a folder" if root.exists() else "does not exist"
         return ToolResult(f"{where} {problem}", is_error=True)
@@ -153,10 +156,10 @@ async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult(f"invalid glob pattern {pattern!r}: {exc}", is_error=True)
     with trio.move_on_after(ctx.timeout) as scope:
         files = await list_files(root, matches, threads=ctx.threads)
-        files = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
-        files = await ctx.in_thread(_newest_first, root, files, abandon_on_cancel=True)
+        kept = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
+        files = await ctx.in_thread(_newest_first, kept, abandon_on_cancel=True)
     if scope.cancelled_caught:
-        meta = {"outside": not inside}
+        meta: dict[str, Any] = {"outside": not inside}
         return ToolResult(f"glob timed out after {ctx.timeout:g} s", is_error=True, meta=meta)
     meta = {"matches": len(files), "outside": not inside}
     if not files:

@@ -9,7 +9,10 @@ context line, groups apart separated by ``--``, as grep prints them. Line number
 whole, and a line past 65,536 characters is cut). Only regular files are searched, opened
 without blocking: a FIFO or a device in the tree is skipped, never waited on. Files are
 read and matched in a worker thread of the tools' own, so a large tree never blocks the
-daemon's event loop; a cancelled call tells the thread to stop.
+daemon's event loop; a cancelled call tells the thread to stop. Each file is opened at the
+real path it was judged on, following no link (``_fs.open_path``), beneath the searched
+folder's descriptor when it lies in it: a file or a folder swapped for a symlink during
+the search is skipped, never followed out.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Mapping
 
@@ -27,7 +31,8 @@ import trio
 from roost.loop import glob_matcher
 
 from .._files import open_regular
-from ._base import Tool, ToolContext, ToolResult, outside_result, readable, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
+from ._fs import open_folder, open_path
 from ._glob import display_prefix, list_files
 from ._lines import LINE_LIMIT, text_lines
 
@@ -70,25 +75,41 @@ class _Found:
 
 def _search(
     root: Path,
-    files: list[str],
+    files: list[tuple[str, str]],
     prefix: str,
     regex: re.Pattern[str],
     context: int,
     max_results: int,
     stop: threading.Event,
 ) -> _Found:
+    """Search ``files`` (each as listed and its real path, from :func:`readable`) in the
+    folder ``root`` (blocking).
+
+    Raises:
+        PathSwapped: ``root`` itself was swapped for a symlink since it was resolved.
+    """
     found = _Found()
-    for name in files:
-        if stop.is_set():
-            break
-        try:
-            fd = open_regular(root / name)
-        except OSError:
-            continue  # gone since it was listed, unreadable, or not a file (never waited on)
-        with open(fd, "rb") as file:
-            if b"\0" in os.pread(fd, _BINARY_PROBE, 0):
+    base = str(root).rstrip("/") + "/"
+    folder = open_folder(str(root))
+    try:
+        # A file in the folder is opened beneath its descriptor, by its path in it; one
+        # that a link took out of it, by its real path (absolute: from the root).
+        opener = partial(open_path, dir_fd=folder)
+        for name, real in files:
+            if stop.is_set():
+                break
+            try:
+                fd = open_regular(real[len(base) :] if real.startswith(base) else real, opener=opener)
+            except OSError:
+                # Gone or swapped since it was judged, unreadable, or not a file (never
+                # waited on).
                 continue
-            _search_file(file, f"{prefix}{name}", regex, context, max_results, found, stop)
+            with open(fd, "rb") as file:
+                if b"\0" in os.pread(fd, _BINARY_PROBE, 0):
+                    continue
+                _search_file(file, f"{prefix}{name}", regex, context, max_results, found, stop)
+    finally:
+        os.close(folder)
     return found
 
 
@@ -152,10 +173,10 @@ def _file_filter(pattern: str | None) -> Callable[[str], bool]:
 
 async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     pattern, where = input["pattern"], input.get("path", ".")
-    root, inside = resolve_path(ctx, where)
-    refused = None if inside else outside_result(where, root, ctx)
-    if refused is not None:
-        return refused
+    located = locate(ctx, where)
+    if isinstance(located, ToolResult):
+        return located
+    root, inside = located
     try:
         regex = re.compile(pattern, re.IGNORECASE if input.get("ignore_case") else 0)
     except re.error as exc:
@@ -176,12 +197,12 @@ async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         else:
             # One file, named on purpose: searched whatever the glob and .gitignore say.
             root, files = root.parent, [root.name]
-        files = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
+        kept = await ctx.in_thread(readable, root, files, ctx, abandon_on_cancel=True)
         try:
             found = await ctx.in_thread(
                 _search,
                 root,
-                files,
+                kept,
                 display_prefix(root, inside, ctx),
                 regex,
                 input.get("context", 0),
@@ -189,10 +210,13 @@ async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
                 stop,
                 abandon_on_cancel=True,
             )
+        except OSError as exc:  # the folder is gone, or a link stands where it was
+            text = f"cannot search {where}: {exc.strerror or exc}"
+            return ToolResult(text, is_error=True, meta={"outside": not inside})
         finally:
             stop.set()
     if scope.cancelled_caught:
-        meta = {"outside": not inside}
+        meta: dict[str, Any] = {"outside": not inside}
         return ToolResult(f"grep timed out after {ctx.timeout:g} s", is_error=True, meta=meta)
     meta = {"matches": found.matches, "files": found.files, "outside": not inside}
     if not found.matches:

@@ -1,5 +1,8 @@
 """What an edit or a write would change, as a unified diff, for the person asked to approve
-it. Blocking (it reads the file): the conductor calls it in a worker thread."""
+it. Blocking (it reads the file): the conductor calls it in a worker thread. The file is read
+as the tools read it (``_fs``): nothing in ``/proc``, ``/sys`` or ``/dev`` (the daemon's
+environment would land in the request, and in the session's events), no link followed at
+the open."""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ import os
 from typing import Any, Mapping
 
 from .._files import read_bounded
-from ._base import real_path
 from ._edit import EDIT_LIMIT
+from ._fs import open_path, resolve
 
 #: At most this much of a diff is shown.
 PREVIEW_LINES = 80
@@ -23,7 +26,8 @@ def change_preview(cwd: str, name: str, input: Mapping[str, Any]) -> str | None:
     if name not in ("edit", "write") or not isinstance(path, str):
         return None
     try:
-        before = read_bounded(real_path(cwd, path), EDIT_LIMIT).decode("utf-8", errors="replace")
+        real = resolve(os.path.expanduser(path), cwd)
+        before = read_bounded(real, EDIT_LIMIT, opener=open_path).decode("utf-8", errors="replace")
     except FileNotFoundError:
         before = ""
     except (OSError, ValueError):

@@ -10,7 +10,9 @@ since counting would read all of it. Skipping to a far ``offset`` reads the line
 it (one at a time, within the call's timeout).
 
 A path outside the working directory is read only when the call was allowed to go there
-(the permission policy asks first); it is marked ``meta["outside"]``.
+(the permission policy asks first); it is marked ``meta["outside"]``. The file is opened at
+the real path that was judged, following no link (a link swapped in since is refused:
+``_fs``); a path into ``/proc``, ``/sys`` or ``/dev`` is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from typing import Any, Mapping
 import trio
 
 from .._files import FileRefused, open_regular
-from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path, truncate
+from ._base import Tool, ToolContext, ToolResult, locate, truncate
+from ._fs import open_path
 from ._lines import LINE_LIMIT, text_lines
 
 _SCHEMA = {
@@ -60,7 +63,7 @@ class _Excerpt:
 def _excerpt(path: Path, offset: int, limit: int, budget: int, stop: threading.Event) -> _Excerpt:
     """Lines ``offset`` to ``offset + limit - 1`` of ``path`` (blocking), as many as fit in
     ``budget`` characters (at least one)."""
-    fd = open_regular(path)
+    fd = open_regular(path, opener=open_path)
     with open(fd, "rb") as file:
         found = _Excerpt(os.fstat(fd).st_size)
         lines = text_lines(file, stop=stop)
@@ -87,10 +90,10 @@ def _excerpt(path: Path, offset: int, limit: int, budget: int, stop: threading.E
 
 async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     name = input["path"]
-    path, inside = resolve_path(ctx, name)
-    refused = None if inside else outside_result(name, path, ctx)
-    if refused is not None:
-        return refused
+    located = locate(ctx, name)
+    if isinstance(located, ToolResult):
+        return located
+    path, inside = located
     if ctx.read_permission is not None and ctx.read_permission(str(path)) == "deny":
         # Decided on where it led then; a link changed since must not reach a denied file.
         return ToolResult(f"{name} resolves to {path}, which the rules deny reading", is_error=True)

@@ -2,18 +2,18 @@
 
 A write goes to a temporary file in the target's folder, then ``os.replace`` puts it in
 place, so a reader sees the old file or the new one, never half of one. Paths that resolve
-(symlinks followed) outside the working directory are refused.
+(symlinks followed) outside the working directory are refused. The folder is opened at the
+real path that was judged, following no link, and the file is written and renamed within
+that folder's descriptor: a folder swapped for a symlink meanwhile is refused, never
+written through (``_fs``).
 """
 
 from __future__ import annotations
 
-import os
-import secrets
-import stat
-from pathlib import Path
 from typing import Any, Mapping
 
-from ._base import Tool, ToolContext, ToolResult, outside_result, resolve_path
+from ._base import Tool, ToolContext, ToolResult, locate
+from ._fs import write_atomic
 
 _SCHEMA = {
     "type": "object",
@@ -26,45 +26,12 @@ _SCHEMA = {
 }
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step (blocking; run it in a worker thread).
-
-    An existing file keeps its permission bits; a new one gets the usual ``0o666`` less
-    the umask. The temporary file is removed if anything fails.
-    """
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = None
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            if mode is not None:
-                os.fchmod(file.fileno(), mode)
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
-def _write(path: Path, data: bytes) -> bool:
-    """Write ``data`` to ``path``, creating its folders; whether the file is new."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    created = not path.exists()
-    write_atomic(path, data)
-    return created
-
-
 async def _run_write(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     name = input["path"]
-    path, inside = resolve_path(ctx, name)
-    refused = None if inside else outside_result(name, path, ctx)
-    if refused is not None:
-        return refused
+    located = locate(ctx, name)
+    if isinstance(located, ToolResult):
+        return located
+    path, _ = located
     if path.is_dir():
         return ToolResult(f"{name} is a directory, not a file", is_error=True)
     try:
@@ -72,8 +39,8 @@ async def _run_write(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     except UnicodeEncodeError as exc:
         return ToolResult(f"cannot write {name}: the content is not valid text ({exc.reason})", is_error=True)
     try:
-        created = await ctx.in_thread(_write, path, data)
-    except (FileExistsError, NotADirectoryError):
+        created = await ctx.in_thread(write_atomic, str(path), data)
+    except NotADirectoryError:
         return ToolResult(f"cannot write {name}: a folder on its path is a file", is_error=True)
     except OSError as exc:
         return ToolResult(f"cannot write {name}: {exc.strerror or exc}", is_error=True)
