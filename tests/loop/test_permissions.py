@@ -3,6 +3,7 @@ judged on the bash grammar, resolved paths, and what approving for the session a
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -271,3 +272,54 @@ def test_a_protected_folder_that_holds_the_working_directory_protects_nothing_in
 def test_a_policy_with_protected_paths_comes_back_from_its_map() -> None:
     assert Policy.from_map(guarded().to_map()) == guarded()
     assert "protected" not in policy().to_map()
+
+
+@pytest.mark.parametrize(
+    ("rule", "tool", "input", "action"),
+    [
+        ("deny Read(./secret.txt)", "read", {"path": "secret.txt"}, "deny"),
+        ("deny Read(secret.txt)", "grep", {"pattern": "x", "path": "secret.txt"}, "deny"),
+        ("deny Read(//etc/passwd)", "read", {"path": "/etc/passwd"}, "deny"),
+        ("deny Read(/config/*.env)", "read", {"path": "config/a.env"}, "deny"),
+        ("deny Read(~/.aws/**)", "read", {"path": "~/.aws/credentials"}, "deny"),
+        ("deny Edit(src/**)", "write", {"path": "src/a.py"}, "deny"),
+        ("deny Edit(src/**)", "edit", {"path": "src/a.py"}, "deny"),
+        ("deny Write(build/*)", "edit", {"path": "build/x"}, "deny"),
+        ("allow Edit(docs/**)", "write", {"path": "docs/a.md"}, "allow"),
+        ("allow Bash(git status:*)", "bash", {"command": "git status --short"}, "allow"),
+        ("allow Bash(npm run test:*)", "bash", {"command": "npm run test -- -x"}, "allow"),
+        ("allow Bash(npm run build)", "bash", {"command": "npm run build"}, "allow"),
+        ("deny Bash(rm:*)", "bash", {"command": "rm -rf x"}, "deny"),
+        ("deny Bash", "bash", {"command": "ls"}, "deny"),
+        ("allow WebFetch(domain:docs.python.org)", "web_fetch", {"url": "https://docs.python.org/3/"}, "allow"),
+        ("deny WebFetch", "web_fetch", {"url": "https://example.com/"}, "deny"),
+        ("deny Glob", "glob", {"pattern": "*"}, "deny"),
+        ("deny Grep", "grep", {"pattern": "x"}, "deny"),
+        ("allow mcp__github__create_issue", "github__create_issue", {}, "allow"),
+        ("deny mcp__github", "github__delete_repo", {}, "deny"),
+        ("deny mcp__github__*", "github__delete_repo", {}, "deny"),
+        ("allow TodoWrite", "todo", {}, "allow"),
+        ("deny Task", "task", {"agent": "x", "task": "y"}, "deny"),
+    ],
+)
+def test_claude_codes_rule_syntax_means_what_it_means_in_claude_code(rule: str, tool: str, input: dict, action: str) -> None:
+    p = policy(rule)
+    assert decide(p, "agent", (), tool, input, CWD).action == action
+    # ... and stays so through run.started.
+    assert Policy.from_map(p.to_map()) == p
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("WebSearch", "no tool Claude Code calls WebSearch"),
+        ("Foo(bar)", "no tool Claude Code calls Foo"),
+        ("WebFetch(https://x.com)", "domain:HOST"),
+        ("TodoWrite(x)", "takes no pattern"),
+        ("mcp__", "names no MCP server"),
+    ],
+)
+def test_a_claude_code_rule_roost_cannot_use_is_an_error_that_names_it(text: str, why: str) -> None:
+    with pytest.raises(RuleError, match=re.escape(why)) as caught:
+        parse_rule(text, "deny")
+    assert text in str(caught.value)

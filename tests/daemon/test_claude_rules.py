@@ -1,0 +1,40 @@
+"""Claude Code's rule syntax through a real daemon: a user who moves their rules over is
+protected as in Claude Code, and a rule roost cannot use is an error, not a rule that
+silently never matches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from roost.protocol import ErrorCode, RpcError
+from roost.protocol.trio_client import TrioClient
+
+from .conftest import bash, events_until, finished, text, write_script
+
+
+def _read(path: str) -> dict:
+    return {"type": "tool_use", "name": "read", "input": {"path": path}}
+
+
+async def test_claude_code_rules_on_the_dispatch_hold(client: TrioClient, project: Path) -> None:
+    (project / "secret.txt").write_text("THE SECRET\n")
+    model = write_script(project, [_read("secret.txt"), bash("git status --short")], [text("done")])
+    run = await client.call(
+        "dispatch", task="t", model=model, cwd=str(project), attach=True,
+        deny=["Read(./secret.txt)"], allow=["Bash(git status:*)"],
+    )
+    events = await events_until(client, finished(run["run"]))
+    read, status = [e for e in events if e["type"] == "tool.finished"]
+    assert read["is_error"] and "THE SECRET" not in read["result"] and "rule deny read(./secret.txt)" in read["result"]
+    assert "rule deny" not in status["result"]  # it ran (outside a repository git says so)
+    assert not [e for e in events if e["type"] == "permission.requested"]
+
+
+@pytest.mark.parametrize("rule", ["WebSearch", "Foo(bar)", "WebFetch(https://x.com)"])
+async def test_a_rule_roost_cannot_use_is_refused_by_name(client: TrioClient, project: Path, rule: str) -> None:
+    model = write_script(project, [text("done")])
+    with pytest.raises(RpcError) as caught:
+        await client.call("dispatch", task="t", model=model, cwd=str(project), deny=[rule])
+    assert caught.value.code == ErrorCode.INVALID_PARAMS and rule in caught.value.message
