@@ -67,7 +67,7 @@ def _all_hosts(obj: dict[str, Any], as_json: bool) -> None:
     targets = [("local", local), *((name, Target(local.socket, host)) for name, host in load_hosts().items())]
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = list(pool.map(lambda pair: _ask_status(pair[1]), targets))
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"host": name, "url": where.host.ssh.url if where.host else None, "status": info, "error": error}
         for (name, where), (info, error) in zip(targets, answers)
     ]

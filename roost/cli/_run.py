@@ -131,17 +131,18 @@ def dispatch(
             else:
                 click.echo(f"session {started['session']} run {started['run']}")
             return
-        on_event = print_json if as_json else Renderer().render
+        on_event: Callable[[dict[str, Any]], None] = print_json if as_json else Renderer().render
         if not as_json and not started.get("repeated") and sys.stdin.isatty():
             on_event = _answering(client, on_event)
         try:
             finished = _watch(client, started, on_event)
         except ConnectionClosed as exc:
-            if target(obj).host is None:
+            host = target(obj).host
+            if host is None:
                 raise
             # A dropped ssh connection ends this command, not the run on the other machine.
             raise DaemonError(
-                f"{exc}; the run goes on there: roost --host {target(obj).host.label} logs {started['session']} --follow"
+                f"{exc}; the run goes on there: roost --host {host.label} logs {started['session']} --follow"
             ) from None
     raise SystemExit(exit_status(finished["reason"]) if finished else 1)
 

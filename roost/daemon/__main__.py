@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import io
 import logging
 import logging.handlers
 import os
 import sys
 from pathlib import Path
-from typing import IO
 
 import trio
 
@@ -76,9 +76,10 @@ class _PrivateLog(logging.handlers.RotatingFileHandler):
     failing = False
     _dropped = False
 
-    def _open(self) -> IO[str]:
-        # The handler opens every new file (at start and after each rotation) here.
-        return open(self.baseFilename, self.mode, encoding=self.encoding, errors=self.errors, opener=private_opener)
+    def _open(self) -> io.TextIOWrapper:
+        # The handler opens every new file (at start and after each rotation) here, to append
+        # (a rotating handler's mode is always "a").
+        return open(self.baseFilename, "a", encoding=self.encoding, errors=self.errors, opener=private_opener)
 
     def emit(self, record: logging.LogRecord) -> None:
         self._dropped = False

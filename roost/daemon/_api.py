@@ -717,10 +717,10 @@ class Api:
         if params.get("session"):
             session_id = params["session"]
         elif run:
-            found = await self.conductor.store.run_session(run)
-            if found is None:
+            owner = await self.conductor.store.run_session(run)
+            if owner is None:
                 raise RpcError(ErrorCode.RUN_NOT_FOUND, f"no run {run!r}")
-            session_id = found
+            session_id = owner
         else:
             raise RpcError(ErrorCode.INVALID_PARAMS, "report: give a session or a run")
         session = await self._session(session_id)

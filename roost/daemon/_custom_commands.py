@@ -166,7 +166,7 @@ def load_commands(cwd: str, environ: Mapping[str, str], trusted: bool = False) -
     user = claude_user_dir(environ) / "commands"
     root = project_root(cwd) or Path(cwd)
     project = root / ".claude" / "commands"
-    folders = [(user, "user", None)]
+    folders: list[tuple[Path, str, Path | None]] = [(user, "user", None)]
     # A project at the home folder: its .claude is the user's own.
     if os.path.realpath(project) != os.path.realpath(user):
         folders.append((project, "project", None if trusted else root))

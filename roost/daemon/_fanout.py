@@ -72,7 +72,8 @@ class Fanout:
         stored = await self._stored(session, since)
         start = 0
         while start < len(stored):
-            chunk, size, end = [], 0, start
+            chunk: list[bytes] = []
+            size, end = 0, start
             while end < len(stored) and size < REPLAY_CHUNK:
                 chunk += (_EVENT_HEAD, stored[end][1])
                 size += len(stored[end][1])

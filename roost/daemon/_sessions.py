@@ -302,7 +302,8 @@ class SessionTable:
         """
         if session.run_nursery is not None:
             session.run_nursery.cancel_scope.cancel()
-        for track in (session, *session.subruns.values()):
+        tracks: tuple[Session | Subrun, ...] = (session, *session.subruns.values())
+        for track in tracks:
             track.state = replace(track.state, run=None)
         self._sessions.pop(session.id, None)
         self.unsettled[session.id] = why

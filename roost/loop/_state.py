@@ -259,10 +259,10 @@ def _message_assistant(state: SessionState, event: Event) -> SessionState:
     calls = _calls_signature(content)
     repeats = run.repeats + 1 if calls and calls == run.last_calls else int(bool(calls))
     counted = sum(step_usage.get(k, 0) for k in _COUNTED)
-    anchor = {"anchor_tokens": counted, "anchor_at": len(state.messages) + 1} if counted else {}
+    if counted:
+        state = replace(state, anchor_tokens=counted, anchor_at=len(state.messages) + 1)
     return replace(
         state,
-        **anchor,
         messages=state.messages + (message,),
         run=replace(
             run, text=text, usage=usage, step_usage=step_usage, last_calls=calls, repeats=repeats

@@ -223,10 +223,17 @@ class _Builder:
         self.events: list[Event] = []
         self.effects: list[Effect] = []
 
-    def emit(self, type: str, *, run: str | None = None, **data: Any) -> None:
-        if run is None and self.state.run is not None:
-            run = self.state.run.id
-        event = Event(type, self.state.id, run, self.input.ts, safe_text(data))
+    # Positional-only, so that no field of an event's data can be taken for an argument.
+    def emit(self, type: str, /, **data: Any) -> None:
+        """An event of the run under way, if any."""
+        run = self.state.run.id if self.state.run is not None else None
+        self._append(Event(type, self.state.id, run, self.input.ts, safe_text(data)))
+
+    def emit_run_started(self, run: str, /, **data: Any) -> None:
+        """The event that starts run ``run`` (the state has no run under way yet)."""
+        self._append(Event(ev.RUN_STARTED, self.state.id, run, self.input.ts, safe_text(data)))
+
+    def _append(self, event: Event) -> None:
         self.events.append(event)
         self.state = apply(self.state, event)
 
@@ -353,9 +360,8 @@ def _submit(b: _Builder, input: Submit) -> None:
     b.require(input.max_turns >= 1, "max_turns must be at least 1")
     b.require(input.attempts >= 1 and input.time_box > 0, "attempts and time_box must be positive")
     before = b.state.last_tools
-    b.emit(
-        ev.RUN_STARTED,
-        run=input.run,
+    b.emit_run_started(
+        input.run,
         task=input.task,
         model=input.model,
         agent=input.agent,
@@ -659,8 +665,8 @@ def _malformed(content: tuple[Any, ...]) -> str | None:
 
 def _compact(b: _Builder, input: Compact) -> None:
     b.require(input.keep_turns >= 0, "keep_turns must not be negative")
-    b.emit(ev.RUN_STARTED, run=input.run, task="compact the history", model=input.model, agent="default",
-           mode="compact", max_turns=1, tools=[], keep_turns=input.keep_turns)
+    b.emit_run_started(input.run, task="compact the history", model=input.model, agent="default",
+                       mode="compact", max_turns=1, tools=[], keep_turns=input.keep_turns)
     if not b.start_compaction(force=True):
         b.emit_run_finished("done", text="nothing to compact: the history is shorter than the replies kept")
 

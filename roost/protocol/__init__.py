@@ -7,6 +7,8 @@ with a frame limit) → :class:`RpcSession` (msgids and the pending table) → t
 ``roost.protocol.trio_client``). Imports msgpack and the stdlib only.
 """
 
+from typing import TYPE_CHECKING
+
 from ._address import default_socket_path
 from ._client import DEFAULT_TIMEOUT, Client, notification_map
 from ._errors import (
@@ -41,6 +43,10 @@ from ._private import check_peer, check_private_dir, peer_credentials
 from ._session import RpcSession, result_of
 from ._streams import ProcessStream, SocketStream, Stream, connect_unix
 from ._vocabulary import MODES, SANDBOX_MODES, STOP_REASONS, SUCCESS_REASONS
+
+if TYPE_CHECKING:  # imported when first asked for (see __getattr__); the type checker sees them now
+    from ._methods import METHODS, METHODS_BY_NAME, Method, Param
+    from ._ssh import BRIDGE_NO_DAEMON, SshHost, bridge_argv, control_dir, ssh_argv
 
 __all__ = [
     "API_COMPATIBLE",

@@ -42,7 +42,7 @@ class Decoder:
         # Stream offset where the unfinished message starts (the end of the last whole one).
         self._message_start = 0
 
-    def feed(self, data: bytes) -> list[Union[Message, ProtocolError]]:
+    def feed(self, data: bytes | bytearray) -> list[Union[Message, ProtocolError]]:
         """Add bytes from the stream; return the messages now complete, in order."""
         out: list[Union[Message, ProtocolError]] = []
         if self._unpacker is None and len(data) <= self.max_frame:

@@ -34,7 +34,7 @@ class RpcSession:
         """How many requests are waiting for their response."""
         return len(self._pending)
 
-    def receive(self, data: bytes) -> list[Union[Response, Notification]]:
+    def receive(self, data: bytes | bytearray) -> list[Union[Response, Notification]]:
         """Feed bytes read from the peer; return responses and notifications in order.
 
         Raises:

@@ -19,13 +19,13 @@ import os
 import select
 import struct
 import time
-from typing import IO, TYPE_CHECKING, Any, Protocol, Sequence
+from typing import IO, TYPE_CHECKING, Protocol, Sequence
 
 from ._errors import Timeout
 from ._private import check_peer
 
 if TYPE_CHECKING:
-    import socket
+    import subprocess
 
 #: Bytes of the child's stderr kept to explain its end.
 _STDERR_TAIL = 4096
@@ -71,7 +71,7 @@ class SocketStream:
     timeout the socket had when given is kept.
     """
 
-    def __init__(self, sock: socket.socket, where: str) -> None:
+    def __init__(self, sock: _socket.socket, where: str) -> None:
         #: The socket itself (blocking; set its timeout here, with :meth:`settimeout`).
         self.socket = sock
         self.where = where
@@ -137,7 +137,7 @@ def connect_unix(path: str, timeout: float | None) -> SocketStream:
     return SocketStream(sock, path)
 
 
-def _connect(sock: socket.socket, where: str, timeout: float | None) -> None:
+def _connect(sock: _socket.socket, where: str, timeout: float | None) -> None:
     sock.settimeout(timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -178,7 +178,7 @@ class ProcessStream:
         self.where = where
         self._timeout: float | None = None
         self._tail = bytearray()
-        self._process: Any = subprocess.Popen(
+        self._process: subprocess.Popen[bytes] = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -187,10 +187,12 @@ class ProcessStream:
             close_fds=True,
             start_new_session=True,
         )
-        self._stdin: IO[bytes] = self._process.stdin
-        self._stdout: IO[bytes] = self._process.stdout
-        self._stderr: IO[bytes] | None = self._process.stderr
-        for pipe in (self._stdin, self._stderr):
+        stdin, stdout, stderr = self._process.stdin, self._process.stdout, self._process.stderr
+        assert stdin is not None and stdout is not None and stderr is not None  # all PIPE
+        self._stdin: IO[bytes] = stdin
+        self._stdout: IO[bytes] = stdout
+        self._stderr: IO[bytes] | None = stderr
+        for pipe in (stdin, stderr):
             os.set_blocking(pipe.fileno(), False)
 
     @property
@@ -276,7 +278,7 @@ class ProcessStream:
         deadline = None if self._timeout is None else time.monotonic() + self._timeout
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            readers = [self._stderr] if self._stderr is not None else []
+            readers = [self._stderr.fileno()] if self._stderr is not None else []
             if writing:
                 ready_r, ready_w, _ = select.select(readers, [fd], [], left)
                 if ready_w:

@@ -27,6 +27,7 @@ from prompt_toolkit.application import Application
 from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.filters import Condition, has_completions
+from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.layout import ConditionalContainer, HSplit, Layout, Window
@@ -185,7 +186,8 @@ class Screen:
 
     def exit(self) -> None:
         """Stop the application (what is pending is still printed)."""
-        if self.app.is_running and not self.app.future.done():
+        future = self.app.future  # set while the application runs
+        if self.app.is_running and future is not None and not future.done():
             self.app.exit()
 
     def invalidate(self) -> None:
@@ -212,7 +214,7 @@ class Screen:
         drawn = app.is_running and not app.is_done
         if drawn:
             app.renderer.erase()
-        print_formatted_text(app.output, text, STYLE, color_depth=app.color_depth)
+        print_formatted_text(app.output, FormattedText(text), STYLE, color_depth=app.color_depth)
         app.output.flush()
         if drawn:
             # As run_in_terminal does: the application is drawn again below what was written,
@@ -223,17 +225,22 @@ class Screen:
     # -- layout and keys ---------------------------------------------------------------------
 
     def _layout(self) -> HSplit:
+        # Our fragments become prompt_toolkit's FormattedText here, where it takes them: its
+        # list type also admits fragments with a mouse handler, which ours never have.
         controller = self._controller
 
-        def live() -> Fragments:
+        def live() -> FormattedText:
             lines = controller.live()
-            return join_lines(lines)[:-1] if lines else []
+            return FormattedText(join_lines(lines)[:-1] if lines else [])
 
-        def line_prefix(line: int, wrap_count: int) -> Fragments:
+        def line_prefix(line: int, wrap_count: int) -> FormattedText:
             prompt = controller.prompt()
             if line == 0 and wrap_count == 0:
-                return prompt
-            return [("", " " * len(plain(prompt)))]
+                return FormattedText(prompt)
+            return FormattedText([("", " " * len(plain(prompt)))])
+
+        def toolbar() -> FormattedText:
+            return FormattedText(controller.toolbar())
 
         return HSplit([
             ConditionalContainer(
@@ -253,7 +260,7 @@ class Screen:
                        style="class:completion-menu"),
                 filter=has_completions,
             ),
-            Window(FormattedTextControl(controller.toolbar), height=1, style="class:toolbar"),
+            Window(FormattedTextControl(toolbar), height=1, style="class:toolbar"),
         ])
 
     def _keys(self) -> KeyBindings:

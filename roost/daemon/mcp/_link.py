@@ -29,7 +29,7 @@ import time
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TextIO
 
 import anyio
 import httpx2
@@ -87,7 +87,7 @@ class ServerLink:
         #: Set when ``run`` has returned.
         self.done = trio.Event()
         self._session: ClientSession | None = None
-        self._log: IO[str] | None = None
+        self._log: TextIO | None = None
         self._marker: str | None = None  # a stdio server's ROOST_MCP_SERVER value (see _process)
         self._scope = trio.CancelScope()
         self._startup = trio.CancelScope()
@@ -279,6 +279,7 @@ class ServerLink:
         )
         self._note(f"starting {' '.join([config.command, *config.args])} (attempt {self.attempts})")
         self._marker = marker
+        assert self._log is not None  # opened for this attempt
         return stdio_client(params, errlog=self._log)
 
     async def _serve(self, session: ClientSession) -> None:
@@ -346,7 +347,7 @@ class ServerLink:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _open_log(self) -> IO[str]:
+    def _open_log(self) -> TextIO:
         ensure_private_dir(self.log_path.parent)
         try:
             if self.log_path.stat().st_size > LOG_ROTATE_BYTES:
@@ -438,11 +439,12 @@ class _Progress:
     def __init__(self, on_progress: Callable[[dict[str, Any]], None]) -> None:
         self._on_progress: Callable[[dict[str, Any]], None] | None = on_progress
 
-    async def __call__(self, value: float, total: float | None, message: str | None) -> None:
+    # The SDK's ProgressFnT, parameter names and all.
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         if self._on_progress is None:
             return
         try:
-            self._on_progress({"progress": value, "total": total, "message": message})
+            self._on_progress({"progress": progress, "total": total, "message": message})
         except Exception:
             log.exception("on_progress failed")
 

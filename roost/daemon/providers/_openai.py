@@ -644,9 +644,9 @@ class _Fold:
     def _call_for(self, index: Any, call_id: str, name: str) -> _Call:
         if index is None:
             # No index (Gemini): each call arrives whole; a new id or name is a new call.
-            for call in self._calls:
-                if call_id and call.id == call_id:
-                    return call
+            for known in self._calls:
+                if call_id and known.id == call_id:
+                    return known
             if call_id or name or not self._calls:
                 return self._new_call()
             return self._calls[-1]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import time
+from types import TracebackType
 from typing import AsyncIterator, Mapping
 
 import h11
@@ -183,8 +184,9 @@ async def _next_event(connection: _Connection, timeout: float | None) -> h11.Eve
             event = conn.next_event()
         except h11.RemoteProtocolError as exc:
             raise httpx2.RemoteProtocolError(str(exc)) from exc
-        if event is not h11.NEED_DATA:
-            return event  # type: ignore[return-value]
+        if isinstance(event, h11.Event):
+            return event
+        # NEED_DATA (PAUSED comes only after the response's end, which no caller reads past).
         with _AsHttpxErrors(httpx2.ReadError, httpx2.ReadTimeout, timeout):
             data = await connection.stream.receive_some(_READ_SIZE)
         if not data and conn.their_state is h11.SEND_RESPONSE:
@@ -207,11 +209,11 @@ class _AsHttpxErrors:
         if self._scope is not None:
             self._scope.__enter__()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if self._scope is not None:
             self._scope.__exit__(kind, exc, tb)
             if self._scope.cancelled_caught:
                 raise self._timed_out("timed out")
         if isinstance(exc, (OSError, trio.BrokenResourceError, trio.ClosedResourceError)):
             raise self._error(str(exc) or type(exc).__name__) from exc
-        return False

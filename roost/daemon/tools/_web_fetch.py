@@ -133,15 +133,15 @@ async def _run_web_fetch(input: Mapping[str, Any], ctx: ToolContext) -> ToolResu
     if page.redirects:
         meta["redirects"] = page.redirects
     if page.elsewhere is not None:
-        text = (
+        message = (
             f"{page.url} redirects (HTTP {page.status}) to another host: {page.elsewhere}\n"
             "Fetch that URL to follow it."
         )
-        return ToolResult(text, meta={**meta, "location": page.elsewhere})
+        return ToolResult(message, meta={**meta, "location": page.elsewhere})
     if page.body is None:
         size = f"{page.length:,} bytes" if page.length is not None else "size unknown"
-        text = f"{_head(page)}\n\n[{page.kind or 'no content type'}, {size}: not text, so not shown]"
-        return ToolResult(text, is_error=page.status >= 400, meta=meta)
+        message = f"{_head(page)}\n\n[{page.kind or 'no content type'}, {size}: not text, so not shown]"
+        return ToolResult(message, is_error=page.status >= 400, meta=meta)
     text = await ctx.in_thread(_text, page, abandon_on_cancel=True)
     if text is None:
         note = f"[{page.kind or 'no content type'}, {len(page.body):,} bytes: binary, so not shown]"
@@ -260,7 +260,7 @@ def html_markdown(html: bytes, charset: str | None, base: str) -> str:
         src = str(image.get("src", "")).strip()
         if not src or src.lower().startswith("data:"):
             # An inline image is bytes, not words: its description stands in for it.
-            image.replace_with(image.get("alt", ""))
+            image.replace_with(str(image.get("alt", "")))
         else:
             image["src"] = urllib.parse.urljoin(base, src)
     markdown = MarkdownConverter(heading_style="ATX", bullets="-").convert_soup(soup)
