@@ -13,20 +13,7 @@ import os
 import re
 from typing import Any, Callable, Mapping
 
-#: roost's tools by Claude Code's names for them; a hook is told the first.
-TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
-    "bash": ("Bash",),
-    "read": ("Read",),
-    "write": ("Write",),
-    "edit": ("Edit", "MultiEdit"),
-    "glob": ("Glob", "LS"),
-    "grep": ("Grep",),
-    "web_fetch": ("WebFetch",),
-    "todo": ("TodoWrite",),
-    "task": ("Task", "Agent"),
-    "ask_human": ("AskUserQuestion",),
-    "skill": ("Skill",),
-}
+from roost.loop import CLAUDE_TOOL_NAMES as TOOL_NAMES
 
 #: roost's tools by each of Claude Code's names for them (``MultiEdit`` -> ``edit``).
 _ROOST_NAMES: Mapping[str, str] = {claude: tool for tool, names in TOOL_NAMES.items() for claude in names}

@@ -26,7 +26,7 @@ import secrets
 import time
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
-from typing import Any, AsyncIterator, Iterable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
@@ -583,7 +583,8 @@ class Conductor:
     def pending(self, session: Session) -> list[dict[str, Any]]:
         """The open requests of the session's run and of its sub-agents."""
         out = []
-        for track in (session, *session.subruns.values()):
+        tracks: tuple[Session | Subrun, ...] = (session, *session.subruns.values())
+        for track in tracks:
             run = track.state.run
             if run is None:
                 continue
@@ -656,8 +657,9 @@ class Conductor:
             track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
         else:
             state = transition.state
-            if stored:
-                state = replace(state, last_seq=stored[-1].seq)
+            last = stored[-1].seq if stored else None
+            if last is not None:  # a stored event always has its seq
+                state = replace(state, last_seq=last)
             session.state = state
         for event in stored:
             self.fanout.publish(event.to_map())
@@ -705,7 +707,7 @@ class Conductor:
 
     def _perform(self, session: Session, track: Session | Subrun, effects: tuple[Effect, ...]) -> None:
         nursery = track.run_nursery
-        tasks = {
+        tasks: dict[type[Effect], Callable[[Session, Session | Subrun, Any], Awaitable[None]]] = {
             CallModel: self._call_model,
             Summarize: self._summarize,
             RunTool: self._run_tool,
@@ -909,7 +911,7 @@ class Conductor:
             settings = settle(
                 setup,
                 Asked(agent=effect.name),
-                resolve=lambda model: self.providers.resolve(model, setup.config, session.client_env),
+                resolve=lambda model: self.providers.resolve(model or setup.config.default_model, setup.config, session.client_env),
                 caller=caller,
             )
         except (SettingsError, ProviderError) as exc:

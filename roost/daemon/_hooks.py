@@ -370,6 +370,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     if scope.cancelled_caught:
         return _Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
     status = process.returncode
+    assert status is not None  # waited for above
     stdout = out.decode("utf-8", "replace").strip()
     stderr = err.decode("utf-8", "replace").strip()
     if status in (0, BLOCK_STATUS):

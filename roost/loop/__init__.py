@@ -12,6 +12,7 @@ from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
 from ._permissions import (
     ASK_HUMAN,
+    CLAUDE_TOOL_NAMES,
     TODO,
     USER_CONFIGURATION,
     USER_TOOLCHAINS,
@@ -67,6 +68,7 @@ from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
 __all__ = [
     "ASK_HUMAN",
     "Abort",
+    "CLAUDE_TOOL_NAMES",
     "CallModel",
     "CancelRun",
     "CheckFinished",

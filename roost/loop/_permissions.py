@@ -211,7 +211,62 @@ def parse_rule(text: str, action: str, source: str = "") -> Rule:
         pattern = pattern.strip()
         if not pattern:
             raise RuleError(f"{text!r}: the pattern in parentheses is empty")
+    if tool[:1].isupper() or tool.startswith("mcp__"):
+        tool, pattern = _from_claude(text, tool, pattern)
     return Rule(action, tool, pattern, source)
+
+
+#: roost's tools by Claude Code's names for them (a hook is told the first).
+CLAUDE_TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
+    "bash": ("Bash",),
+    "read": ("Read",),
+    "write": ("Write",),
+    "edit": ("Edit", "MultiEdit"),
+    "glob": ("Glob", "LS"),
+    "grep": ("Grep",),
+    "web_fetch": ("WebFetch",),
+    "todo": ("TodoWrite",),
+    "task": ("Task", "Agent"),
+    "ask_human": ("AskUserQuestion",),
+    "skill": ("Skill",),
+}
+#: Claude Code's rules on these apply to every tool that edits a file.
+_CLAUDE_EDITS = frozenset({"Edit", "MultiEdit", "Write"})
+
+
+def _from_claude(text: str, tool: str, pattern: str | None) -> tuple[str, str | None]:
+    """A rule in Claude Code's syntax as roost's: ``Bash(npm test:*)``, ``Read(./.env)``,
+    ``Edit(//abs/**)`` (``//`` starts an absolute path, a leading ``/`` is the project's
+    folder), ``WebFetch(domain:host)``, ``mcp__server__tool``.
+
+    Raises:
+        RuleError: a tool roost does not have, or a pattern Claude Code would not match.
+    """
+    if tool.startswith("mcp__"):
+        server, _, name = tool[5:].partition("__")
+        if not server:
+            raise RuleError(f"{text!r} names no MCP server")
+        return f"{server}__{name or '*'}", pattern
+    if tool in _CLAUDE_EDITS:
+        roost = "write|edit"
+    else:
+        roost = next((r for r, names in CLAUDE_TOOL_NAMES.items() if tool in names), "")
+    if not roost:
+        known = ", ".join(n for names in CLAUDE_TOOL_NAMES.values() for n in names)
+        raise RuleError(f"{text!r}: roost has no tool Claude Code calls {tool} (it knows {known})")
+    if pattern is None or roost == "bash":
+        return roost, pattern
+    if roost == WEB_FETCH:
+        if not pattern.startswith("domain:") or not pattern[7:]:
+            raise RuleError(f"{text!r}: Claude Code's WebFetch rules name a host as domain:HOST")
+        return roost, pattern[7:]
+    if roost in _PATH_TOOLS or roost == "write|edit":
+        if pattern.startswith("//"):
+            pattern = pattern[1:]
+        elif pattern.startswith("/"):
+            pattern = pattern[1:] or "."
+        return roost, pattern
+    raise RuleError(f"{text!r}: Claude Code's {tool} takes no pattern")
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,8 +557,12 @@ class _Judging:
 
 
 def _tool_matches(rule: Rule, name: str) -> bool:
-    """A ``read`` rule covers ``glob`` and ``grep`` too: they read the files they search."""
-    return fnmatch.fnmatchcase(name, rule.tool) or (rule.tool == "read" and name in _SEARCH_TOOLS)
+    """Whether ``rule`` is about the tool ``name``: its tool glob (or one of several,
+    ``write|edit``) matches; a ``read`` rule covers ``glob`` and ``grep`` too: they read
+    the files they search."""
+    return any(
+        fnmatch.fnmatchcase(name, tool) or (tool == "read" and name in _SEARCH_TOOLS) for tool in rule.tool.split("|")
+    )
 
 
 def _origin(rule: Rule) -> str:

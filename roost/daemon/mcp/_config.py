@@ -172,7 +172,7 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
     within = None if root is None or trust.has_folder(root) else root
     user = user_config_file()
     # The user's servers run in the daemon's folder; a project's run in the project.
-    places = [(_Place(user, user.parent, None, strict=True), ("mcp", "servers"))]
+    places: list[tuple[_Place, tuple[str, ...]]] = [(_Place(user, user.parent, None, strict=True), ("mcp", "servers"))]
     project = project_config_file(cwd)
     if project is not None:
         holder = project.parent.parent  # the folder holding .roost/
@@ -232,7 +232,7 @@ def _describe(entry: Mapping[str, Any]) -> str:
     return f"changes {', '.join(changed)} of a server of that name" + names.get("env", "")
 
 
-class _Unexpanded(dict):  # type: ignore[type-arg]
+class _Unexpanded(dict[str, str]):
     """An environment in which every ``${VAR}`` stands for itself."""
 
     def get(self, name: str, default: Any = None) -> str:
