@@ -137,11 +137,12 @@ def scripts(words: Iterable[Word], root: str | os.PathLike[str], bases: Iterable
     ``bases``: the folders a relative word is taken from, in order. Reads files.
     """
     found: dict[str, Script] = {}
+    real_root = os.path.realpath(root)
     for path, word, absent in _paths(words, os.fspath(root), list(dict.fromkeys(bases))):
         if path in found:
             continue
         known = trust.knows(path)
-        recorded = _record(path, os.fspath(root), absent, known=known)
+        recorded = _record(path, os.fspath(root), real_root, absent, known=known)
         if recorded is None:
             continue
         # A bare word's file that trust never saw (`touch hook-ran` made it) binds nothing.
@@ -160,18 +161,21 @@ def project_files(paths: Iterable[str], root: str | os.PathLike[str]) -> list[st
     """The real paths of those of ``paths`` that are regular files inside ``root`` (symlinks
     followed), each once."""
     real_root = os.path.realpath(root)
-    reals = (os.path.realpath(path) for path in paths)
-    return list(dict.fromkeys(real for real in reals if _inside(real, real_root) and os.path.isfile(real)))
+    reals = (os.path.realpath(path) for path in dict.fromkeys(paths) if os.path.isfile(path))
+    return list(dict.fromkeys(real for real in reals if _inside(real, real_root)))
 
 
-def _record(path: str, root: str, absent: bool = True, *, known: bool = True) -> str | None:
-    """What trust records for ``path`` of the project ``root`` now: a digest, ABSENT,
-    OUTSIDE and where it leads, ``""`` (cannot be bound), or None (nothing to bind).
+def _record(path: str, root: str, real_root: str, absent: bool = True, *, known: bool = True) -> str | None:
+    """What trust records for ``path`` of the project ``root`` (really ``real_root``) now:
+    a digest, ABSENT, OUTSIDE and where it leads, ``""`` (cannot be bound), or None
+    (nothing to bind).
 
     ``absent``: a missing path is ABSENT (else nothing); ``known``: trust recorded the path
     (then a missing one is ABSENT, and a folder there ``""``: changes). Reads the file.
     """
-    real, real_root = os.path.realpath(path), os.path.realpath(root)
+    if not (absent or known or os.path.lexists(path)):
+        return None  # most words name nothing (`bash`, `--fast`): one stat says so
+    real = os.path.realpath(path)
     if not _inside(real, real_root):
         # Named inside the project, leading out: a link of the project's (or a folder of
         # it) leads there, and is bound to where it leads.
@@ -196,7 +200,7 @@ def _record(path: str, root: str, absent: bool = True, *, known: bool = True) ->
 def unchanged(path: str, root: str, recorded: str) -> bool:
     """Whether ``path`` is still what trust recorded for it (``root``: its project)."""
     if recorded == ABSENT or recorded.startswith(OUTSIDE):
-        return _record(path, root) == recorded
+        return _record(path, root, os.path.realpath(root)) == recorded
     # A file of the entry's own (a config file) is bound by content wherever it leads.
     return _digest(path) == recorded
 

@@ -137,10 +137,12 @@ def protected_files(setup: FolderSetup, trust: Trust) -> tuple[str, ...]:
     files = project_files(named, root)
     # The user's own hooks and servers need no trust; what they run of the project is
     # protected all the same (named as a path: `touch marker` does not make it one).
+    project = {item.source for item in setup.widening}
     for hook in setup.hooks:
-        files += named_files(_path_words(shell_words(hook.command)), root, (setup.cwd, root))
+        if hook.source not in project:
+            files += named_files(_path_words(shell_words(hook.command)), root, (setup.cwd, root))
     for server in setup.mcp.values():
-        if server.command is not None:
+        if server.command is not None and server.source not in project:
             # A server without a cwd (the user's) runs in the daemon's folder: only its
             # absolute words can name a project file.
             words = _path_words(argv_words([server.command, *server.args]))
