@@ -28,8 +28,10 @@ def trust(obj: dict[str, Any], folder: str | None, yes: bool, as_list: bool, as_
     Claude Code's .claude/settings.json and settings.local.json), allow rules, a
     guardrail switched off, providers and their URLs, the default model and aliases, agents
     that run without approvals or replace the default one — is ignored until you trust the
-    folder. This command shows each such item and asks before it records the files' content:
-    a file that changes afterwards (a git pull) is ignored again until you trust it again.
+    folder. This command shows each such item and asks before it records the files' content,
+    and the content of the project files a hook or an MCP server runs (a hook's
+    .claude/hooks/check.sh, a server's server.py): when one of them changes afterwards (a git
+    pull, a command), what it belongs to is ignored again until you trust it again.
 
     \b
     Examples:
@@ -105,7 +107,23 @@ def _show(shown: dict[str, Any]) -> None:
         for item in found:
             detail = f": {item['detail']}" if item["detail"] else ""
             click.echo(f"    {item['kind']} {item['name']}{detail}")
+            for script in item.get("runs", []):
+                path = script["path"]
+                named = os.path.relpath(path, folder) if path.startswith(folder + os.sep) else path
+                note = _script_note(script, shown["trusted"])
+                click.echo(f"      runs {named}" + (f"  ({note})" if note else ""))
     click.echo("")
+
+
+def _script_note(script: dict[str, Any], folder_trusted: bool) -> str:
+    """What to say of a file an item runs, beside its name."""
+    if script["state"] == "unreadable":
+        return "cannot be trusted: not a regular file, too large or unreadable"
+    if not script.get("bound", True):
+        return "not recorded yet: bound when you trust the folder again" if folder_trusted else ""
+    if script["trusted"] or not folder_trusted:
+        return {"missing": "missing", "outside": "a link out of the project"}.get(script["state"], "")
+    return {"missing": "missing since you trusted it"}.get(script["state"], "changed since you trusted it")
 
 
 def _show_list(folders: list[dict[str, Any]], as_json: bool) -> None:
@@ -118,5 +136,13 @@ def _show_list(folders: list[dict[str, Any]], as_json: bool) -> None:
     for entry in folders:
         click.echo(f"{entry['folder']}  (trusted {when(entry['trusted_at'])})")
         for f in entry["files"]:
-            state = "missing" if f["missing"] else ("as trusted" if f["current"] else "changed: ignored until trusted again")
-            click.echo(f"  {f['path']}  {state}")
+            click.echo(f"  {f['path']}  {_file_state(f)}")
+
+
+def _file_state(f: dict[str, Any]) -> str:
+    """A recorded file's state: a file a hook or server runs may be recorded as missing."""
+    if f["current"]:
+        return "missing, as trusted" if f["missing"] else "as trusted"
+    if f["digest"] == "absent":
+        return "created since: ignored until trusted again"
+    return "missing: ignored until trusted again" if f["missing"] else "changed: ignored until trusted again"

@@ -58,11 +58,11 @@ from ._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
 from ._config import Config, ConfigError, price_map
 from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
 from ._prompt import compose, render
-from ._files import read_bounded
+from ._scripts import unchanged
 from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
 from ._setup import FolderSetup
 from ._store import SessionRow, StoreError, StoreFull
-from ._trust import TrustError, TrustStore, digest
+from ._trust import TrustError, TrustStore
 from .mcp import UnknownServer
 from ._connection import Connection
 from ._sessions import Session, SessionBusy, SessionNotFound
@@ -810,8 +810,9 @@ async def _commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSe
 
 
 def _widening_files(setup: FolderSetup) -> dict[str, str]:
-    """The files that widen, with the digests of their content as it was read."""
-    return {item.source: item.digest for item in setup.widening}
+    """The files that widen, with the digests of their content as it was read, and the
+    project files their entries run."""
+    return setup.trust_files
 
 
 def _trust_listing(store: TrustStore) -> list[dict[str, Any]]:
@@ -820,11 +821,8 @@ def _trust_listing(store: TrustStore) -> list[dict[str, Any]]:
     for record in store.records():
         files = []
         for path, recorded in sorted(record["files"].items()):
-            try:
-                now: str | None = digest(read_bounded(path))
-            except OSError:
-                now = None
-            files.append({"path": path, "digest": recorded, "current": now == recorded, "missing": now is None})
+            current = unchanged(path, record["folder"], recorded)
+            files.append({"path": path, "digest": recorded, "current": current, "missing": not os.path.lexists(path)})
         out.append({**record, "files": files})
     return out
 

@@ -14,7 +14,8 @@ none); ``timeout`` is in seconds, 60 unless said.
 
 The user's hooks are the user speaking. A project's are widening (see ``_trust``): each
 is reported as a :class:`Widening` (kind ``hook``, as ``[[hooks.*]]`` of a project's
-config.toml are) and runs only while its file is trusted with its content as it is now.
+config.toml are) and runs only while its file is trusted with its content as it is now,
+and so is each project file its command runs (``.claude/hooks/check.sh``: see ``_scripts``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ._claude import tool_matcher
 from ._config import ConfigError, Hook
 from ._files import read_bounded
 from ._project import project_root
+from ._scripts import scripts, shell_words
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The Claude Code events roost runs hooks for, and roost's kind of each.
@@ -74,14 +76,22 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
         if not os.path.lexists(path) or _same(path, user):
             continue
         data = _read(path, None if trust.has_folder(root) else root)
-        found = _hooks(path, data)
         trusted = trust.covers(path, data)
-        widening += [
-            Widening("hook", f"{hook.event} {hook.match or '*'}", hook.command, str(path), digest(data), trusted)
-            for hook in found
-        ]
-        if trusted:
-            hooks += found
+        for hook in _hooks(path, data):
+            # A hook runs in the session's folder, and is written for the project's root.
+            runs = scripts(shell_words(hook.command), root, (cwd, os.fspath(root)), trust)
+            item = Widening(
+                "hook",
+                f"{hook.event} {hook.match or '*'}",
+                hook.command,
+                str(path),
+                digest(data),
+                trusted and all(script.trusted for script in runs),
+                runs,
+            )
+            widening.append(item)
+            if item.trusted:
+                hooks.append(hook)
     return ClaudeSettings(tuple(hooks), tuple(widening))
 
 

@@ -9,8 +9,9 @@ effect without a restart.
 A project's file is someone else's word until its user trusts it (see ``_trust``): what it
 says that widens — ``[providers]``, ``default_model``, ``[models]``, ``[permissions] allow``,
 ``[guardrails] secrets = false``, ``[hooks]``, ``[tools.env] pass`` — is reported as a
-:class:`Widening` and applied only while the file is trusted with this content; the rest
-(deny and ask rules, guardrail rules, prices, windows, compaction) always applies.
+:class:`Widening` and applied only while the file is trusted with this content (a hook also
+only while the project files its command runs are: see ``_scripts``); the rest (deny and
+ask rules, guardrail rules, prices, windows, compaction) always applies.
 
     default_model = "anthropic/claude-sonnet-4-6"
 
@@ -89,14 +90,15 @@ import re
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from roost.loop import GUARDRAIL_ACTIONS, Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
 from ._claude import tool_matcher
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
-from ._trust import NO_TRUST, Trust, Widening, digest
+from ._scripts import scripts, shell_words
+from ._trust import NO_TRUST, Script, Trust, Widening, digest
 from .sandbox import MODES as SANDBOX_MODES, SandboxConfig
 
 
@@ -298,18 +300,31 @@ def load_config(
         _passed(parsed, str(project))
         # Not a widening to trust: whatever the project's [sandbox] says, it only narrows.
         sandbox = _sandbox(parsed, str(project), str(root))
-        widening = _widening(parsed, str(project), digest(data), trust.covers(project, data))
-        if not widening or widening[0].trusted:
+        trusted = trust.covers(project, data)
+
+        def runs(command: str) -> tuple[Script, ...]:
+            # A hook runs in the session's folder, and is written for the project's root.
+            return scripts(shell_words(command), root, (cwd or os.fspath(root), os.fspath(root)), trust)
+
+        widening = _widening(parsed, str(project), digest(data), trusted, runs)
+        if trusted:
             config = _merge(config, parsed, str(project))
             config = replace(config, tool_env_pass=(*config.tool_env_pass, *_passed(parsed, str(project))))
+            # A hook whose script changed since the file was trusted does not run.
+            changed = {item.detail for item in widening if item.kind == "hook" and not item.trusted}
+            kept = [hook for hook in config.hooks if hook.source != str(project) or hook.command not in changed]
+            config = replace(config, hooks=tuple(kept))
         else:
             config = _merge(config, _narrowing(parsed), str(project))
         config = replace(config, widening=widening, project_sandbox=sandbox)
     return config
 
 
-def _widening(data: Mapping[str, Any], source: str, digest: str, trusted: bool) -> tuple[Widening, ...]:
-    """Everything a (checked) project file says that widens what roost does."""
+def _widening(
+    data: Mapping[str, Any], source: str, digest: str, trusted: bool, runs: Callable[[str], tuple[Script, ...]]
+) -> tuple[Widening, ...]:
+    """Everything a (checked) project file says that widens what roost does (``runs``: the
+    project files a hook's command runs)."""
     items: list[tuple[str, str, str]] = []
     for name, entry in data.get("providers", {}).items():
         shown = {k: v for k, v in entry.items() if k in ("kind", "base_url", "api_key_env")}
@@ -325,7 +340,11 @@ def _widening(data: Mapping[str, Any], source: str, digest: str, trusted: bool) 
     for kind, entries in data.get("hooks", {}).items():
         items += [("hook", f"{kind} {entry.get('match', '*')}", entry["command"]) for entry in entries]
     items += [("secret passed to tools", name, "") for name in _passed(data, source)]
-    return tuple(Widening(kind, name, detail, source, digest, trusted) for kind, name, detail in items)
+    found = []
+    for kind, name, detail in items:
+        ran = runs(detail) if kind == "hook" else ()
+        found.append(Widening(kind, name, detail, source, digest, trusted and all(s.trusted for s in ran), ran))
+    return tuple(found)
 
 
 def _narrowing(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,15 +2,16 @@
 
 A dispatch, a sub-agent, a compaction and restart recovery all need the same things from a
 session's folder: the merged config, the agents, the MCP servers, the hooks of Claude Code's
-settings files, and what the project's files would widen but may not (see ``_trust``). :func:`load_folder` reads them together in
-one worker thread, so that every part of a run sees the same files and the same trust, and
-the event loop never waits on a disk.
+settings files, what the project's files would widen but may not (see ``_trust``), and the
+project files that must not change under a run (:attr:`FolderSetup.protected`).
+:func:`load_folder` reads them together in one worker thread, so that every part of a run
+sees the same files and the same trust, and the event loop never waits on a disk.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -19,6 +20,7 @@ from ._claude_settings import ClaudeSettings, load_claude_settings
 from ._config import Config, Hook, load_config
 from ._environ import tool_environment
 from ._project import one_root, project_root
+from ._scripts import Word, argv_words, named_files, one_reading, project_files, shell_words
 from ._trust import Trust, Widening
 from .mcp import McpServerConfig
 from .mcp import McpServers, load_mcp_servers
@@ -43,11 +45,23 @@ class FolderSetup:
     trusted: bool = False
     #: The hooks of Claude Code's settings files (the user's, and the project's).
     claude: ClaudeSettings = ClaudeSettings()
+    #: The project files a run must not change (see :func:`protected_files`).
+    protected: tuple[str, ...] = ()
 
     @property
     def widening(self) -> tuple[Widening, ...]:
         """Everything the project's files say that widens, trusted or not."""
         return self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
+
+    @property
+    def trust_files(self) -> dict[str, str]:
+        """What ``roost trust`` records for the folder as it is now: each widening file's
+        digest, and what each project file an entry runs is (see ``_scripts``)."""
+        files = {item.source: item.digest for item in self.widening}
+        for item in self.widening:
+            # One that cannot be bound is never recorded: its entry stays untrusted.
+            files.update((script.path, script.digest) for script in item.runs if script.digest)
+        return files
 
     @property
     def hooks(self) -> tuple[Hook, ...]:
@@ -88,11 +102,55 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
     Raises:
         ConfigError: a config file cannot be used.
     """
-    with one_root():
+    with one_root(), one_reading():
         root = project_root(cwd) or Path(cwd)
         config = load_config(cwd, environ, trust)
         agents = load_agents(cwd, trust)
         servers = load_mcp_servers(cwd, environ, trust)
         claude = load_claude_settings(cwd, environ, trust)
-    paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden)
-    return FolderSetup(cwd, os.fspath(root), config, agents, servers, paths, trust.has_folder(root), claude)
+    setup = FolderSetup(cwd, os.fspath(root), config, agents, servers, SandboxPaths(), trust.has_folder(root), claude)
+    protected = protected_files(setup, trust)
+    # What trust records and trusted entries run is read-only in the sandbox too.
+    paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=protected)
+    return replace(setup, sandbox_paths=paths, protected=protected)
+
+
+#: The files at a project's root that widen what roost does when trusted.
+WIDENING_FILES = (".mcp.json", ".roost/config.toml", ".claude/settings.json", ".claude/settings.local.json")
+
+
+def protected_files(setup: FolderSetup, trust: Trust) -> tuple[str, ...]:
+    """The project files a run in ``setup``'s folder must not change, as absolute real paths
+    inside its root, sorted: what trust records or would record, and what any entry runs.
+
+    That is: the widening files (:data:`WIDENING_FILES`, and agent files that widen),
+    trusted or not (an untrusted folder's entries may be trusted one day); the files trust
+    records for the folder; every project file a widening entry runs and is bound to (see
+    ``_scripts``), trusted or not; and the project files the hooks and MCP servers that
+    apply (the user's own included) name as paths. Existing files only. The sandbox makes
+    them read-only to commands, and the file tools ask before writing them. Reads no
+    content.
+    """
+    root = setup.root
+    named = [os.path.join(root, name) for name in WIDENING_FILES]
+    named += [item.source for item in setup.widening]
+    named += list(trust.folders.get(root, {}))
+    named += [script.path for item in setup.widening for script in item.runs if script.bound]
+    files = project_files(named, root)
+    # The user's own hooks and servers need no trust; what they run of the project is
+    # protected all the same (named as a path: `touch marker` does not make it one).
+    project = {item.source for item in setup.widening}
+    for hook in setup.hooks:
+        if hook.source not in project:
+            files += named_files(_path_words(shell_words(hook.command)), root, (setup.cwd, root))
+    for server in setup.mcp.values():
+        if server.command is not None and server.source not in project:
+            # A server without a cwd (the user's) runs in the daemon's folder: only its
+            # absolute words can name a project file.
+            words = _path_words(argv_words([server.command, *server.args]))
+            files += named_files(words, root, [server.cwd] if server.cwd else [])
+    return tuple(sorted(set(files)))
+
+
+def _path_words(words: list[Word]) -> list[Word]:
+    return [word for word in words if word.path]

@@ -14,6 +14,12 @@ folder, the SHA-256 of each file that widens. A file counts as trusted only whil
 content still has the recorded digest, so a ``git pull`` that adds a server or a hook to a
 trusted folder does nothing until the user looks again.
 
+An entry is also bound to the project files it runs: a hook's ``.claude/hooks/check.sh``,
+an MCP server's ``server.py`` (see ``_scripts`` for how they are found). Their digests are
+recorded with the folder's files, and an entry applies only while its own file and each of
+its :class:`Script` are as they were trusted: a command that rewrites the script, removes it
+or creates one that was missing makes the entry someone else's word again.
+
 The store is ``trust.json`` in the user's state dir (0600, written atomically by the daemon
 alone). Resource handling: :class:`TrustStore` reads the file again only when it changed;
 callers in the daemon run its methods in a worker thread.
@@ -34,6 +40,45 @@ from ._paths import ensure_private_dir
 #: Format of trust.json; a file of another version is refused, never overwritten.
 TRUST_VERSION = 1
 
+#: What a content digest starts with (the SHA-256 of the content follows, in hex).
+DIGEST = "sha256:"
+#: What is recorded for a project path an entry names that does not exist: creating it
+#: later changes what the entry runs.
+ABSENT = "absent"
+#: What is recorded for a project path that leads out of the project (a link), before the
+#: real path: the entry runs something outside, not bound by content but by where it leads.
+OUTSIDE = "outside:"
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """A project file a widening entry runs (or names), bound into trust with the entry."""
+
+    #: The path as the entry names it, made absolute (symlinks not resolved).
+    path: str
+    #: What trust records for it: its content's digest, :data:`ABSENT`, :data:`OUTSIDE` and
+    #: where it leads, or ``""`` when it cannot be bound (not a regular file, too large,
+    #: unreadable): an entry naming such a file is never trusted.
+    digest: str
+    #: Whether it lets the entry apply: trust recorded it as it is now, or it binds nothing.
+    trusted: bool
+    #: Whether the entry's trust depends on it; a file a bare word names that trust never
+    #: recorded does not (see ``_scripts``).
+    bound: bool = True
+
+    @property
+    def state(self) -> str:
+        """``file``, ``missing``, ``outside`` or ``unreadable``."""
+        if self.digest == ABSENT:
+            return "missing"
+        if self.digest.startswith(OUTSIDE):
+            return "outside"
+        return "file" if self.digest else "unreadable"
+
+    def to_map(self) -> dict[str, Any]:
+        """The script as methods and events carry it."""
+        return {"path": self.path, "state": self.state, "trusted": self.trusted, "bound": self.bound}
+
 
 @dataclass(frozen=True, slots=True)
 class Widening:
@@ -48,8 +93,11 @@ class Widening:
     #: The file it comes from, and that file's digest when it was read.
     source: str
     digest: str
-    #: Whether the file is trusted with this content (then the item applies).
+    #: Whether the file is trusted with this content, and each of ``runs`` as it is now
+    #: (then the item applies).
     trusted: bool
+    #: The project files it runs, bound with it.
+    runs: tuple[Script, ...] = ()
 
     def to_map(self) -> dict[str, Any]:
         """The item as methods and events carry it."""
@@ -59,6 +107,7 @@ class Widening:
             "detail": self.detail,
             "source": self.source,
             "trusted": self.trusted,
+            "runs": [script.to_map() for script in self.runs],
         }
 
 
@@ -70,8 +119,17 @@ class Trust:
 
     def covers(self, path: str | os.PathLike[str], data: bytes) -> bool:
         """Whether the file at ``path`` with content ``data`` was trusted as it is."""
-        key, wanted = os.fspath(path), digest(data)
-        return any(files.get(key) == wanted for files in self.folders.values())
+        return self.holds(path, digest(data))
+
+    def holds(self, path: str | os.PathLike[str], recorded: str) -> bool:
+        """Whether trust recorded ``path`` as ``recorded`` (a digest, :data:`ABSENT`, ...)."""
+        key = os.fspath(path)
+        return bool(recorded) and any(files.get(key) == recorded for files in self.folders.values())
+
+    def knows(self, path: str | os.PathLike[str]) -> bool:
+        """Whether trust recorded anything for ``path``."""
+        key = os.fspath(path)
+        return any(key in files for files in self.folders.values())
 
     def has_folder(self, folder: str | os.PathLike[str]) -> bool:
         """Whether the user trusted ``folder`` (whatever its files say now)."""
@@ -84,7 +142,7 @@ NO_TRUST = Trust()
 
 def digest(data: bytes) -> str:
     """The digest trust is bound to."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return DIGEST + hashlib.sha256(data).hexdigest()
 
 
 class TrustError(Exception):

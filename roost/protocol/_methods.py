@@ -292,7 +292,8 @@ METHODS: tuple[Method, ...] = (
     Method(
         "trust.show",
         "What a folder's files say that widens what roost does (MCP servers, hooks, allow "
-        "rules, providers, agents, ...), each marked trusted or not, and the files' digests.",
+        "rules, providers, agents, ...), each marked trusted or not with the project files it "
+        "runs (runs), and what trust would record: the files' digests and those it runs'.",
         (Param("cwd", "str", True, "a folder of the project"),),
         ("folder", "trusted", "current", "items", "files"),
     ),

@@ -6,14 +6,14 @@ import json
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Iterable
 
 import pytest
 import trio
 
 from roost.daemon._server import Daemon
 from roost.daemon._paths import state_dir
-from roost.daemon._trust import Trust, TrustStore, digest
+from roost.daemon._trust import Trust, TrustStore, Widening, digest
 from roost.protocol.trio_client import TrioClient, open_client
 
 
@@ -68,6 +68,14 @@ def project(tmp_path: Path) -> Path:
 def trusting(*files: Path) -> Trust:
     """A trust snapshot in which ``files`` are trusted with their content as it is now."""
     return Trust({"/": {str(f): digest(f.read_bytes()) for f in files}})
+
+
+def trusting_shown(widening: Iterable[Widening]) -> Trust:
+    """A trust snapshot in which what ``widening`` reports is trusted as it is now: its
+    files and the project files its entries run, as ``roost trust`` records them."""
+    files = {item.source: item.digest for item in widening}
+    files |= {s.path: s.digest for item in widening for s in item.runs}
+    return Trust({"/": files})
 
 
 def trust_files(root: Path, *files: Path) -> None:

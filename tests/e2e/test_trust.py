@@ -112,3 +112,32 @@ def test_commands_get_the_dispatching_terminals_environment_without_secrets(e2e:
     assert "GITHUB_TOKEN=gh-passed" in result
     for secret in ("sk-ant-never-shown", "tok-never-shown", "pw-never-shown"):
         assert secret not in result
+
+
+def test_roost_trust_names_the_hook_script_that_changed(e2e: E2E) -> None:
+    hooks = e2e.project / ".claude" / "hooks"
+    hooks.mkdir(parents=True)
+    script = hooks / "check.sh"
+    script.write_text('echo v1 >> "$CLAUDE_PROJECT_DIR/marker"\n')
+    (e2e.project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [
+        {"matcher": "Bash", "hooks": [{"type": "command", "command": 'bash "$CLAUDE_PROJECT_DIR"/.claude/hooks/check.sh'}]},
+    ]}}))
+    shown = e2e.ok("trust", "--yes").stdout
+    assert "hook PreToolUse Bash: bash" in shown and "      runs .claude/hooks/check.sh\n" in shown
+    e2e.ok("dispatch", "--yes", "go", "--model", e2e.script([bash("true")], [text("done")]))
+    assert (e2e.project / "marker").read_text() == "v1\n"
+
+    script.write_text('echo v2 >> "$CLAUDE_PROJECT_DIR/marker"\n')
+    listed = e2e.ok("trust", "--list").stdout
+    assert f"{script}  changed: ignored until trusted again" in listed
+    assert f"{e2e.project / '.claude' / 'settings.json'}  as trusted" in listed
+    out = e2e.ok("dispatch", "--yes", "go", "--model", e2e.script([bash("true")], [text("done")])).stdout
+    assert "not trusted, so ignored: hook PreToolUse Bash" in out
+    assert (e2e.project / "marker").read_text() == "v1\n"
+    refused = e2e.roost("trust")
+    assert "is trusted, but files changed since" in refused.stdout
+    assert "runs .claude/hooks/check.sh  (changed since you trusted it)" in refused.stdout
+
+    e2e.ok("trust", "--yes")
+    e2e.ok("dispatch", "--yes", "go", "--model", e2e.script([bash("true")], [text("done")]))
+    assert (e2e.project / "marker").read_text() == "v1\nv2\n"

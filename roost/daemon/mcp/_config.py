@@ -32,7 +32,12 @@ A project's servers start programs and send requests where its files say: they a
 widening (see ``roost.daemon._trust``). An entry of a project file that is not trusted with
 its current content is reported as a :class:`~roost.daemon._trust.Widening` and kept in
 :attr:`McpServers.untrusted` (listed, never started); only an entry that does nothing but
-switch an earlier server off (``enabled = false``) applies untrusted, since it narrows.
+switch an earlier server off (``enabled = false``) applies untrusted, since it narrows. A
+stdio entry is also bound to the project files its command and args run (``node
+./server/index.js``, ``python tools/server.py``: see ``roost.daemon._scripts``), read as
+the file writes them (``${VAR}`` unexpanded, so trusted or not, one entry names the same
+files) from the server's ``cwd``: a change to one of them untrusts the entry as a change
+to its file would.
 
 A server is what it runs, not what it is called: a stdio command is resolved once loaded (on
 the ``PATH`` the server will get, a relative path against its ``cwd``) and started as
@@ -55,7 +60,8 @@ from typing import Any, Literal, Mapping
 
 from roost.daemon._files import read_bounded
 from roost.daemon._project import project_config_file, project_root, user_config_file
-from roost.daemon._trust import NO_TRUST, Trust, Widening, digest
+from roost.daemon._scripts import Word, argv_words, scripts
+from roost.daemon._trust import NO_TRUST, Script, Trust, Widening, digest
 
 #: Seconds a tool call may take unless the entry says otherwise.
 DEFAULT_TIMEOUT = 60.0
@@ -100,18 +106,22 @@ class McpServerConfig:
     #: The file the entry (or its last change) came from; not part of equality, so the
     #: same server defined in two files is the same server.
     source: str = field(default="", compare=False)
+    #: A project's server: what trust records for the project files it runs (path, digest),
+    #: part of its identity, not of equality.
+    runs: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
     def identity(self) -> Identity:
-        """What the server is: a stdio server's command (as loaded: resolved), args, env
-        and cwd; an HTTP server's URL and headers.
+        """What the server is: a stdio server's command (as loaded: resolved), args, env,
+        cwd and the project files it runs as they are (a server.py trusted again after a
+        change is another server); an HTTP server's URL and headers.
 
         Configs with one identity are one server, whatever their name, file, timeout or
         ``enabled``; configs with different ones are never the same server.
         """
         if self.transport == "http":
             return ("http", self.url, tuple(sorted(self.headers.items())))
-        return ("stdio", self.command, self.args, tuple(sorted(self.env.items())), self.cwd)
+        return ("stdio", self.command, self.args, tuple(sorted(self.env.items())), self.cwd, self.runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,8 +211,11 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
             if not place.project or _only_disables(entry):
                 servers[name] = config
                 continue
-            widening.append(Widening("mcp server", name, _describe(entry), place.source, digest(raw), trusted))
-            if trusted:
+            runs = _runs(name, entry, config if values is _UNEXPANDED else None, servers.get(name), place, environ, trust)
+            applies = trusted and all(script.trusted for script in runs)
+            widening.append(Widening("mcp server", name, _describe(entry), place.source, digest(raw), applies, runs))
+            config = replace(config, runs=tuple((script.path, script.digest) for script in runs))
+            if applies:
                 servers[name] = config
             else:
                 untrusted[name] = config
@@ -213,6 +226,34 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
         tuple(widening),
         untrusted,
     )
+
+
+def _runs(
+    name: str,
+    entry: Any,
+    unexpanded: McpServerConfig | None,
+    earlier: McpServerConfig | None,
+    place: _Place,
+    environ: Mapping[str, str],
+    trust: Trust,
+) -> tuple[Script, ...]:
+    """The project files a project's stdio entry runs, bound with it (``unexpanded``: the
+    entry as parsed without expanding ``${VAR}``, if it was)."""
+    if unexpanded is None:
+        try:
+            unexpanded = _parse(name, entry, earlier, place, _UNEXPANDED)
+        except _Malformed:
+            return ()  # an HTTP server whose url is a ${VAR}: it runs nothing here
+    if unexpanded.command is None:
+        return ()
+    cwd = unexpanded.cwd or place.default_cwd or str(place.base)
+    words = argv_words([unexpanded.command, *unexpanded.args])
+    if os.sep not in unexpanded.command:
+        # A bare command is the program the server gets on its PATH.
+        found = _program(unexpanded.command, cwd, unexpanded.env.get("PATH", environ.get("PATH", os.defpath)))
+        if os.path.isabs(found):
+            words.append(Word(found, True))
+    return scripts(words, place.base, (cwd,), trust)
 
 
 def _only_disables(entry: Any) -> bool:

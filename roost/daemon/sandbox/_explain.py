@@ -46,7 +46,8 @@ def explain(output: str, status: int, policy: SandboxPolicy, cwd: str) -> str | 
             continue
         named = False
         for word in _WORD.findall(line):
-            if "/" not in word and not word.startswith("."):
+            # A folder moved aside is often named bare ('scripts'); other messages name paths.
+            if "/" not in word and not word.startswith(".") and not busy:
                 continue
             path = os.path.normpath(os.path.join(cwd, word))
             guarded = _protected(path, guards, policy.writable) if read_only or busy else None

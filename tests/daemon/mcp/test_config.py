@@ -13,13 +13,13 @@ from roost.daemon._project import user_config_file
 from roost.daemon._trust import Trust, digest
 from roost.daemon.mcp import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers
 
-from ..conftest import trusting
+from ..conftest import trusting, trusting_shown
 
 
 def load(cwd: str | None, environ: dict[str, str]) -> tuple[dict[str, McpServerConfig], list[str]]:
-    """The servers and problems for ``cwd`` with the project's files trusted as they are."""
-    files = [f for f in (Path(cwd or "/") / ".roost" / "config.toml", Path(cwd or "/") / ".mcp.json") if f.is_file()]
-    found = load_mcp_servers(cwd, environ, trusting(*files))
+    """The servers and problems for ``cwd`` with the project's files trusted as they are
+    (and the project files their entries run), as roost trust records them."""
+    found = load_mcp_servers(cwd, environ, trusting_shown(load_mcp_servers(cwd, environ).widening))
     return dict(found.servers), list(found.problems)
 
 
@@ -62,7 +62,10 @@ def test_three_sources_later_ones_win(project: Path) -> None:
                            "env": {"A": "1"}, "somethingElse": True},  # other tools' keys are fine
         }}),
     )
-    found = load_mcp_servers(str(project / "src" / "deep"), {}, trusting(toml, mcp_json))
+    # Trusted as roost trust records them: the files, and ./time-server missing.
+    shown = load_mcp_servers(str(project / "src" / "deep"), {})
+    assert {item.source for item in shown.widening} == {str(toml), str(mcp_json)}
+    found = load_mcp_servers(str(project / "src" / "deep"), {}, trusting_shown(shown.widening))
     servers, errors = found.servers, list(found.problems)
     assert errors == []
     assert servers["time"] == McpServerConfig(

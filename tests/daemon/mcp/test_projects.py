@@ -23,7 +23,7 @@ from roost.daemon.mcp import _manager
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import alive
 
-from ..conftest import events_until, finished, serving, text, trust_files, write_script
+from ..conftest import events_until, finished, serving, text, trust, trust_files, write_script
 from .conftest import EVERYTHING_JS, everything
 
 PROBE = '''
@@ -189,3 +189,26 @@ async def test_a_run_keeps_its_server_while_it_lasts_and_an_unused_one_goes(
         while alive(old):
             await trio.sleep(0.02)
     assert (await listed(client, root))["ev"]["pid"] == new
+
+
+async def test_a_projects_server_script_is_bound_into_trust(client: TrioClient, tmp_path: Path) -> None:
+    root = tmp_path / "delta"
+    (root / ".git").mkdir(parents=True)
+    server = root / "server.py"
+
+    def version(v: str) -> None:
+        server.write_text(PROBE.replace("return f\"pid", f"return f\"{v} pid"))
+
+    version("v1")
+    (root / ".mcp.json").write_text(json.dumps({"mcpServers": {"local": {"command": sys.executable, "args": ["server.py"]}}}))
+    (root / "note.txt").write_text("the note of delta\n")
+    await trust(client, root)
+    assert (await run_calls(client, root, use("local__where")))["local__where"].startswith("v1 pid ")
+    # A command rewrites the script the trusted server runs: the server waits for the user.
+    version("v2")
+    assert (await listed(client, root))["local"]["state"] == "untrusted"
+    unavailable = (await run_calls(client, root, use("local__where")))["local__where"]
+    assert "v2" not in unavailable and "v1" not in unavailable
+    # Trusted again, the new script runs (another server, not the one started from v1).
+    await trust(client, root)
+    assert (await run_calls(client, root, use("local__where")))["local__where"].startswith("v2 pid ")
