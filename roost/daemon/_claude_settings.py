@@ -1,4 +1,4 @@
-"""Claude Code's settings files, for their hooks.
+"""Claude Code's settings files, for their hooks and permission rules.
 
     {"hooks": {
       "PreToolUse": [{"matcher": "Bash|Edit",
@@ -7,12 +7,18 @@
 
 Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
 project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
-``hooks`` is read, and of it the events roost runs (PreToolUse, PostToolUse,
-UserPromptSubmit, Stop) and hooks of ``type: command``; the rest of a file is left alone.
+``hooks`` and ``permissions`` are read: of ``hooks`` the events roost runs (PreToolUse,
+PostToolUse, UserPromptSubmit, Stop) and hooks of ``type: command``; of ``permissions`` the
+``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
+:func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
+that silently never matches). ``additionalDirectories`` and ``defaultMode`` are not read
+(roost's own ``[sandbox] writable`` and ``--mode`` say those); the rest is left alone.
 A matcher is Claude Code's (see ``_claude.tool_matcher``; the prompt and stop events have
 none); ``timeout`` is in seconds, 60 unless said.
 
-The user's hooks are the user speaking. A project's are widening (see ``_trust``): each
+The user's hooks and rules are the user speaking. A project's deny and ask rules narrow,
+and always apply; its allow rules widen, and apply only while the file is trusted. A
+project's hooks are widening (see ``_trust``): each
 is reported as a :class:`Widening` (kind ``hook``, as ``[[hooks.*]]`` of a project's
 config.toml are) and runs only while its file is trusted with its content as it is now,
 and so is each project file its command runs (``.claude/hooks/check.sh``: see ``_scripts``).
@@ -27,7 +33,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._claude import tool_matcher
-from ._config import ConfigError, Hook
+from roost.loop import Rule
+
+from ._config import ConfigError, Hook, parse_rules
 from ._files import read_bounded
 from ._project import project_root
 from ._scripts import scripts, shell_words
@@ -40,6 +48,12 @@ EVENTS: Mapping[str, str] = {
     "UserPromptSubmit": "prompt",
     "Stop": "stop",
 }
+#: Claude Code's tools roost has none of: a settings file's rules about them are left out
+#: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
+CLAUDE_ONLY_TOOLS = frozenset({
+    "WebSearch", "NotebookRead", "NotebookEdit", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
+    "SlashCommand", "ListMcpResourcesTool", "ReadMcpResourceTool",
+})
 #: Seconds a Claude Code hook may run unless its entry says.
 DEFAULT_TIMEOUT = 60.0
 
@@ -50,8 +64,11 @@ class ClaudeSettings:
 
     #: The hooks that run: the user's, then the trusted project files'.
     hooks: tuple[Hook, ...] = ()
-    #: Every hook of the project's files, trusted (applied) or not.
+    #: Every hook and allow rule of the project's files, trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
+    #: The permission rules that apply: the user's, the project's deny and ask rules, and
+    #: the trusted project files' allow rules.
+    rules: tuple[Rule, ...] = ()
 
 
 def claude_user_dir(environ: Mapping[str, str]) -> Path:
@@ -67,7 +84,13 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
             shape (trusted or not: a broken file is reported, never half-read).
     """
     user = claude_user_dir(environ) / "settings.json"
-    hooks = list(_hooks(user, _read(user, None)) if os.path.lexists(user) else ())
+    hooks: list[Hook] = []
+    rules: list[Rule] = []
+    if os.path.lexists(user):
+        mine = _settings(user, _read(user, None))
+        hooks += _hooks(user, mine)
+        for action in ("allow", "deny", "ask"):
+            rules += _rules(user, mine, action)
     widening: list[Widening] = []
     root = project_root(cwd) or Path(cwd)
     for name in ("settings.json", "settings.local.json"):
@@ -77,7 +100,13 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
             continue
         data = _read(path, None if trust.has_folder(root) else root)
         trusted = trust.covers(path, data)
-        for hook in _hooks(path, data):
+        settings = _settings(path, data)
+        rules += _rules(path, settings, "deny") + _rules(path, settings, "ask")
+        for rule in _rules(path, settings, "allow"):
+            widening.append(Widening("allow rule", str(rule), "", str(path), digest(data), trusted))
+            if trusted:
+                rules.append(rule)
+        for hook in _hooks(path, settings):
             # A hook runs in the session's folder, and is written for the project's root.
             runs = scripts(shell_words(hook.command), root, (cwd, os.fspath(root)), trust)
             item = Widening(
@@ -92,7 +121,7 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
             widening.append(item)
             if item.trusted:
                 hooks.append(hook)
-    return ClaudeSettings(tuple(hooks), tuple(widening))
+    return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules))
 
 
 def _read(path: Path, within: Path | None) -> bytes:
@@ -102,14 +131,30 @@ def _read(path: Path, within: Path | None) -> bytes:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 
 
-def _hooks(path: Path, data: bytes) -> list[Hook]:
-    """The hooks roost runs of one settings file, in the file's order."""
+def _settings(path: Path, data: bytes) -> Mapping[str, Any]:
     try:
         settings = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(f"{path}: not JSON: {exc}") from None
     if not isinstance(settings, dict):
         raise ConfigError(f"{path}: settings must be a JSON object")
+    return settings
+
+
+def _rules(path: Path, settings: Mapping[str, Any], action: str) -> list[Rule]:
+    """One action's rules of a settings file's ``permissions``."""
+    permissions = settings.get("permissions", {})
+    if not isinstance(permissions, dict):
+        raise ConfigError(f"{path}: permissions must be an object")
+    texts = permissions.get(action, [])
+    if isinstance(texts, list):
+        # Written for Claude Code, a file may name its tools roost has not: no roost call is one.
+        texts = [t for t in texts if not (isinstance(t, str) and t.split("(", 1)[0].strip() in CLAUDE_ONLY_TOOLS)]
+    return parse_rules(texts, action, str(path))
+
+
+def _hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
+    """The hooks roost runs of one settings file, in the file's order."""
     events = settings.get("hooks", {})
     if not isinstance(events, dict):
         raise ConfigError(f"{path}: hooks must be an object of events")

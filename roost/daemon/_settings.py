@@ -167,7 +167,7 @@ def settle(
         mode = _first(asked.mode, agent.mode, MODE)
         # None from the dispatch is "off", said: it beats the agent's budget.
         think = agent.think if asked.think is UNSET else asked.think
-        rules = [*config.rules, *agent.rules, *_rules(asked)]
+        rules = [*config.rules, *setup.claude.rules, *agent.rules, *_rules(asked)]
         timeout = _first(asked.approval_timeout, config.approval_timeout, None)
         sandbox = build_policy(
             setup.cwd,

@@ -4,6 +4,8 @@ silently never matches."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,43 @@ async def test_a_rule_roost_cannot_use_is_refused_by_name(client: TrioClient, pr
     with pytest.raises(RpcError) as caught:
         await client.call("dispatch", task="t", model=model, cwd=str(project), deny=[rule])
     assert caught.value.code == ErrorCode.INVALID_PARAMS and rule in caught.value.message
+
+
+async def test_a_projects_claude_settings_deny_and_ask_apply_its_allow_waits_for_trust(client: TrioClient, project: Path) -> None:
+    (project / "secret.txt").write_text("THE SECRET\n")
+    (project / "keep.txt").write_text("keep\n")
+    (project / ".claude").mkdir()
+    settings = {"permissions": {
+        "deny": ["Read(./secret.txt)", "Bash(rm:*)", "WebSearch"],
+        "allow": ["Bash(cat:*)", "WebSearch"],
+    }}
+    (project / ".claude" / "settings.json").write_text(json.dumps(settings))
+    steps = [[_read("secret.txt")], [bash("rm -f keep.txt")], [bash("cat keep.txt")]]
+    model = write_script(project, *steps, [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True, mode="full")
+    events = await events_until(client, finished(run["run"]))
+    read, removed, cat = [e for e in events if e["type"] == "tool.finished"]
+    assert read["is_error"] and "THE SECRET" not in read["result"]
+    assert removed["is_error"] and (project / "keep.txt").exists()
+    untrusted = next(e for e in events if e["type"] == "project.untrusted")
+    assert {"kind": "allow rule", "name": "bash(cat:*)"}.items() <= untrusted["ignored"][0].items()
+    # In agent mode the untrusted allow rule does not allow: cat asks.
+    model = write_script(project, [bash("cat keep.txt")], [text("done")], name="again.json")
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    asked = await events_until(client, lambda e: e["type"] == "permission.requested")
+    assert "cat keep.txt" in json.dumps(asked[-1]["input"])
+    await client.call("permission.respond", session=run["session"], call_id=asked[-1]["call_id"], decision="deny")
+    await events_until(client, finished(run["run"]))
+
+
+async def test_the_users_claude_settings_rules_apply(client: TrioClient, project: Path) -> None:
+    (project / "secret.txt").write_text("THE SECRET\n")
+    user = Path(os.environ["HOME"]) / ".claude"
+    user.mkdir()
+    (user / "settings.json").write_text(json.dumps({"permissions": {"deny": ["Read(secret.txt)"], "allow": ["Bash(cat:*)"]}}))
+    model = write_script(project, [_read("secret.txt")], [bash("cat secret.txt")], [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    read, cat = [e for e in events if e["type"] == "tool.finished"]
+    assert read["is_error"] and "THE SECRET" not in read["result"]
+    assert not [e for e in events if e["type"] == "permission.requested"]
