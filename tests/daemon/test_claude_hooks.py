@@ -244,6 +244,9 @@ async def test_untrusted_project_hooks_do_not_run_until_trusted(client: TrioClie
     assert ignored == {
         ("hook", "PreToolUse Bash", "touch local-hook-ran", str(local)),
         ("hook", "Stop *", "touch stop-hook-ran", str(shared)),
+        # Each file's permissions.allow widens too, and waits for trust with its hooks.
+        ("allow rule", "bash(ls:*)", "", str(local)),
+        ("allow rule", "bash(ls:*)", "", str(shared)),
     }
     assert not (project / "local-hook-ran").exists() and not (project / "stop-hook-ran").exists()
     assert "stop_hooks" not in of_type(events, "run.started")[0]
