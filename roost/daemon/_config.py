@@ -95,6 +95,7 @@ from typing import Any, Callable, Mapping
 from roost.loop import GUARDRAIL_ACTIONS, Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
 
 from ._claude import tool_matcher
+from ._environ import INHERIT, EnvPolicy
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
 from ._scripts import scripts, shell_words
@@ -214,6 +215,8 @@ class Config:
     keep_turns: int = 6
     #: Secret-looking variables tool processes may still see (``[tools.env] pass``).
     tool_env_pass: tuple[str, ...] = ()
+    #: The user's ``[tools.env]`` but for ``pass`` (which is :attr:`tool_env_pass`).
+    tool_env: EnvPolicy = EnvPolicy()
     #: web_fetch may reach loopback, link-local and private addresses (the user's
     #: ``[tools.web_fetch] allow_private``; a project cannot say so).
     fetch_private: bool = False
@@ -287,6 +290,7 @@ def load_config(
         config = replace(
             _merge(config, parsed, str(user)),
             tool_env_pass=_passed(parsed, str(user)),
+            tool_env=_env_policy(parsed, str(user)),
             sandbox=_sandbox(parsed, str(user), None),
             fetch_private=_fetch_private(parsed, str(user)),
         )
@@ -390,11 +394,29 @@ def _sandbox(data: Mapping[str, Any], where: str, root: str | None) -> SandboxCo
 
 
 def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    env = _table(_table(data, "tools", where), "env", f"{where}: [tools]")
-    names = env.get("pass", [])
+    return _names(_table(_table(data, "tools", where), "env", f"{where}: [tools]"), "pass", where)
+
+
+def _names(env: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    names = env.get(key, [])
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{where}: [tools.env] pass must be a list of variable names")
+        raise ConfigError(f"{where}: [tools.env] {key} must be a list of variable names")
     return tuple(names)
+
+
+def _env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
+    """The user's ``[tools.env]`` (its ``pass`` is read by :func:`_passed`)."""
+    env = _table(_table(data, "tools", where), "env", f"{where}: [tools]")
+    unknown = set(env) - {"pass", "inherit", "exclude", "include_only", "set"}
+    if unknown:
+        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} (pass, inherit, exclude, include_only, set)")
+    inherit = env.get("inherit", "all")
+    if inherit not in INHERIT:
+        raise ConfigError(f"{where}: [tools.env] inherit must be one of {', '.join(INHERIT)}")
+    values = env.get("set", {})
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise ConfigError(f"{where}: [tools.env] set must be a table of strings")
+    return EnvPolicy(inherit, _names(env, "exclude", where), _names(env, "include_only", where), dict(values))
 
 
 def _fetch_private(data: Mapping[str, Any], where: str) -> bool:

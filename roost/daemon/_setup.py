@@ -92,7 +92,7 @@ class FolderSetup:
     def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
         """``environ`` as tool processes, hooks and MCP servers get it (no secrets)."""
         keys = [p.api_key_env for p in self.config.providers.values() if p.api_key_env]
-        return tool_environment(environ, keys=keys, passed=self.config.tool_env_pass)
+        return tool_environment(environ, keys=keys, policy=replace(self.config.tool_env, passed=self.config.tool_env_pass))
 
 
 def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
