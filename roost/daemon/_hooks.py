@@ -47,7 +47,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -56,7 +55,7 @@ import trio
 from . import _claude as claude
 from ._config import Hook
 from ._environ import tool_environment
-from .tools import ProcessLedger, ToolResult, kill_group
+from .tools import Process, ProcessLedger, ToolResult, spawn
 
 log = logging.getLogger(__name__)
 
@@ -337,15 +336,14 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)
     env["CLAUDE_PROJECT_DIR"] = where.root
     ledger = where.ledger
+    process: Process
     try:
-        process = await trio.lowlevel.open_process(
+        process = await spawn(
             ["bash", "-c", hook.command],
             cwd=where.cwd,
             env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            stdin=True,
+            stderr=True,
         )
     except OSError as exc:
         return _Ran(1, "", "", f"{name} could not start: {exc}")
@@ -361,7 +359,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
             await process.wait()
     finally:
         # Whatever the hook left running in its group ends with it.
-        kill_group(process.pid)
+        process.kill()
         if process.returncode is None:
             with trio.CancelScope(shield=True):
                 await process.wait()
@@ -369,7 +367,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
             ledger.remove(process.pid)
     if scope.cancelled_caught:
         return _Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
-    status = process.returncode
+    status = await process.wait()  # it has ended: its status at once
     stdout = out.decode("utf-8", "replace").strip()
     stderr = err.decode("utf-8", "replace").strip()
     if status in (0, BLOCK_STATUS):

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 import trio
 
 from ..sandbox import SandboxUnavailable
-from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
+from ._base import Tool, ToolContext, ToolResult, truncate
 from ._spawn import spawn
 
 _SCHEMA = {
@@ -63,7 +63,7 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         timed_out = scope.cancelled_caught
     finally:
         # Children left in the group (`cmd &`) die with the call, as on a timeout.
-        kill_group(process.pid)
+        process.kill()
         if process.returncode is None:
             with trio.CancelScope(shield=True):
                 await process.wait()
@@ -71,7 +71,7 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
             ctx.ledger.remove(process.pid)
     shown = b"".join(chunks).decode("utf-8", errors="replace")
     output = truncate(shown, ctx.output_limit, total - kept + len(shown))
-    status = process.returncode
+    status = await process.wait()  # it has ended: its status at once
     latency = time.monotonic() - started
     # After the cut, so that a long output never hides how the command ended.
     if timed_out:
