@@ -26,6 +26,7 @@ import secrets
 import time
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, AsyncIterator, Iterable, Mapping
 
 import trio
@@ -86,7 +87,7 @@ from ._store import EventStore, SessionRow, StoreError
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
-from .sandbox import Sandbox, SandboxPolicy, Unsupported
+from .sandbox import Confinement, RunSandbox, Sandbox, SandboxPolicy, Unsupported
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, change_preview, real_path
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class Conductor:
         self.mcp = mcp
         #: The folders the user trusted (None: none, as in tests of other parts).
         self.trust = trust
-        #: Where commands run (None: no sandbox works here; commands run unsandboxed).
+        #: Where commands run (None: no sandbox works here; only runs in mode off run them).
         self.sandbox = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.fanout = fanout
         self.providers = providers
@@ -171,9 +172,7 @@ class Conductor:
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
             if run is not None and run.sandbox is not None:
                 # As the run was told when it started: sandboxed stays sandboxed, or fails.
-                session.sandbox = self.sandbox.confine(
-                    SandboxPolicy.from_map(run.sandbox), promised=bool(run.sandbox.get("available"))
-                )
+                session.sandbox = self.sandbox.confine(SandboxPolicy.from_map(run.sandbox))
             subruns = await self._waiting_subruns(session) if run is not None else {}
             setup = None
             if run is not None and (run.waiting or run.mode == "exec" or subruns):
@@ -245,9 +244,7 @@ class Conductor:
         if settings is not None:
             cwd = session.state.cwd
             layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
-            sandbox = None
-            if run.sandbox is not None:
-                sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
+            sandbox = self.sandbox.confine(settings.sandbox) if run.sandbox is not None else None
             self._set_up(child, settings, sandbox, render(layers))
         return child
 
@@ -351,8 +348,9 @@ class Conductor:
         command: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run on ``session`` as ``settings`` say; return the run id once
-        ``run.started`` is stored. Its commands run under the settings' sandbox where the
-        sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
+        ``run.started`` is stored. Its commands run in the settings' sandbox (unsandboxed
+        only in mode ``off``); where the sandbox cannot be built, the run ends ``error``
+        at its first command.
 
         ``command`` is the custom command ``task`` was expanded from (``{"name",
         "arguments", "source", "typed"}``), recorded in ``run.started``. The
@@ -737,7 +735,7 @@ class Conductor:
         unstored: StoreError | None = None
         try:
             with self._holding(session.mcp_servers):
-                async with trio.open_nursery() as nursery:
+                async with self._sandboxed(session, session), trio.open_nursery() as nursery:
                     session.run_nursery = nursery
                     try:
                         await self.feed(session, first)
@@ -755,6 +753,37 @@ class Conductor:
         if unstored is not None:
             raise unstored
         self.sessions.keep_snapshot(session)
+
+    @asynccontextmanager
+    async def _sandboxed(
+        self, session: Session, track: Session | Subrun, caller: Session | Subrun | None = None
+    ) -> AsyncIterator[None]:
+        """The sandbox of ``track``'s run, kept on it while the run lasts: its caller's, when
+        that one holds it (a sub-agent with the same policy), else its own, built at its
+        first command and ended with the run."""
+        shared = caller.run_sandbox if caller is not None else None
+        confined: Confinement | None = track.sandbox
+        if confined is None or (shared is not None and shared.fits(confined)):
+            track.run_sandbox = shared if confined is not None else None
+            try:
+                yield
+            finally:
+                track.run_sandbox = None
+            return
+        failed = partial(self._sandbox_failed, session, track)
+        async with RunSandbox(confined, session.state.cwd, ledger=self.ledger, on_failure=failed) as box:
+            track.run_sandbox = box
+            try:
+                yield
+            finally:
+                track.run_sandbox = None
+
+    async def _sandbox_failed(self, session: Session, track: Session | Subrun, why: str) -> None:
+        """``track``'s run cannot have its sandbox: it ends ``error``, saying why, before the
+        command that needed it reports (its commands never run unsandboxed instead)."""
+        run = track.state.run
+        if run is not None:
+            await self._feed_result(session, track, run.id, RunFailed(why, time.time()))
 
     async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()
@@ -875,7 +904,7 @@ class Conductor:
             # Only the outermost sub-agents take a slot: nested ones run inside theirs.
             async with session.subagent_limiter if len(path) == 1 else _no_limit():
                 with self._holding(child.mcp_servers):
-                    async with trio.open_nursery() as nursery:
+                    async with self._sandboxed(session, child, parent), trio.open_nursery() as nursery:
                         child.run_nursery = nursery
                         try:
                             await self.feed(session, first, child)
@@ -924,9 +953,9 @@ class Conductor:
         child = Subrun(path, state, agent.name, agent_specs=specs, mcp_servers=servers)
         # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
         # sandboxed caller it is sandboxed too, or its commands fail.
-        confined = self.sandbox.confine(settings.sandbox, promised=True if parent.sandbox is not None else None)
-        if not (parent.state.run and parent.state.run.sandbox is not None):
-            confined = None
+        confined = None
+        if parent.state.run and parent.state.run.sandbox is not None:
+            confined = self.sandbox.confine(settings.sandbox)
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
         self._set_up(child, settings, confined, render(layers))
@@ -946,7 +975,7 @@ class Conductor:
     async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
         started = time.monotonic()
         ctx = ToolContext(
-            cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ, sandbox=track.sandbox
+            cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ, sandbox=track.run_sandbox
         )
         result = await self.tools.call("bash", {"command": effect.command}, ctx)
         status = result.meta.get("exit_status")
@@ -1017,7 +1046,7 @@ class Conductor:
                         env=session.environ,
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
-                        sandbox=track.sandbox,
+                        sandbox=track.run_sandbox,
                         private_network=session.setup is not None and session.setup.config.fetch_private,
                     )
                     result = await self.tools.call(effect.name, input, ctx)
