@@ -364,7 +364,10 @@ class Conductor:
         agent, mode = settings.agent, settings.mode
         typed = command["typed"] if command is not None else None
         self._equip(session, setup, environ)
-        prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode))
+        confined = self.sandbox.confine(settings.sandbox)
+        # The run is not started yet: a project's hooks run in a sandbox of its own.
+        async with RunSandbox(confined, session.state.cwd, ledger=self.ledger) if confined else nullcontext() as box:
+            prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode, box))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
@@ -388,7 +391,7 @@ class Conductor:
             command=command,
             stop_hooks=any(hook.kind == "stop" for hook in session.hooks),
         )
-        self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
+        self._set_up(session, settings, confined, render(layers))
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
@@ -528,18 +531,19 @@ class Conductor:
         run = session.state.run
         if run is None:
             raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
-        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode))
+        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode, session.run_sandbox))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
         await self.feed(session, Steer("\n\n".join((text, *prompt.context)), time.time()))
 
-    def _hook_env(self, session: Session, mode: str) -> HookEnv:
-        """Where the session's hooks run, and what they are told of it."""
+    def _hook_env(self, session: Session, mode: str, sandbox: RunSandbox | None) -> HookEnv:
+        """Where the session's hooks run (a project's in ``sandbox``), and what they are
+        told of it."""
         cwd = session.state.cwd
         root = session.setup.root if session.setup is not None else cwd
-        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger)
+        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger, sandbox)
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).
@@ -991,7 +995,7 @@ class Conductor:
 
     async def _stop_hooks(self, session: Session, track: Session | Subrun, effect: RunStopHooks) -> None:
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent")
+        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
         outcome = await run_stop_hooks(session.hooks, effect.active, effect.text, where)
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
@@ -1023,7 +1027,7 @@ class Conductor:
             **({"path": list(track.path)} if track.path else {}),
         }
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent")
+        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
         async with _Held(session.tool_limiter):
             started = time.monotonic()
             pre = await run_pre_hooks(session.hooks, call, where)

@@ -1,9 +1,11 @@
 """One sandbox per run, for real (bwrap, the spawner, bash): a run's commands share it, and
 a sub-agent's unless its own is narrower; runs never do; it ends with its run; a command
-gets nothing of the spawner's; what a command leaves behind ends with it."""
+gets nothing of the spawner's; what a command leaves behind ends with it; a trusted
+project's hooks run inside it while the user's own do not."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shutil
@@ -19,8 +21,8 @@ from roost.daemon.tools import ProcessLedger, ToolRegistry
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import with_marker
 
-from .conftest import bash, events_until, finished, text, user_dir, write, write_script
-from .test_sandbox import results, run, sandboxed
+from .conftest import bash, events_until, finished, text, trust, user_dir, write, write_script
+from .test_sandbox import INSIDE, results, run, sandboxed
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (.ci/run installs it)")
 
@@ -211,3 +213,35 @@ async def test_a_spawn_fails_as_an_unsandboxed_one_would(project: Path) -> None:
             await ctx.sandbox.spawn(["true"], cwd=str(project / "gone"), env=dict(os.environ))
     assert str(program.value) == "[Errno 2] No such file or directory: 'no-such-program'"
     assert str(folder.value) == f"[Errno 2] No such file or directory: '{project / 'gone'}'"
+
+
+# -- hooks ---------------------------------------------------------------------------------
+
+
+async def test_a_trusted_projects_hooks_run_in_the_sandbox_and_the_users_own_do_not(
+    client: TrioClient, project: Path, tmp_path: Path
+) -> None:
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    # Each hook tries to leave a file beside the project, and says whether it is inside.
+    def leaves(who: str) -> str:
+        return f"echo {who} > {beside}/{who}; if {INSIDE}; then touch {project}/{who}-inside; fi"
+
+    deny = json.dumps({"hookSpecificOutput": {"permissionDecision": "deny", "permissionDecisionReason": "not that"}})
+    guard = f"{leaves('claude')}; grep -q forbidden && echo '{deny}'; true"
+    claude = {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": guard}]}]}
+    write(project / ".claude" / "settings.json", json.dumps({"hooks": claude}))
+    change = f"{leaves('roost')}; grep -q fine && echo '{json.dumps({'result': 'changed by the project'})}'; true"
+    write(project / ".roost" / "config.toml", f"[[hooks.post_tool]]\ncommand = {json.dumps(change)}\n")
+    write(user_dir() / "config.toml", f"[[hooks.pre_tool]]\ncommand = {json.dumps(leaves('user'))}\n")
+    await trust(client, project)
+    events = await run(client, project, [bash("echo forbidden")], [bash("echo fine")])
+    blocked, changed = results(events)
+    # The project's hooks still block and change calls...
+    assert blocked["is_error"] and blocked["result"] == "blocked by a hook: not that"
+    assert changed["result"] == "changed by the project"
+    # ...from inside the sandbox, where nothing beside the project is writable.
+    assert (project / "claude-inside").exists() and (project / "roost-inside").exists()
+    assert not (beside / "claude").exists() and not (beside / "roost").exists()
+    # The user's own hook ran as the user configured it.
+    assert (beside / "user").read_text() == "user\n" and not (project / "user-inside").exists()

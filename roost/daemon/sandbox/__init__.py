@@ -1,7 +1,7 @@
 """The sandbox: where the commands the model runs are held, whatever a rule let through.
 
 Permission rules judge a command's text; the sandbox holds what it does. A run's bash
-calls and its exec-mode check run inside it: in ``workspace`` mode
+calls, its exec-mode check and its project's hooks run inside it: in ``workspace`` mode
 (the default) the session folder and a private ``/tmp`` are writable, the rest of the
 filesystem is read-only, credentials (``~/.ssh``, ``~/.aws``, ``~/.gnupg``, ...), the
 user's runtime folder (agent and bus sockets) and the daemon's own files (socket,
@@ -29,8 +29,9 @@ Pieces:
   policy is narrower. Tools get it in their ``ToolContext``, and :func:`explain` turns a
   failure the sandbox caused into a note.
 
-Hooks and MCP servers are not sandboxed: they are programs the user configured (or a
-project the user trusted), not commands the model wrote.
+A trusted project's hooks run in the run's sandbox too (they are the project's programs).
+The user's own hooks and MCP servers are not sandboxed: they are programs the user
+configured, not commands the model or a project wrote.
 
 A macOS backend (``sandbox-exec``, Seatbelt; Codex's anchor) fills the same interface:
 
