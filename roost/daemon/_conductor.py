@@ -737,6 +737,7 @@ class Conductor:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         unstored: StoreError | None = None
+        nursery: trio.Nursery | None = None
         try:
             with self._holding(session.mcp_servers):
                 async with self._sandboxed(session, session), trio.open_nursery() as nursery:
@@ -752,7 +753,10 @@ class Conductor:
                         # nothing runs in it (a call waiting for a person).
                         await trio.sleep_forever()
         finally:
-            session.run_nursery = None
+            # Unless the session's next run has begun meanwhile (once this one's end was
+            # stored, while its tasks and its sandbox ended).
+            if session.run_nursery is nursery:
+                session.run_nursery = None
             done.set()
         if unstored is not None:
             raise unstored
@@ -768,11 +772,12 @@ class Conductor:
         shared = caller.run_sandbox if caller is not None else None
         confined: Confinement | None = track.sandbox
         if confined is None or (shared is not None and shared.fits(confined)):
-            track.run_sandbox = shared if confined is not None else None
+            track.run_sandbox = box = shared if confined is not None else None
             try:
                 yield
             finally:
-                track.run_sandbox = None
+                if track.run_sandbox is box:
+                    track.run_sandbox = None
             return
         failed = partial(self._sandbox_failed, session, track)
         async with RunSandbox(confined, session.state.cwd, ledger=self.ledger, on_failure=failed) as box:
@@ -780,7 +785,9 @@ class Conductor:
             try:
                 yield
             finally:
-                track.run_sandbox = None
+                # Unless the session's next run has begun meanwhile (see _run).
+                if track.run_sandbox is box:
+                    track.run_sandbox = None
 
     async def _sandbox_failed(self, session: Session, track: Session | Subrun, why: str) -> None:
         """``track``'s run cannot have its sandbox: it ends ``error``, saying why, before the
