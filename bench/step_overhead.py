@@ -26,7 +26,6 @@ Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
