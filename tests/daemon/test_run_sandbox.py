@@ -135,6 +135,17 @@ async def test_a_sub_agent_shares_its_callers_sandbox_unless_its_own_is_narrower
     assert "/tmp/note: No such file or directory" in careful and careful.split()[-1] != mine
 
 
+async def test_a_stuck_spawner_is_killed_with_its_sandbox_and_the_run_goes_on(client: TrioClient, project: Path) -> None:
+    # Stopped, the spawner cannot end the command the timeout kills: the whole sandbox is.
+    stuck = bash("echo x > /tmp/lost; kill -STOP 2; sleep 30", timeout=0.5)
+    with trio.fail_after(10):
+        events = await run(client, project, [stuck], [bash("cat /tmp/lost")])
+    killed, then = results(events)
+    assert killed["is_error"] and "[killed: timed out after 0.5 s]" in killed["result"]
+    assert "/tmp/lost: No such file or directory" in then["result"]  # a new sandbox
+    assert events[-1]["reason"] == "done"
+
+
 # -- through the tool, in one run's sandbox --------------------------------------------------
 
 
