@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import BENCH_DIR, PYTHON, _num, compile_everything, machine  # noqa: E402
 
 SCRIPTS = ["step_overhead", "first_request", "status_cli", "rpc_roundtrip", "fanout", "daemon_rss",
-           "provider_overhead", "shell_attach", "mcp_overhead", "judge_lines", "ssh_overhead", "storage", "scale"]
+           "provider_overhead", "shell_attach", "mcp_overhead", "judge_lines", "ssh_overhead", "storage", "scale",
+           "sandbox_spawn"]
 
 
 def main() -> int:

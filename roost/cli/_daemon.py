@@ -53,7 +53,10 @@ def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
         if sandbox.get("available"):
             click.echo(f"sandbox  {sandbox.get('backend')} ({sandbox.get('program')})")
         else:
-            click.echo(f"sandbox  UNAVAILABLE: {sandbox.get('reason')}; commands run unsandboxed (with approvals)")
+            click.echo(
+                f"sandbox  UNAVAILABLE: {sandbox.get('reason')}; commands will not run "
+                "(with --sandbox off they run unsandboxed)"
+            )
     for notice in info.get("notices") or []:
         click.secho(f"notice   {notice}", fg="yellow")
 

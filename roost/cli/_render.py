@@ -277,7 +277,8 @@ def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:
     if mode == "off":
         line = "sandbox: off — commands run unsandboxed"
     elif not sandbox.get("available"):
-        line = f"sandbox: UNAVAILABLE ({sandbox.get('reason') or 'unknown'}) — commands run unsandboxed"
+        reason = sandbox.get("reason") or "unknown"
+        line = f"sandbox: UNAVAILABLE ({reason}) — commands will not run (--sandbox off runs them unsandboxed)"
     else:
         writes = [*(sandbox.get("writable") or []), "private /tmp"]
         network = "network on" if sandbox.get("network") else "no network"

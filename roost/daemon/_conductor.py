@@ -26,6 +26,7 @@ import secrets
 import time
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
 import trio
@@ -86,7 +87,7 @@ from ._store import EventStore, SessionRow, StoreError
 from ._trust import NO_TRUST, TrustError, TrustStore
 from .mcp import McpManager, McpServerConfig
 from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
-from .sandbox import Sandbox, SandboxPolicy, Unsupported
+from .sandbox import Confinement, RunSandbox, Sandbox, SandboxPolicy, Unsupported
 from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, change_preview, real_path
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class Conductor:
         self.mcp = mcp
         #: The folders the user trusted (None: none, as in tests of other parts).
         self.trust = trust
-        #: Where commands run (None: no sandbox works here; commands run unsandboxed).
+        #: Where commands run (None: no sandbox works here; only runs in mode off run them).
         self.sandbox = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.fanout = fanout
         self.providers = providers
@@ -171,9 +172,7 @@ class Conductor:
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
             if run is not None and run.sandbox is not None:
                 # As the run was told when it started: sandboxed stays sandboxed, or fails.
-                session.sandbox = self.sandbox.confine(
-                    SandboxPolicy.from_map(run.sandbox), promised=bool(run.sandbox.get("available"))
-                )
+                session.sandbox = self.sandbox.confine(SandboxPolicy.from_map(run.sandbox))
             subruns = await self._waiting_subruns(session) if run is not None else {}
             setup = None
             if run is not None and (run.waiting or run.mode == "exec" or subruns):
@@ -245,9 +244,7 @@ class Conductor:
         if settings is not None:
             cwd = session.state.cwd
             layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
-            sandbox = None
-            if run.sandbox is not None:
-                sandbox = self.sandbox.confine(settings.sandbox, promised=bool(run.sandbox.get("available")))
+            sandbox = self.sandbox.confine(settings.sandbox) if run.sandbox is not None else None
             self._set_up(child, settings, sandbox, render(layers))
         return child
 
@@ -351,8 +348,9 @@ class Conductor:
         command: Mapping[str, Any] | None = None,
     ) -> str:
         """Start a run on ``session`` as ``settings`` say; return the run id once
-        ``run.started`` is stored. Its commands run under the settings' sandbox where the
-        sandbox works here, unsandboxed (and ``run.started`` says so) where it does not.
+        ``run.started`` is stored. Its commands run in the settings' sandbox (unsandboxed
+        only in mode ``off``); where the sandbox cannot be built, the run ends ``error``
+        at its first command.
 
         ``command`` is the custom command ``task`` was expanded from (``{"name",
         "arguments", "source", "typed"}``), recorded in ``run.started``. The
@@ -366,7 +364,10 @@ class Conductor:
         agent, mode = settings.agent, settings.mode
         typed = command["typed"] if command is not None else None
         self._equip(session, setup, environ)
-        prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode))
+        confined = self.sandbox.confine(settings.sandbox)
+        # The run is not started yet: a project's hooks run in a sandbox of its own.
+        async with RunSandbox(confined, session.state.cwd, ledger=self.ledger) if confined else nullcontext() as box:
+            prompt = await run_prompt_hooks(session.hooks, typed or task, self._hook_env(session, mode, box))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
@@ -390,7 +391,7 @@ class Conductor:
             command=command,
             stop_hooks=any(hook.kind == "stop" for hook in session.hooks),
         )
-        self._set_up(session, settings, self.sandbox.confine(settings.sandbox), render(layers))
+        self._set_up(session, settings, confined, render(layers))
         await self._nursery.start(self._run, session, submit)
         if request_id:
             self._request_ids[request_id] = (session.id, submit.run)
@@ -530,18 +531,19 @@ class Conductor:
         run = session.state.run
         if run is None:
             raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
-        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode))
+        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode, session.run_sandbox))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
         await self.feed(session, Steer("\n\n".join((text, *prompt.context)), time.time()))
 
-    def _hook_env(self, session: Session, mode: str) -> HookEnv:
-        """Where the session's hooks run, and what they are told of it."""
+    def _hook_env(self, session: Session, mode: str, sandbox: RunSandbox | None) -> HookEnv:
+        """Where the session's hooks run (a project's in ``sandbox``), and what they are
+        told of it."""
         cwd = session.state.cwd
         root = session.setup.root if session.setup is not None else cwd
-        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger)
+        return HookEnv(session.id, cwd, root, mode, session.environ, self.ledger, sandbox)
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).
@@ -737,9 +739,10 @@ class Conductor:
         session.run_done = done = trio.Event()
         session.tool_limiter = trio.CapacityLimiter(TOOL_CONCURRENCY)
         unstored: StoreError | None = None
+        nursery: trio.Nursery | None = None
         try:
             with self._holding(session.mcp_servers):
-                async with trio.open_nursery() as nursery:
+                async with self._sandboxed(session, session), trio.open_nursery() as nursery:
                     session.run_nursery = nursery
                     try:
                         await self.feed(session, first)
@@ -752,11 +755,48 @@ class Conductor:
                         # nothing runs in it (a call waiting for a person).
                         await trio.sleep_forever()
         finally:
-            session.run_nursery = None
+            # Unless the session's next run has begun meanwhile (once this one's end was
+            # stored, while its tasks and its sandbox ended).
+            if session.run_nursery is nursery:
+                session.run_nursery = None
             done.set()
         if unstored is not None:
             raise unstored
         self.sessions.keep_snapshot(session)
+
+    @asynccontextmanager
+    async def _sandboxed(
+        self, session: Session, track: Session | Subrun, caller: Session | Subrun | None = None
+    ) -> AsyncIterator[None]:
+        """The sandbox of ``track``'s run, kept on it while the run lasts: its caller's, when
+        that one holds it (a sub-agent with the same policy), else its own, built at its
+        first command and ended with the run."""
+        shared = caller.run_sandbox if caller is not None else None
+        confined: Confinement | None = track.sandbox
+        if confined is None or (shared is not None and shared.fits(confined)):
+            track.run_sandbox = box = shared if confined is not None else None
+            try:
+                yield
+            finally:
+                if track.run_sandbox is box:
+                    track.run_sandbox = None
+            return
+        failed = partial(self._sandbox_failed, session, track)
+        async with RunSandbox(confined, session.state.cwd, ledger=self.ledger, on_failure=failed) as box:
+            track.run_sandbox = box
+            try:
+                yield
+            finally:
+                # Unless the session's next run has begun meanwhile (see _run).
+                if track.run_sandbox is box:
+                    track.run_sandbox = None
+
+    async def _sandbox_failed(self, session: Session, track: Session | Subrun, why: str) -> None:
+        """``track``'s run cannot have its sandbox: it ends ``error``, saying why, before the
+        command that needed it reports (its commands never run unsandboxed instead)."""
+        run = track.state.run
+        if run is not None:
+            await self._feed_result(session, track, run.id, RunFailed(why, time.time()))
 
     async def _call_model(self, session: Session, track: Session | Subrun, effect: CallModel) -> None:
         started = time.monotonic()
@@ -877,7 +917,7 @@ class Conductor:
             # Only the outermost sub-agents take a slot: nested ones run inside theirs.
             async with session.subagent_limiter if len(path) == 1 else _no_limit():
                 with self._holding(child.mcp_servers):
-                    async with trio.open_nursery() as nursery:
+                    async with self._sandboxed(session, child, parent), trio.open_nursery() as nursery:
                         child.run_nursery = nursery
                         try:
                             await self.feed(session, first, child)
@@ -926,9 +966,9 @@ class Conductor:
         child = Subrun(path, state, agent.name, agent_specs=specs, mcp_servers=servers)
         # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
         # sandboxed caller it is sandboxed too, or its commands fail.
-        confined = self.sandbox.confine(settings.sandbox, promised=True if parent.sandbox is not None else None)
-        if not (parent.state.run and parent.state.run.sandbox is not None):
-            confined = None
+        confined = None
+        if parent.state.run and parent.state.run.sandbox is not None:
+            confined = self.sandbox.confine(settings.sandbox)
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
         self._set_up(child, settings, confined, render(layers))
@@ -948,7 +988,7 @@ class Conductor:
     async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
         started = time.monotonic()
         ctx = ToolContext(
-            cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ, sandbox=track.sandbox
+            cwd=session.state.cwd, ledger=self.ledger, timeout=CHECK_TIMEOUT, env=session.environ, sandbox=track.run_sandbox
         )
         result = await self.tools.call("bash", {"command": effect.command}, ctx)
         status = result.meta.get("exit_status")
@@ -964,7 +1004,7 @@ class Conductor:
 
     async def _stop_hooks(self, session: Session, track: Session | Subrun, effect: RunStopHooks) -> None:
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent")
+        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
         outcome = await run_stop_hooks(session.hooks, effect.active, effect.text, where)
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
@@ -996,7 +1036,7 @@ class Conductor:
             **({"path": list(track.path)} if track.path else {}),
         }
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent")
+        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
         async with _Held(session.tool_limiter):
             started = time.monotonic()
             pre = await run_pre_hooks(session.hooks, call, where)
@@ -1019,7 +1059,7 @@ class Conductor:
                         env=session.environ,
                         trusted_folder=session.setup is not None and session.setup.trusted,
                         read_permission=_read_permission(track.state),
-                        sandbox=track.sandbox,
+                        sandbox=track.run_sandbox,
                         private_network=session.setup is not None and session.setup.config.fetch_private,
                     )
                     result = await self.tools.call(effect.name, input, ctx)

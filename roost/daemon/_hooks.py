@@ -2,7 +2,10 @@
 
 One runner serves two formats. A hook runs ``bash -c COMMAND`` in the session's folder, in
 its own process group, with the session's environment without secrets plus
-``CLAUDE_PROJECT_DIR`` (the project's root), and a JSON object on stdin.
+``CLAUDE_PROJECT_DIR`` (the project's root), and a JSON object on stdin. A project's hooks
+(a trusted folder's ``.roost/config.toml`` and ``.claude/settings*.json``) run in the run's
+sandbox, where the project's files stay writable and the rest is held as for any command;
+the user's own run as the user configured them.
 
 roost's own (``[[hooks.pre_tool]]`` / ``[[hooks.post_tool]]`` in config.toml) get
 ``{"hook", "session", "run", "call_id", "tool", "input", "cwd"}`` (a post hook also
@@ -47,16 +50,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import trio
 
 from . import _claude as claude
+from ._claude_settings import claude_user_dir
 from ._config import Hook
 from ._environ import tool_environment
-from .tools import ProcessLedger, ToolResult, kill_group
+from ._project import user_config_file
+from .sandbox import RunSandbox, SandboxUnavailable
+from .tools import Process, ProcessLedger, ToolResult, spawn
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +83,8 @@ class HookEnv:
     #: The session's environment without secrets (None: the daemon's, without them).
     env: Mapping[str, str] | None = None
     ledger: ProcessLedger | None = None
+    #: The run's sandbox, where a project's hooks run (None: they run as they are).
+    sandbox: RunSandbox | None = None
 
     def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
@@ -330,24 +337,35 @@ def _answer(hook: Hook, ran: _Ran) -> tuple[dict[str, Any], str | None]:
     return {}, f"hook {hook.command!r} {what}; ignored"
 
 
+def _from_project(hook: Hook, where: HookEnv) -> bool:
+    """Whether ``hook`` is the project's (its ``.roost/config.toml``, ``.claude/settings.json``
+    or ``settings.local.json``): the one place this is decided. Only a hook from the user's
+    own files (``config.toml`` in the user's config folder, Claude Code's user settings, as
+    the loaders name them) is the user's; any other is the project's."""
+    environ = where.env if where.env is not None else os.environ
+    return hook.source not in (str(user_config_file()), str(claude_user_dir(environ) / "settings.json"))
+
+
 async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
-    """Run one hook with ``payload`` on its stdin, for at most its timeout."""
+    """Run one hook with ``payload`` on its stdin, for at most its timeout: a project's in
+    the run's sandbox, the user's as the user configured it."""
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)
     env["CLAUDE_PROJECT_DIR"] = where.root
-    ledger = where.ledger
+    sandbox = where.sandbox if _from_project(hook, where) else None
+    # The run's sandbox records its own process group in the ledger.
+    ledger = where.ledger if sandbox is None else None
+    process: Process
     try:
-        process = await trio.lowlevel.open_process(
+        process = await (sandbox.spawn if sandbox is not None else spawn)(
             ["bash", "-c", hook.command],
             cwd=where.cwd,
             env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+            stdin=True,
+            stderr=True,
         )
-    except OSError as exc:
+    except (OSError, SandboxUnavailable) as exc:
         return _Ran(1, "", "", f"{name} could not start: {exc}")
     if ledger is not None:
         ledger.add(process.pid)
@@ -361,7 +379,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
             await process.wait()
     finally:
         # Whatever the hook left running in its group ends with it.
-        kill_group(process.pid)
+        process.kill()
         if process.returncode is None:
             with trio.CancelScope(shield=True):
                 await process.wait()
@@ -369,8 +387,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
             ledger.remove(process.pid)
     if scope.cancelled_caught:
         return _Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
-    status = process.returncode
-    assert status is not None  # waited for above
+    status = await process.wait()  # it has ended: its status at once
     stdout = out.decode("utf-8", "replace").strip()
     stderr = err.decode("utf-8", "replace").strip()
     if status in (0, BLOCK_STATUS):

@@ -226,7 +226,7 @@ class Daemon:
                 sandbox = Sandbox(default_backend(self.bwrap), self._private_paths())
                 availability = await sandbox.probe()
                 if not availability.available:
-                    log.warning("commands will run unsandboxed: %s", availability.reason)
+                    log.warning("no sandbox: %s; only runs in mode off can run commands", availability.reason)
                 self.fanout = Fanout(store.packed_events)
                 self.tools = ToolRegistry()
                 conductor = Conductor(

@@ -39,7 +39,7 @@ from ._setup import FolderSetup
 from ._store import EventStore, StoreError
 from .mcp import McpServerConfig
 from .providers import Resolved, ToolSpec
-from .sandbox import Confinement
+from .sandbox import Confinement, RunSandbox
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,10 @@ class Session:
     #: (None: the daemon's own, without secrets).
     client_env: Mapping[str, str] = field(default_factory=dict)
     environ: Mapping[str, str] | None = None
-    #: The sandbox the run's commands run in (None: unsandboxed).
+    #: The sandbox the run's commands run in (None: unsandboxed), and, while the run lasts,
+    #: the run's own (built at its first command).
     sandbox: Confinement | None = None
+    run_sandbox: RunSandbox | None = None
     #: What the run in flight was set up with (its sub-agents inherit from it).
     settings: RunSettings | None = None
     #: A run is being set up (see :meth:`claim`).
@@ -156,8 +158,10 @@ class Subrun:
     run_nursery: trio.Nursery | None = None
     #: The data of its run.finished, once its run has ended.
     finished: Mapping[str, Any] | None = None
-    #: The sandbox its commands run in (None: unsandboxed).
+    #: The sandbox its commands run in (None: unsandboxed), and, while its run lasts, the
+    #: run's own (its caller's, when that one holds it).
     sandbox: Confinement | None = None
+    run_sandbox: RunSandbox | None = None
     #: What its run was set up with (its own sub-agents inherit from it).
     settings: RunSettings | None = None
 

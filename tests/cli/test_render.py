@@ -26,7 +26,7 @@ def test_the_sandbox_in_one_line() -> None:
     )
     assert sandbox_line({"mode": "off", "available": True}) == "sandbox: off — commands run unsandboxed"
     assert sandbox_line({"mode": "workspace", "available": False, "reason": "bwrap not found"}) == (
-        "sandbox: UNAVAILABLE (bwrap not found) — commands run unsandboxed"
+        "sandbox: UNAVAILABLE (bwrap not found) — commands will not run (--sandbox off runs them unsandboxed)"
     )
     assert sandbox_line({**WORKSPACE, "ignored": ["network = true (/p/.roost/config.toml)"]}).endswith(
         " · ignored, a project may only narrow it: network = true (/p/.roost/config.toml)"

@@ -1,6 +1,7 @@
 """The sandbox for real: bubblewrap around real bash, through the tool and through a real
 daemon. What a command may write, see and reach; what a project may change about it; what
-happens where bwrap is missing; auto_allow."""
+happens where bwrap is missing; auto_allow. (One sandbox per run, its spawner, and a
+project's hooks inside it: test_run_sandbox.py.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import trio
 
 from roost.daemon._server import Daemon
-from roost.daemon.sandbox import Bubblewrap, Sandbox, build_policy
+from roost.daemon.sandbox import Bubblewrap, RunSandbox, Sandbox, build_policy
 from roost.daemon.tools import ToolContext, ToolRegistry
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import with_marker
@@ -54,33 +55,39 @@ def sandbox_of(events: list[dict[str, Any]]) -> dict[str, Any]:
 # -- through the tool ----------------------------------------------------------------------
 
 
-async def sandboxed(cwd: Path, **policy: Any) -> ToolContext:
-    sandbox = Sandbox(Bubblewrap())
-    assert (await sandbox.probe()).available
-    return ToolContext(str(cwd), sandbox=sandbox.confine(build_policy(str(cwd), **policy)))
+@asynccontextmanager
+async def sandboxed(cwd: Path, bwrap: str | None = None, **policy: Any) -> AsyncIterator[ToolContext]:
+    """The context of a tool call in a run's sandbox (a run in ``cwd``), while it lasts."""
+    sandbox = Sandbox(Bubblewrap(bwrap))
+    await sandbox.probe()
+    confined = sandbox.confine(build_policy(str(cwd), **policy))
+    assert confined is not None
+    async with RunSandbox(confined, str(cwd)) as box:
+        yield ToolContext(str(cwd), sandbox=box)
 
 
 async def test_the_folder_is_writable_and_nothing_else(tmp_path: Path, project: Path) -> None:
-    tools, ctx = ToolRegistry(), await sandboxed(project)
-    made = await tools.call("bash", {"command": f"echo hi > made.txt && {INSIDE}"}, ctx)
-    assert not made.is_error and (project / "made.txt").read_text() == "hi\n"
-    assert made.meta["sandbox"] == "workspace"
-    target = f"/var/roost-sandbox-{secrets.token_hex(4)}"
-    refused = await tools.call("bash", {"command": f"touch {target}"}, ctx)
-    assert refused.is_error and "Read-only file system" in refused.text
-    assert f"[the sandbox (workspace) may be why this failed: commands may write only in {project}" in refused.text
-    assert not os.path.exists(target)
-    # Beside the folder is only the private /tmp: the write lands there and vanishes.
-    beside = await tools.call("bash", {"command": "echo x > ../beside.txt && cat ../beside.txt"}, ctx)
-    assert beside.text == "x\n" and not (tmp_path / "beside.txt").exists()
+    tools = ToolRegistry()
+    async with sandboxed(project) as ctx:
+        made = await tools.call("bash", {"command": f"echo hi > made.txt && {INSIDE}"}, ctx)
+        assert not made.is_error and (project / "made.txt").read_text() == "hi\n"
+        assert made.meta["sandbox"] == "workspace"
+        target = f"/var/roost-sandbox-{secrets.token_hex(4)}"
+        refused = await tools.call("bash", {"command": f"touch {target}"}, ctx)
+        assert refused.is_error and "Read-only file system" in refused.text
+        assert f"[the sandbox (workspace) may be why this failed: commands may write only in {project}" in refused.text
+        assert not os.path.exists(target)
+        # Beside the folder is only the private /tmp: the write lands there and vanishes.
+        beside = await tools.call("bash", {"command": "echo x > ../beside.txt && cat ../beside.txt"}, ctx)
+        assert beside.text == "x\n" and not (tmp_path / "beside.txt").exists()
 
 
 async def test_tmp_is_private(project: Path) -> None:
     mine = Path(f"/tmp/roost-host-{secrets.token_hex(4)}")
     mine.write_text("host")
     try:
-        tools, ctx = ToolRegistry(), await sandboxed(project)
-        listed = await tools.call("bash", {"command": f"ls -A /tmp; echo sandboxed > /tmp/{mine.name}-2"}, ctx)
+        async with sandboxed(project) as ctx:
+            listed = await ToolRegistry().call("bash", {"command": f"ls -A /tmp; echo sandboxed > /tmp/{mine.name}-2"}, ctx)
         assert not listed.is_error and mine.name not in listed.text
         assert not Path(f"{mine}-2").exists()
     finally:
@@ -90,25 +97,24 @@ async def test_tmp_is_private(project: Path) -> None:
 async def test_a_timeout_ends_every_process_of_the_sandbox(project: Path) -> None:
     marker = f"3{secrets.randbelow(10**6)}.25"
     command = f"sleep {marker} & setsid sleep {marker} & sleep {marker}; wait"
-    tools, ctx = ToolRegistry(), await sandboxed(project)
-    with trio.fail_after(10):
-        ended = await tools.call("bash", {"command": command, "timeout": 0.5}, ctx)
-    assert ended.meta["timed_out"]
-    # Even the one that left the process group: the pid namespace ended with bwrap.
-    with trio.fail_after(2):
-        while with_marker(marker):
-            await trio.sleep(0.01)
+    async with sandboxed(project) as ctx:
+        with trio.fail_after(10):
+            ended = await ToolRegistry().call("bash", {"command": command, "timeout": 0.5}, ctx)
+        assert ended.meta["timed_out"]
+        # Even the one that left the process group, while the run's sandbox goes on: the
+        # spawner ends what is left once no command runs.
+        with trio.fail_after(2):
+            while with_marker(marker):
+                await trio.sleep(0.01)
 
 
-async def test_a_run_promised_a_sandbox_never_runs_commands_without_it(project: Path) -> None:
-    sandbox = Sandbox(Bubblewrap("/nonexistent/bwrap"))
-    assert not (await sandbox.probe()).available
-    policy = build_policy(str(project))
-    assert sandbox.confine(policy) is None  # a new run is told, and runs unsandboxed
-    # A run that started sandboxed (before a restart) gets an error instead.
-    ctx = ToolContext(str(project), sandbox=sandbox.confine(policy, promised=True))
-    result = await ToolRegistry().call("bash", {"command": "touch made"}, ctx)
-    assert result.is_error and result.text.startswith("not run: the sandbox is not available: /nonexistent/bwrap not found")
+async def test_without_a_sandbox_a_command_is_not_run_and_the_reason_says_the_way_out(project: Path) -> None:
+    async with sandboxed(project, "/nonexistent/bwrap") as ctx:
+        result = await ToolRegistry().call("bash", {"command": "touch made"}, ctx)
+    assert result.is_error and result.text.startswith(
+        "not run: the sandbox cannot start: /nonexistent/bwrap not found (install the bubblewrap package). "
+    )
+    assert 'dispatch with --sandbox off, or set [sandbox] mode = "off" in config.toml' in result.text
     assert not (project / "made").exists()
 
 
@@ -276,20 +282,28 @@ async def unsandboxed(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[Tr
         yield client
 
 
-async def test_without_bwrap_roost_says_so_and_runs_commands_with_approvals(
+async def test_without_bwrap_a_run_that_needs_the_sandbox_ends_with_an_error_saying_why(
     unsandboxed: TrioClient, tmp_path: Path, project: Path
 ) -> None:
     client = unsandboxed
     status = (await client.call("status"))["sandbox"]
     assert (status["available"], status["backend"]) == (False, "bubblewrap")
     assert status["reason"] == "/nonexistent/bwrap not found (install the bubblewrap package)"
-    user_config("[sandbox]\nauto_allow = true\n")
-    model = write_script(project, [bash("touch ../outside")], [text("done")])
-    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
-    events = await events_until(client, lambda e: e["type"] == "permission.requested")
-    sandbox = sandbox_of(events)
-    assert (sandbox["mode"], sandbox["available"]) == ("workspace", False) and "not found" in sandbox["reason"]
-    request = events[-1]
-    await client.call("permission.respond", session=started["session"], call_id=request["call_id"], decision="approve")
-    events = await events_until(client, finished(started["run"]))
+    way_out = 'dispatch with --sandbox off, or set [sandbox] mode = "off" in config.toml'
+    for mode in ("workspace", "read-only"):
+        events = await run(client, project, [bash("touch ../outside")], sandbox=mode)
+        sandbox = sandbox_of(events)
+        assert (sandbox["mode"], sandbox["available"]) == (mode, False) and "not found" in sandbox["reason"]
+        (result,) = results(events)
+        assert result["is_error"] and "the sandbox cannot start: /nonexistent/bwrap not found" in result["result"]
+        ended = events[-1]
+        assert ended["reason"] == "error" and ended["error"].startswith(
+            "the sandbox cannot start: /nonexistent/bwrap not found (install the bubblewrap package). "
+        )
+        assert way_out in ended["error"]
+        assert not (tmp_path / "outside").exists()
+    # A run with no command needs no sandbox; mode off is the user's choice, said.
+    (ended,) = [e for e in await run(client, project) if e["type"] == "run.finished"]
+    assert ended["reason"] == "done"
+    events = await run(client, project, [bash("touch ../outside")], sandbox="off")
     assert not results(events)[0]["is_error"] and (tmp_path / "outside").exists()

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from roost.cli._render import sandbox_line
-from roost.daemon.sandbox import Bubblewrap, Sandbox, SandboxConfig, build_policy
+from roost.daemon.sandbox import Bubblewrap, RunSandbox, Sandbox, SandboxConfig, build_policy
 from roost.daemon.tools import ToolContext, ToolRegistry
 from roost.protocol.trio_client import TrioClient
 
@@ -45,11 +45,11 @@ ESCAPES = (
 )
 
 
-def _try_escapes(argv_of: Any, project: Path) -> str:
+def _try_escapes(argv_of: Any, project: Path, env: dict[str, str]) -> str:
     """Run each escape (and a look at the capabilities) through ``argv_of(command)``."""
     said = []
     for command in ("grep CapEff /proc/self/status", *ESCAPES, "cat secret/key"):
-        done = subprocess.run(argv_of(command), cwd=project, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(argv_of(command), cwd=project, env=env, capture_output=True, text=True, timeout=30)
         said.append(done.stdout + done.stderr)
     return "\n".join(said)
 
@@ -78,7 +78,8 @@ def _assert_held(said: str) -> None:
 async def test_as_root_a_command_keeps_no_capability_and_unmounts_nothing(project: Path) -> None:
     _hidden_secret(project)
     confinement = await _confined(project)
-    said = _try_escapes(lambda c: confinement.argv(["bash", "-c", c], str(project), dict(os.environ)), project)
+    env = confinement.env(dict(os.environ))
+    said = _try_escapes(lambda c: confinement.argv(["bash", "-c", c], str(project)), project, env)
     _assert_held(said)
 
 
@@ -108,7 +109,7 @@ async def test_as_an_ordinary_user_too(ordinary_user: tuple[int, int]) -> None:
         confinement = await _confined(project)
         as_user = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"] if os.geteuid() == 0 else []
         env = {"PATH": os.environ["PATH"], "HOME": str(folder)}
-        said = _try_escapes(lambda c: [*as_user, *confinement.argv(["bash", "-c", c], str(project), env)], project)
+        said = _try_escapes(lambda c: [*as_user, *confinement.argv(["bash", "-c", c], str(project))], project, env)
         _assert_held(said)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -186,7 +187,11 @@ async def test_credentials_are_unreadable_while_toolchains_run(tmp_path: Path) -
     assert (await sandbox.probe()).available
     policy = build_policy(str(project), home=str(home), user=SandboxConfig(readable=("~/notes",)))
     env = {**os.environ, "HOME": str(home), "PATH": f"{home}/.cargo/bin:{os.environ['PATH']}"}
-    ctx = ToolContext(str(project), sandbox=sandbox.confine(policy), env=env)
+    async with RunSandbox(sandbox.confine(policy), str(project)) as box:
+        await _read_and_run(ToolContext(str(project), sandbox=box, env=env), home, runs)
+
+
+async def _read_and_run(ctx: ToolContext, home: Path, runs: dict[str, str]) -> None:
     tools = ToolRegistry()
     for name in CREDENTIALS:
         read = await tools.call("bash", {"command": f"cat ~/{name}"}, ctx)

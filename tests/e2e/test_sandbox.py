@@ -1,6 +1,7 @@
 """The sandbox as a person meets it: the run header and ``roost status`` say where commands
-run, ``--sandbox`` changes it, a missing bwrap is said out loud, and a killed daemon takes
-its sandboxed commands with it."""
+run, ``--sandbox`` changes it, a missing bwrap is said out loud (a run's commands do not
+run, and the run says how to run them anyway), and a killed daemon takes its sandboxed
+commands with it."""
 
 from __future__ import annotations
 
@@ -36,20 +37,30 @@ def test_the_header_says_where_commands_run_and_the_flag_changes_it(e2e: E2E) ->
     assert not (e2e.project / "again").exists()
 
 
-def test_without_bwrap_status_and_header_say_so_and_commands_still_run(e2e: E2E) -> None:
+def test_without_bwrap_status_and_header_say_so_and_a_command_ends_the_run(e2e: E2E) -> None:
     e2e.env["ROOST_BWRAP"] = "/nonexistent/bwrap"
     e2e.ok("daemon")  # started with that environment
     status = e2e.ok("status").stdout
     assert (
         "sandbox  UNAVAILABLE: /nonexistent/bwrap not found (install the bubblewrap package); "
-        "commands run unsandboxed (with approvals)"
+        "commands will not run (with --sandbox off they run unsandboxed)"
     ) in status
     model = e2e.script([bash("touch ../outside")], [text("Done.")])
-    out = e2e.ok("dispatch", "--yes", "go", "--model", model).stdout.splitlines()
+    done = e2e.roost("dispatch", "--yes", "go", "--model", model)
+    out = done.stdout.splitlines()
     assert out[1] == (
         "sandbox: UNAVAILABLE (/nonexistent/bwrap not found (install the bubblewrap package)) "
-        "— commands run unsandboxed"
+        "— commands will not run (--sandbox off runs them unsandboxed)"
     )
+    assert done.returncode == 1 and out[-1].startswith("■ error · 1 turns")
+    assert out[-1].endswith(
+        "the sandbox cannot start: /nonexistent/bwrap not found (install the bubblewrap package). This run's "
+        'commands run only inside it; to run them without one, dispatch with --sandbox off, or set [sandbox] mode = "off" '
+        "in config.toml"
+    )
+    assert not (e2e.tmp / "outside").exists()
+    model = e2e.script([bash("touch ../outside")], [text("Done.")])
+    e2e.ok("dispatch", "--yes", "go", "--model", model, "--sandbox", "off")
     assert (e2e.tmp / "outside").exists()
 
 

@@ -1,4 +1,5 @@
-"""The Linux backend: each command runs under bubblewrap (``bwrap``).
+"""The Linux backend: a run's commands run under bubblewrap (``bwrap``), started by the
+run's spawner (see ``_run``), which is what bwrap itself runs.
 
 The sandbox is built from the outside in, one bwrap option at a time, in this order:
 
@@ -12,12 +13,13 @@ The sandbox is built from the outside in, one bwrap option at a time, in this or
    read-only tmpfs, hidden files by ``/dev/null``. A hidden folder inside a writable one
    (``~/.ssh`` of a session in ``~``) is hidden; a writable folder inside a hidden one is
    there and writable, alone;
-4. ``--die-with-parent``: the sandbox dies with the daemon; and since the command's
-   processes live in their own pid namespace, killing bwrap's process group (a timeout,
-   an abort) ends every one of them, even those that left the group.
+4. ``--die-with-parent``: the sandbox dies with the daemon; and since the commands'
+   processes live in their own pid namespace, killing bwrap's process group (the run's
+   end) ends every one of them, even those that left their group.
 
-The command runs in its own session (``--new-session``): it has no terminal to push
-keystrokes into.
+The spawner runs in its own session (``--new-session``), and each command in another: no
+terminal to push keystrokes into. What a command's environment becomes inside is
+:meth:`Bubblewrap.command_env`.
 """
 
 from __future__ import annotations
@@ -47,8 +49,6 @@ class Bubblewrap:
     """
 
     name = "bubblewrap"
-    #: How bwrap starts its own messages (a sandbox it could not build).
-    error_prefix = "bwrap: "
 
     def __init__(self, program: str | None = None) -> None:
         self.program = program if program is not None else os.environ.get("ROOST_BWRAP") or shutil.which("bwrap") or ""
@@ -59,7 +59,7 @@ class Bubblewrap:
         if not self.program or shutil.which(self.program) is None:
             missing = self.program or "bwrap"
             return Availability(False, self.name, self.program, f"{missing} not found (install the bubblewrap package)")
-        argv = self.argv(["true"], "/", {}, SandboxPolicy())
+        argv = self.argv(["true"], "/", SandboxPolicy())
         try:
             with trio.fail_after(PROBE_TIMEOUT):
                 done = await trio.run_process(argv, stdin=b"", capture_stdout=True, capture_stderr=True, check=False)
@@ -71,7 +71,7 @@ class Bubblewrap:
             return Availability(False, self.name, self.program, f"{self.program} cannot build a sandbox here: {why}")
         return Availability(True, self.name, self.program)
 
-    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
+    def argv(self, command: Sequence[str], cwd: str, policy: SandboxPolicy) -> list[str]:
         """``command`` wrapped in bwrap, to run in ``cwd`` under ``policy``."""
         # --cap-drop ALL: a command run as root (containers, CI) keeps no capability, so it
         # can neither unmount what hides the daemon's files nor remount anything writable.
@@ -80,11 +80,16 @@ class Bubblewrap:
             args.append("--share-net")
         args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", PRIVATE_TMP]
         args += mounts(policy, os.path.realpath(cwd))
+        return [*args, "--chdir", cwd, "--", *command]
+
+    def command_env(self, env: Mapping[str, str], policy: SandboxPolicy) -> dict[str, str]:
+        """The environment a command started inside gets for ``env``."""
+        env = dict(env)
         tmpdir = env.get("TMPDIR")
         if tmpdir and not any(within(os.path.realpath(tmpdir), w) for w in policy.writable):
             # The private /tmp is the one temporary folder commands can be sure to write.
-            args += ["--setenv", "TMPDIR", PRIVATE_TMP]
-        return [*args, "--chdir", cwd, "--", *command]
+            env["TMPDIR"] = PRIVATE_TMP
+        return env
 
 
 def mounts(policy: SandboxPolicy, cwd: str) -> list[str]:

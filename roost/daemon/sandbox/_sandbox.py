@@ -25,20 +25,21 @@ class Availability:
 
 
 class Backend(Protocol):
-    """What runs a command inside a sandbox, on one platform."""
+    """What builds a sandbox, on one platform."""
 
     #: Its name, as ``roost status`` shows it.
     name: str
-    #: How the sandboxing program starts the messages it writes itself (it could not build
-    #: the sandbox), so that they are not taken for the command's.
-    error_prefix: str
 
     async def probe(self) -> Availability:
         """Whether it works here (run once per daemon)."""
         ...
 
-    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
-        """The argv that runs ``command`` in ``cwd`` with ``env``, held by ``policy``."""
+    def argv(self, command: Sequence[str], cwd: str, policy: SandboxPolicy) -> list[str]:
+        """The argv that runs ``command`` (a run's spawner) in ``cwd``, held by ``policy``."""
+        ...
+
+    def command_env(self, env: Mapping[str, str], policy: SandboxPolicy) -> dict[str, str]:
+        """The environment a command started inside gets for ``env``."""
         ...
 
 
@@ -46,7 +47,6 @@ class Unsupported:
     """The backend of a platform roost cannot sandbox yet: never available."""
 
     name = "none"
-    error_prefix = ""
 
     def __init__(self, platform: str) -> None:
         self.platform = platform
@@ -54,13 +54,16 @@ class Unsupported:
     async def probe(self) -> Availability:
         return Availability(False, self.name, None, f"no sandbox for {self.platform} yet")
 
-    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
+    def argv(self, command: Sequence[str], cwd: str, policy: SandboxPolicy) -> list[str]:
         raise SandboxUnavailable(f"no sandbox for {self.platform} yet")
+
+    def command_env(self, env: Mapping[str, str], policy: SandboxPolicy) -> dict[str, str]:
+        return dict(env)
 
 
 class SandboxUnavailable(RuntimeError):
-    """A run that started sandboxed cannot have its sandbox any more (the daemon restarted
-    where the backend does not work): its commands are not run."""
+    """A run's commands cannot have their sandbox (the backend does not work here, the
+    sandbox could not be built, or it ended): they are not run."""
 
 
 def default_backend(program: str | None = None) -> Backend:
@@ -87,55 +90,53 @@ class Sandbox:
         return self.availability
 
     def holds(self, policy: SandboxPolicy) -> bool:
-        """Whether commands of a run with ``policy`` will run sandboxed."""
+        """Whether commands of a run with ``policy`` will run sandboxed (rather than not at
+        all: see :meth:`confine`)."""
         return policy.on and self.availability.available
 
-    def confine(self, policy: SandboxPolicy, *, promised: bool | None = None) -> Confinement | None:
-        """What a run's commands run under (None: unsandboxed, as ``describe`` told).
-
-        ``promised`` is what the run was told when it started (a run resumed after a
-        restart): a run told it is sandboxed stays so, and its commands fail rather than
-        run unsandboxed when the backend no longer works.
-        """
-        if promised is None:
-            promised = self.holds(policy)
-        return Confinement(self, policy) if promised and policy.on else None
+    def confine(self, policy: SandboxPolicy) -> Confinement | None:
+        """What a run's commands run under (None: unsandboxed, the user's choice of mode
+        ``off``). Where the backend does not work, the run's sandbox cannot be built, and
+        its commands are not run: never unsandboxed instead."""
+        return Confinement(self, policy) if policy.on else None
 
     def describe(self, policy: SandboxPolicy) -> dict[str, Any]:
         """The run's sandbox as ``run.started`` records it: the policy, and whether the
         sandbox works here (if not, why)."""
         return {**policy.to_map(), **self.availability.to_map()}
 
-    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str], policy: SandboxPolicy) -> list[str]:
+    def argv(self, command: Sequence[str], cwd: str, policy: SandboxPolicy) -> list[str]:
         """``command`` under ``policy``.
 
         Raises:
-            SandboxUnavailable: the backend does not work here.
+            SandboxUnavailable: the backend does not work here (the message says why).
         """
         if not self.availability.available:
-            raise SandboxUnavailable(f"the sandbox is not available: {self.availability.reason}")
-        return self.backend.argv(command, cwd, env, policy)
+            raise SandboxUnavailable(self.availability.reason)
+        return self.backend.argv(command, cwd, policy)
 
 
 @dataclass(frozen=True, slots=True)
 class Confinement:
-    """A run's policy bound to the sandbox that enforces it: what a tool's command runs in."""
+    """A run's policy bound to the sandbox that enforces it: what a run's sandbox
+    (:class:`RunSandbox`) is built from."""
 
     sandbox: Sandbox
     policy: SandboxPolicy
 
-    def argv(self, command: Sequence[str], cwd: str, env: Mapping[str, str]) -> list[str]:
-        """``command`` wrapped to run in the sandbox.
+    def argv(self, command: Sequence[str], cwd: str) -> list[str]:
+        """``command`` (the run's spawner) wrapped to run in the sandbox.
 
         Raises:
             SandboxUnavailable: the backend does not work here (any more).
         """
-        return self.sandbox.argv(command, cwd, env, self.policy)
+        return self.sandbox.argv(command, cwd, self.policy)
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The environment a command started inside gets for ``env``."""
+        return self.sandbox.backend.command_env(env, self.policy)
 
     def explain(self, output: str, status: int, cwd: str) -> str | None:
-        """A note for a command that failed in ``cwd``: the sandbox could not be built, or
-        its limits were likely met (None: nothing to say)."""
-        prefix = self.sandbox.backend.error_prefix
-        if status != 0 and prefix and output.startswith(prefix):
-            return f"[the sandbox ({self.policy.mode}) could not be built for this command: {output.splitlines()[0]}]"
+        """A note for a command that failed in ``cwd``: the sandbox's limits were likely
+        met (None: nothing to say)."""
         return explain(output, status, self.policy, cwd)

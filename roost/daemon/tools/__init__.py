@@ -5,9 +5,11 @@ from ._glob import git_entry, in_git_work_tree, list_files, walk_files
 from ._ledger import ProcessLedger
 from ._preview import change_preview
 from ._registry import BUILTIN_TOOLS, ToolRegistry
+from ._spawn import Process, spawn
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "Process",
     "ProcessLedger",
     "Tool",
     "ToolContext",
@@ -19,6 +21,7 @@ __all__ = [
     "kill_group",
     "list_files",
     "real_path",
+    "spawn",
     "truncate",
     "walk_files",
 ]

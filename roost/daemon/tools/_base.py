@@ -16,7 +16,7 @@ from .._environ import tool_environment
 from ._fs import KernelPath, real_paths, resolve
 
 if TYPE_CHECKING:
-    from ..sandbox import Confinement
+    from ..sandbox import RunSandbox
     from ._ledger import ProcessLedger
 
 _T = TypeVar("_T")
@@ -45,8 +45,8 @@ class ToolContext:
     #: or ``deny`` (None: no policy, as in tests of the tools alone). glob and grep ask it
     #: about every file they walk into, read about its file (see :func:`readable`).
     read_permission: Callable[[str], str] | None = None
-    #: The sandbox a command runs in (None: it runs as it is).
-    sandbox: Confinement | None = None
+    #: The run's sandbox, where a command runs (None: it runs as it is).
+    sandbox: RunSandbox | None = None
     #: The worker threads a tool's blocking work runs on (see :meth:`in_thread`); the
     #: registry sets its own, shared by its tools and nothing else (None: trio's default).
     threads: trio.CapacityLimiter | None = None

@@ -1,9 +1,10 @@
 """The ``bash`` tool: a real shell in the session's folder, in its own process group.
 
-The process group is killed (SIGKILL) when the call times out or is cancelled (abort,
-daemon shutdown), so no child outlives its run. With a sandbox in the call's context the
-shell runs inside it (its process group is then the sandbox's, whose pid namespace ends
-with it), and a failure the sandbox likely caused gets a note saying so.
+The process group is killed (SIGKILL) when the call ends, times out or is cancelled
+(abort, daemon shutdown), so no child outlives its call. With a sandbox in the call's
+context (the run's, :class:`~roost.daemon.sandbox.RunSandbox`) the shell is started inside
+it by the run's spawner, which also ends what the call left outside its group, and a
+failure the sandbox likely caused gets a note saying so.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any, Mapping
 import trio
 
 from ..sandbox import SandboxUnavailable
-from ._base import Tool, ToolContext, ToolResult, kill_group, truncate
-from ._spawn import spawn
+from ._base import Tool, ToolContext, ToolResult, truncate
+from ._spawn import Process, spawn
 
 _SCHEMA = {
     "type": "object",
@@ -37,14 +38,19 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     started = time.monotonic()
     argv, env = ["bash", "-c", input["command"]], ctx.process_env()
     sandbox = {"sandbox": ctx.sandbox.policy.mode} if ctx.sandbox is not None else {}
+    # The run's sandbox records its own process group in the ledger; a command's pid
+    # there is its pid namespace's.
+    ledger = ctx.ledger if ctx.sandbox is None else None
+    process: Process
     if ctx.sandbox is not None:
         try:
-            argv = ctx.sandbox.argv(argv, ctx.cwd, env)
+            process = await ctx.sandbox.spawn(argv, cwd=ctx.cwd, env=env)
         except SandboxUnavailable as exc:
-            return ToolResult(f"not run: {exc}; this run's commands must run in it", is_error=True, meta=sandbox)
-    process = await spawn(argv, cwd=ctx.cwd, env=env)
-    if ctx.ledger is not None:
-        ctx.ledger.add(process.pid)
+            return ToolResult(f"not run: {exc}", is_error=True, meta=sandbox)
+    else:
+        process = await spawn(argv, cwd=ctx.cwd, env=env)
+    if ledger is not None:
+        ledger.add(process.pid)
     chunks: list[bytes] = []
     kept = total = 0
     timed_out = False
@@ -63,15 +69,15 @@ async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         timed_out = scope.cancelled_caught
     finally:
         # Children left in the group (`cmd &`) die with the call, as on a timeout.
-        kill_group(process.pid)
+        process.kill()
         if process.returncode is None:
             with trio.CancelScope(shield=True):
                 await process.wait()
-        if ctx.ledger is not None:
-            ctx.ledger.remove(process.pid)
+        if ledger is not None:
+            ledger.remove(process.pid)
     shown = b"".join(chunks).decode("utf-8", errors="replace")
     output = truncate(shown, ctx.output_limit, total - kept + len(shown))
-    status = process.returncode
+    status = await process.wait()  # it has ended: its status at once
     latency = time.monotonic() - started
     # After the cut, so that a long output never hides how the command ended.
     if timed_out:

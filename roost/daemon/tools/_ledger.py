@@ -1,5 +1,8 @@
 """A ledger of tool process groups in flight, so that a daemon that was killed leaves none.
 
+The groups are those of unsandboxed commands and hooks, and each run's sandbox (its bwrap,
+whose pid namespace holds the run's sandboxed commands: see ``sandbox.RunSandbox``).
+
 Design: one append-only journal file, ``journal``, in a private folder next to the socket,
 kept open for the daemon's life. A tool's group is added when it spawns (a line ``+PID
 START``, START the leader's start time) and removed when it is gone (``-PID``); once no group

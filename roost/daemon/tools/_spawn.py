@@ -6,41 +6,69 @@ large process can take a while. Here Python starts children with ``vfork`` (Linu
 most of it anyway, so the thread only adds its hop: waking a worker, passing the GIL there
 and back, waking the loop (about 0.5 ms of CPU on every tool call, measured by
 bench/step_overhead.py). So :func:`spawn` calls ``Popen`` itself, reads the output through
-a :class:`trio.lowlevel.FdStream`, and waits for the exit on a pidfd. Where there is no
-``os.pidfd_open`` (not Linux) it is trio's ``open_process``, as before.
+a :class:`trio.lowlevel.FdStream`, and waits for the exit on a pidfd (where there is none,
+not Linux or a kernel before 5.3, it polls).
+
+A command of a sandboxed run is started by the run's sandbox instead
+(``sandbox.RunSandbox.spawn``), as a process with the same surface, :class:`Process`.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import trio
 
-_PIDFD = hasattr(os, "pidfd_open")
+from ._base import kill_group
+
+
+class Process(Protocol):
+    """A command's process, started here or in a run's sandbox."""
+
+    pid: int
+    #: Its stdin (None: /dev/null), its output, and its stderr apart (None: in stdout).
+    stdin: trio.lowlevel.FdStream | None
+    stdout: trio.lowlevel.FdStream
+    stderr: trio.lowlevel.FdStream | None
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once :meth:`wait` has seen it (negative: killed by that signal)."""
+        ...
+
+    async def wait(self) -> int:
+        """Wait for it to exit; its status. Cancellable."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL its process group (the command and everything it started)."""
+        ...
 
 
 class Spawned:
-    """A child process whose stdout and stderr come together on :attr:`stdout`.
+    """A child process started by :func:`spawn`.
 
-    Resource handling: :attr:`stdout` is the caller's to close; :meth:`wait` reaps the
-    child and closes its pidfd.
+    Resource handling: its streams are the caller's to close; :meth:`wait` reaps the child
+    and closes its pidfd.
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: trio.lowlevel.FdStream) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdin: trio.lowlevel.FdStream | None,
+        stdout: trio.lowlevel.FdStream,
+        stderr: trio.lowlevel.FdStream | None,
+    ) -> None:
         self._popen = popen
-        #: The child's output (stdout and stderr), read as it comes.
-        self.stdout = stdout
+        self.pid = popen.pid
+        self.stdin, self.stdout, self.stderr = stdin, stdout, stderr
         self._pidfd: int | None = None
         try:
             self._pidfd = os.pidfd_open(popen.pid)
-        except OSError:
-            pass  # a kernel without pidfds (before 5.3): wait() polls
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
+        except (OSError, AttributeError):
+            pass  # no pidfds: wait() polls
 
     @property
     def returncode(self) -> int | None:
@@ -59,32 +87,47 @@ class Spawned:
             self._pidfd = None
         return self._popen.returncode
 
+    def kill(self) -> None:
+        """SIGKILL the child's process group."""
+        kill_group(self.pid)
 
-async def spawn(argv: Sequence[str], *, cwd: str, env: Mapping[str, str]) -> Any:
-    """Start ``argv`` in ``cwd`` with ``env``, stdin from /dev/null, stdout and stderr into
-    one pipe, in a new session (its own process group): a :class:`Spawned`, or trio's
-    ``Process`` where pidfds are missing (the same attributes and methods).
+
+async def spawn(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str], stdin: bool = False, stderr: bool = False
+) -> Spawned:
+    """Start ``argv`` in ``cwd`` with ``env``, in a new session (its own process group).
+
+    Its stdin is /dev/null, or with ``stdin`` a pipe (:attr:`Spawned.stdin`); its stdout
+    and stderr come together on :attr:`Spawned.stdout`, or with ``stderr`` apart.
 
     Raises:
         OSError: the command cannot be started (no such program, no such folder).
     """
-    if not _PIDFD:
-        return await trio.lowlevel.open_process(
-            list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    read, write = os.pipe()
+    # Ours: the parent's ends (-1: none); theirs: what the child gets.
+    ours = [-1, -1, -1]
+    theirs = [subprocess.DEVNULL, -1, subprocess.STDOUT]
     try:
+        if stdin:
+            theirs[0], ours[0] = os.pipe()
+        ours[1], theirs[1] = os.pipe()
+        if stderr:
+            ours[2], theirs[2] = os.pipe()
         popen = subprocess.Popen(
-            list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=write,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            list(argv), cwd=cwd, env=dict(env), stdin=theirs[0], stdout=theirs[1], stderr=theirs[2],
+            start_new_session=True,
         )
     except BaseException:
-        os.close(read)
+        for fd in ours:
+            if fd >= 0:
+                os.close(fd)
         raise
     finally:
-        os.close(write)
+        for fd in theirs:
+            if fd >= 0:
+                os.close(fd)
     # A scheduler pass, as every trio operation makes (a loop of spawns still lets others
     # run), that a cancellation cannot interrupt: the child must reach the caller.
     await trio.lowlevel.cancel_shielded_checkpoint()
-    return Spawned(popen, trio.lowlevel.FdStream(read))
+    streams = [trio.lowlevel.FdStream(fd) if fd >= 0 else None for fd in ours]
+    assert streams[1] is not None
+    return Spawned(popen, streams[0], streams[1], streams[2])
