@@ -11,6 +11,7 @@ would widen is left out and named in :attr:`SandboxPolicy.ignored`.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
@@ -178,6 +179,11 @@ def sandbox_paths(
     # A home the session folder holds (``~``, ``/home``) stays; its configuration is protected.
     hide_home = real_home != "/" and not any(within(real_home, w) for w in writable)
     readable = home_readable(home, (_resolve(p, user.root or cwd, home) for p in user.readable or ())) if hide_home else []
+    # The spawner runs on the daemon's interpreter: under /tmp (a clone there) the private
+    # /tmp would hide it.
+    interpreter = os.path.realpath(sys.base_prefix)
+    if within(interpreter, "/tmp"):
+        readable.append(interpreter)
     protected = [*protected_paths(writable), *(os.path.realpath(p) for p in protect)]
     return SandboxPaths(
         writable=writable,

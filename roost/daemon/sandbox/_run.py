@@ -70,6 +70,10 @@ MAX_REQUEST = 1 << 20
 #: and read from its stdin. So the roost package need not be visible inside the sandbox,
 #: only the interpreter and its standard library; nothing is compiled at each start (3 ms).
 BOOT = "import marshal, sys; exec(marshal.loads(sys.stdin.buffer.read()))"
+#: The interpreter the spawner runs on: the daemon's own, where it really lies (a virtual
+#: environment's python is a link to it; with -I -S it needs only its own stdlib), which
+#: sandbox_paths keeps readable wherever the sandbox would hide it.
+INTERPRETER = os.path.realpath(sys.executable)
 
 
 class Ledger(Protocol):
@@ -214,7 +218,7 @@ class RunSandbox:
                 self._restarts -= 1
                 log.warning("the sandbox of a run in %s ended before the run; building it again", self.cwd)
             try:
-                argv = self.confinement.argv([sys.executable, "-I", "-S", "-c", BOOT], self.cwd)
+                argv = self.confinement.argv([INTERPRETER, "-I", "-S", "-c", BOOT], self.cwd)
                 self._box = await _Box.start(argv)
             except SandboxUnavailable as exc:
                 raise await self._fail(str(exc)) from None
