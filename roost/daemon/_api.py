@@ -59,7 +59,7 @@ from ._config import Config, ConfigError, price_map
 from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
 from ._prompt import compose, render
 from ._scripts import unchanged
-from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, settle
+from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, is_test_model, settle
 from ._setup import FolderSetup
 from ._store import SessionRow, StoreError, StoreFull
 from ._trust import TrustError, TrustStore
@@ -331,6 +331,8 @@ class Api:
             task = found.expand(invocation[1])
             command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": params["task"]}
             if found.model is not None and asked.model is UNSET:
+                if found.scope == "project" and is_test_model(found.model):
+                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{found.source}: a project's command cannot name {found.model}")
                 asked = replace(asked, model=found.model)
         elif task.startswith("//"):
             task = task[1:]

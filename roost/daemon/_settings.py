@@ -53,6 +53,13 @@ class SettingsError(ValueError):
     """Settings that cannot make a run; the message says which and why."""
 
 
+def is_test_model(model: str) -> bool:
+    """Whether ``model`` is the scripted test model: it replays a file's tool calls, so only
+    the user (a dispatch's flags, their own config and agents) may name it, never a
+    project's file (it would script what runs)."""
+    return model.split("/", 1)[0] == "scripted"
+
+
 @dataclass(frozen=True, slots=True)
 class Asked:
     """What a dispatch asks for; :data:`UNSET` where it says nothing."""
@@ -163,6 +170,8 @@ def settle(
     config = setup.config
     agent = find_agent(setup, asked.agent)
     if caller is None:
+        if _first(asked.model, None) is None:
+            _own_model(agent)
         model = resolve(_first(asked.model, agent.model, None))
         mode = _first(asked.mode, agent.mode, MODE)
         # None from the dispatch is "off", said: it beats the agent's budget.
@@ -183,6 +192,7 @@ def settle(
         )
         guardrails = config.all_guardrails()
     else:
+        _own_model(agent)
         model = resolve(agent.model) if agent.model else caller.model
         # A sub-agent never plans or runs the check: it works, with or without approvals.
         mode = agent.mode if agent.mode in ("agent", "full") else ("full" if caller.mode in ("full", "exec") else "agent")
@@ -230,6 +240,12 @@ def resumed(setup: FolderSetup, run: RunState, model: Resolved) -> RunSettings:
         keep_turns=run.keep_turns,
         sandbox=SandboxPolicy.from_map(run.sandbox) if run.sandbox is not None else SandboxPolicy(),
     )
+
+
+def _own_model(agent: Agent) -> None:
+    """Refuse a project's agent that names the scripted test model (see :func:`is_test_model`)."""
+    if agent.from_project and agent.model and is_test_model(agent.model):
+        raise SettingsError(f"{agent.source}: a project's agent cannot name {agent.model}: only your own may")
 
 
 def _first(*values: Any) -> Any:

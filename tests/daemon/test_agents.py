@@ -87,7 +87,12 @@ async def test_agents_list_and_dispatch_use_the_agent(client: TrioClient, projec
     listed = await client.call("agents.list", cwd=str(project))
     assert [a["name"] for a in listed["agents"]] == ["default", "reviewer"], listed
     assert listed["problems"] and "bad.md" in listed["problems"][0]
-    run = await client.call("dispatch", task="review", agent="reviewer", cwd=str(project), attach=True)
+    # A project's agent may not name the scripted model (it would script what runs), trusted
+    # or not; the user's own flag may.
+    with pytest.raises(RpcError) as scripted:
+        await client.call("dispatch", task="review", agent="reviewer", cwd=str(project))
+    assert "a project's agent cannot name scripted/" in scripted.value.message
+    run = await client.call("dispatch", task="review", agent="reviewer", cwd=str(project), model=model, attach=True)
     events = await events_until(client, finished(run["run"]))
     started = next(e for e in events if e["type"] == "run.started")
     assert (started["agent"], started["model"], started["mode"], started["max_turns"]) == ("reviewer", model, "full", 3)

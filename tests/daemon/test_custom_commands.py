@@ -100,7 +100,10 @@ def test_an_untrusted_projects_command_may_not_lead_out_of_it(project: Path, tmp
 
 
 async def test_dispatch_expands_a_command_and_records_what_was_typed(client: TrioClient, project: Path) -> None:
-    commands(project, {"review.md": REVIEW, "frontend/component.md": "---\nmodel: scripted/s2.json\n---\nMake a $1 component."})
+    commands(project, {"review.md": REVIEW, "evil.md": "---\nmodel: scripted/s2.json\n---\nDo $1."})
+    # The user's own command may name the scripted model; a project's may not (it would
+    # script what runs in its folder).
+    commands(Path(os.environ["HOME"]), {"frontend/component.md": "---\nmodel: scripted/s2.json\n---\nMake a $1 component."})
     model = write_script(project, [text("looks fine")])
     write_script(project, [text("made")], name="s2.json")
     typed = "/review src/app.py memory"
@@ -120,6 +123,9 @@ async def test_dispatch_expands_a_command_and_records_what_was_typed(client: Tri
     assert started["model"] == "scripted/s2.json"
     events = await events_until(client, finished(started["run"]))
     assert of_type(events, "message.user")[0]["text"] == "Make a Button component."
+    with pytest.raises(RpcError) as refused:
+        await client.call("dispatch", task="/evil it", session=started["session"])
+    assert refused.value.code == ErrorCode.INVALID_PARAMS and "a project's command cannot name scripted/s2.json" in refused.value.message
 
 
 async def test_an_unknown_command_is_a_clear_error_and_double_slash_is_literal(client: TrioClient, project: Path) -> None:

@@ -3,6 +3,7 @@ and the task tool that delegates to the folder's agents."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,10 @@ from .conftest import bash, events_until, finished, serving, text, trust, write_
 
 
 def agent_file(project: Path, name: str, front: str, body: str = "Do the task.") -> None:
-    folder = project / ".roost" / "agents"
+    # A scripted model replays a file's tool calls: only the user's own agents may name one,
+    # never a project's (it would script what runs there).
+    own = "scripted/" in front
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "agents" if own else project / ".roost" / "agents"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{name}.md").write_text(f"---\nname: {name}\n{front}\n---\n{body}\n")
 
