@@ -124,7 +124,8 @@ async def test_a_sub_agent_reaches_its_own_projects_servers(client: TrioClient, 
     helper = write_script(alpha, [use("probe__where")], [text("helper done")], name="helper.json")
     lead = write_script(alpha, [{"type": "tool_use", "name": "helper", "input": {"message": "look"}}],
                         [text("lead done")], name="lead.json")
-    agents = alpha / ".roost" / "agents"
+    # The user's own agents (only they may name the scripted model), run in alpha's folder.
+    agents = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "agents"
     agents.mkdir(parents=True)
     (agents / "helper.md").write_text(f"---\nname: helper\nmodel: {helper}\ntools: [probe__where]\n---\nLook.\n")
     (agents / "lead.md").write_text(f"---\nname: lead\nmodel: {lead}\ntools: [helper]\n---\nAsk.\n")
