@@ -32,7 +32,7 @@ call's main argument: the command for ``bash``, the path for the file tools.
   the resolved path.
 
 Deny wins over ask, ask over allow; a call no rule matches gets the mode's preset. In
-``agent`` mode reads (and ``skill``, ``remember``, ``todo``) are allowed and everything else asks,
+``agent`` mode reads (and ``skill``, ``remember`` into the project's memory, ``todo``) are allowed and everything else asks,
 ``web_fetch`` included (a path outside the working directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
 
@@ -73,6 +73,7 @@ ASK_HUMAN = "ask_human"
 #: The tool that fetches a web page (decided on its URL), and the model's checklist.
 WEB_FETCH = "web_fetch"
 TODO = "todo"
+REMEMBER = "remember"
 #: Tools whose main argument is a path, with the input key that holds it.
 _PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
 _SEARCH_TOOLS = frozenset({"glob", "grep"})
@@ -80,7 +81,7 @@ _SEARCH_TOOLS = frozenset({"glob", "grep"})
 _WRITE_TOOLS = frozenset({"write", "edit"})
 #: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory,
 #: the checklist, which lives only in the session's events).
-_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", "remember", TODO}) | _SEARCH_TOOLS
+_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", REMEMBER, TODO}) | _SEARCH_TOOLS
 _SEVERITY = {ALLOW: 0, ASK: 1, DENY: 2}
 #: The toolchains a user installs under the home folder: the programs their PATH and their
 #: projects run.
@@ -345,7 +346,8 @@ def decide(
     elif name == WEB_FETCH and isinstance(input.get("url"), str):
         verdict = judging.web(input["url"])
     else:
-        verdict = judging.tool(name)
+        # Memory for every project is read by every later run's prompt: it asks like a write.
+        verdict = judging.tool(name, read=name != REMEMBER or input.get("scope", "project") != "user")
     if verdict.action == ASK and not verdict.protected and (policy.yes or mode in ("full", "exec")):
         return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
     return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
@@ -394,16 +396,19 @@ class _Judging:
                 return rule
         return None
 
-    def tool(self, name: str) -> _Verdict:
-        """A call whose input no rule pattern looks at."""
+    def tool(self, name: str, *, read: bool = True) -> _Verdict:
+        """A call whose input no rule pattern looks at (``read``: false for a call of a
+        reading tool that writes all the same)."""
         for action in (DENY, ASK, ALLOW):
             hit = self.first(action, name, lambda r: r.pattern is None)
             if hit is not None:
                 return _Verdict(action, f"{name}: rule {action} {hit}{_origin(hit)}", (name,) if action == ASK else ())
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
-        if name in _READ_TOOLS:
+        if name in _READ_TOOLS and read:
             return _Verdict(ALLOW, f"{name} is allowed in {self.mode} mode")
+        if name == REMEMBER:
+            return _Verdict(ASK, f"{name} into the user's memory (read by every project's runs) asks in {self.mode} mode")
         return _Verdict(ASK, f"{name} asks in {self.mode} mode", (name,))
 
     # -- paths ------------------------------------------------------------------------------

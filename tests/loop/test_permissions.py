@@ -323,3 +323,12 @@ def test_a_claude_code_rule_roost_cannot_use_is_an_error_that_names_it(text: str
     with pytest.raises(RuleError, match=re.escape(why)) as caught:
         parse_rule(text, "deny")
     assert text in str(caught.value)
+
+
+def test_remembering_for_every_project_asks_in_agent_mode() -> None:
+    assert action(policy(), "remember", text="x") == "allow"
+    assert action(policy(), "remember", text="x", scope="project") == "allow"
+    d = decide(policy(), "agent", (), "remember", {"text": "x", "scope": "user"}, CWD)
+    assert d.action == "ask" and "user's memory" in d.reason and d.session_rules == ()
+    assert action(policy(), "remember", "full", text="x", scope="user") == "allow"
+    assert action(policy("allow remember"), "remember", text="x", scope="user") == "allow"
