@@ -196,3 +196,30 @@ async def test_a_session_exported_mid_run_imports_idle(client: TrioClient, proje
     again = await client.call("dispatch", yes=True, task="again", model=model, session=imported["session"], attach=True)
     done = await events_until(client, finished(again["run"]))
     assert done[-1]["text"] == "after"
+
+
+async def test_an_imported_session_brings_its_history_never_its_grants(client: TrioClient, project: Path) -> None:
+    # A session where a person approved a command "for the session" ...
+    model = write_script(project, [bash("ls")], [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    asked = (await events_until(client, lambda e: e["type"] == "permission.requested"))[-1]
+    await client.call("permission.respond", session=run["session"], call_id=asked["call_id"], decision="approve", scope="session")
+    await events_until(client, finished(run["run"]))
+    lines = await _export_lines(client, run["session"])
+    # ... whose file is edited to grant everything, as a hostile file would be.
+    events = [json.loads(line) for line in lines[1:]]
+    [resolved] = [e for e in events if e["type"] == "permission.resolved"]
+    resolved["rules"] = ["bash(*)", "write(/**)"]
+    edited = [lines[0], *(json.dumps(e) for e in events)]
+    imported = await _import(client, edited)
+    copy = await _events(client, imported["session"])
+    [kept] = [e for e in copy if e["type"] == "permission.resolved"]
+    assert "rules" not in kept and kept["rules_not_granted"] == ["bash(*)", "write(/**)"]
+    # In the imported session the same command asks again.
+    # (The scripted model answers by the number of replies in the history: two before.)
+    model = write_script(project, [], [], [bash("ls")], [text("done")], name="again.json")
+    again = await client.call("dispatch", task="t", model=model, session=imported["session"], attach=True)
+    asked = (await events_until(client, lambda e: e["type"] in ("permission.requested", "run.finished")))[-1]
+    assert asked["type"] == "permission.requested" and asked["input"] == {"command": "ls"}
+    await client.call("permission.respond", session=imported["session"], call_id=asked["call_id"], decision="deny")
+    await events_until(client, finished(again["run"]))
