@@ -15,9 +15,9 @@ longest prefix.
 8. summary: the session's summary after a compaction
 
 Each layer is composed for every run; its size goes into ``run.started``. Every file is
-read bounded and only if it is a regular file (``_files``); in a folder the user has not
-trusted, a project file that links out of the project is skipped, and so is a file that a
-project's instruction file imports from outside the project. The user's own files (in
+read bounded and only if it is a regular file (``_files``); a project's instruction or
+memory file that links out of the project is skipped, trusted or not, and so is a file
+that a project's instruction file imports from outside the project. The user's own files (in
 ``~/.claude`` and the config dir) and what they import need no trust.
 
 What does not change between runs is kept in a :class:`PromptCache` (one per daemon): each
@@ -212,7 +212,7 @@ async def compose(
     """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
     empty ones are left out.
 
-    ``trusted``: the user trusts the folder (its files may link outside it). Files are read
+    ``trusted``: the user trusts the folder (its skills may link outside it). Files are read
     in a worker thread, so a large project never blocks the daemon. ``cache``: keeps what
     did not change for the next run (None: everything is read).
     """
@@ -252,7 +252,11 @@ def _layers(
     skills: bool,
     cache: PromptCache,
 ) -> list[Layer]:
-    within = None if trusted else root
+    # A project's instruction and memory files, and what they import, are read only inside
+    # the project, trusted or not: a trusted folder's CLAUDE.md that later imports
+    # @~/.aws/credentials, or an AGENTS.md that becomes a link to ~/.ssh/id_rsa, is no
+    # reason to put those in the prompt. (The user's own files read anything.)
+    within = root
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
@@ -333,8 +337,8 @@ class _Instructions:
 
     Every file is read once (so a cycle of imports ends where it closes); imports nest at
     most ``IMPORT_DEPTH`` deep and add at most ``IMPORTS_LIMIT`` characters in all. A file
-    imports with the reach it was read with: the user's anything, a project's (in a folder
-    the user has not trusted) only files inside the project.
+    imports with the reach it was read with: the user's anything, a project's (trusted or
+    not) only files inside the project.
     """
 
     def __init__(self, cache: PromptCache) -> None:
@@ -364,7 +368,7 @@ class _Instructions:
             try:
                 imported = self._once(path, within, min(FILE_LIMIT, self._left), refuse=True)
             except FileRefused:
-                self.sources.append(f"{path} (not read: it leads outside the project, which is not trusted)")
+                self.sources.append(f"{path} (not read: it leads outside the project)")
                 continue
             if not imported:
                 continue
