@@ -118,7 +118,16 @@ class Trust:
     folders: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def covers(self, path: str | os.PathLike[str], data: bytes) -> bool:
-        """Whether the file at ``path`` with content ``data`` was trusted as it is."""
+        """Whether the file at ``path`` with content ``data`` was trusted as it is.
+
+        A file with more than one hard link never is: its content can be changed through
+        a name elsewhere, in a folder that is not trusted (or that a command may write).
+        Reads the file's status."""
+        try:
+            if os.lstat(path).st_nlink > 1:
+                return False
+        except OSError:
+            return False
         return self.holds(path, digest(data))
 
     def holds(self, path: str | os.PathLike[str], recorded: str) -> bool:

@@ -84,6 +84,16 @@ def test_an_untrusted_project_config_only_narrows(project: Path) -> None:
     assert changed.hooks == () and all(not w.trusted for w in changed.widening)
 
 
+def test_a_trusted_file_with_another_hard_link_is_not_trusted(project: Path, tmp_path: Path) -> None:
+    # The trusted config is also a name in a folder a command may write: not trusted.
+    config_file = hostile(project)
+    trust_now = trusting(config_file)
+    assert all(w.trusted for w in load_config(str(project), {}, trust_now).widening)
+    os.link(config_file, tmp_path / "elsewhere.toml")
+    linked = load_config(str(project), {}, trust_now)
+    assert linked.hooks == () and all(not w.trusted for w in linked.widening)
+
+
 def test_the_users_own_config_needs_no_trust(project: Path) -> None:
     user = user_config_file()
     user.parent.mkdir(parents=True)
