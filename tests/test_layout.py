@@ -1,8 +1,8 @@
 """The layout rules of DESIGN.md, enforced on whatever files exist under roost/.
 
 1. The dependency rule: imports flow ``cli -> protocol``, ``daemon -> loop, protocol``,
-   ``loop -> (nothing of ours)``; the loop does no IO and imports the stdlib and the
-   tree-sitter bash grammar only; the protocol imports msgpack and the
+   ``loop -> (nothing of ours)``; the loop does no IO and imports the stdlib, the
+   tree-sitter bash grammar and RE2 (linear-time patterns) only; the protocol imports msgpack and the
    stdlib, and trio only in ``roost/protocol/trio_client.py``. Imports are read with ``ast``
    (every import statement anywhere in a file, including lazy imports inside functions and
    ``TYPE_CHECKING`` blocks, and ``importlib.import_module("...")`` / ``__import__("...")``
@@ -51,8 +51,8 @@ LOOP_FORBIDDEN = frozenset(
 # Modules of those packages that only compute: splitting a URL reads nothing.
 LOOP_PURE = frozenset({"urllib.parse"})
 # Besides the stdlib, the loop imports only the bash grammar it judges shell lines with:
-# tree-sitter parses in memory, no IO.
-LOOP_THIRD_PARTY = frozenset({"tree_sitter", "tree_sitter_bash"})
+# tree-sitter parses and RE2 matches in memory, no IO.
+LOOP_THIRD_PARTY = frozenset({"tree_sitter", "tree_sitter_bash", "re2"})
 # The protocol imports msgpack and the stdlib; trio only in its own client module.
 PROTOCOL_THIRD_PARTY = frozenset({"msgpack"})
 PROTOCOL_TRIO_MODULE = "roost.protocol.trio_client"
@@ -144,7 +144,7 @@ def violations_of(path: Path, source: str) -> list[str]:
         elif layer == "loop" and top not in sys.stdlib_module_names and top not in LOOP_THIRD_PARTY:
             out.append(
                 f"{where}:{imp.line}: roost.loop imports {imp.module} "
-                "(the loop imports the stdlib and tree-sitter only)"
+                "(the loop imports the stdlib, tree-sitter and RE2 only)"
             )
         if layer == "protocol":
             if top == "trio" and name == PROTOCOL_TRIO_MODULE:

@@ -14,6 +14,7 @@ import re
 from typing import Any, Callable, Mapping
 
 from roost.loop import CLAUDE_TOOL_NAMES as TOOL_NAMES
+from roost.loop import PatternError, linear_regex
 
 #: roost's tools by each of Claude Code's names for them (``MultiEdit`` -> ``edit``).
 _ROOST_NAMES: Mapping[str, str] = {claude: tool for tool, names in TOOL_NAMES.items() for claude in names}
@@ -68,9 +69,9 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
         names = {name.strip() for name in re.split(r"[|,]", pattern) if name.strip()}
         return lambda tool: any(name in names for name in tool_names(tool))
     try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"the matcher {pattern!r} is not a regular expression: {exc}") from None
+        regex = linear_regex(pattern)  # a project's settings file: linear, whatever it says
+    except PatternError as exc:
+        raise ValueError(f"the matcher {pattern!r} cannot be used: {exc}") from None
     return lambda tool: any(regex.search(name) for name in tool_names(tool))
 
 

@@ -86,13 +86,12 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from roost.loop import GUARDRAIL_ACTIONS, Guardrail, Rule, RuleError, parse_rule, secrets_guardrails
+from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleError, linear_regex, parse_rule, secrets_guardrails
 
 from ._claude import tool_matcher
 from ._environ import INHERIT, EnvPolicy
@@ -583,9 +582,9 @@ def _guardrail(entry: Any, where: str) -> Guardrail:
     if action not in GUARDRAIL_ACTIONS:
         raise ConfigError(f"{where}: action must be {' or '.join(GUARDRAIL_ACTIONS)}")
     try:
-        re.compile(entry["pattern"])
-    except re.error as exc:
-        raise ConfigError(f"{where}: pattern is not a regular expression: {exc}") from None
+        linear_regex(entry["pattern"])
+    except PatternError as exc:
+        raise ConfigError(f"{where}: pattern cannot be used: {exc}") from None
     return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")), action)
 
 

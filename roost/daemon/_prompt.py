@@ -507,6 +507,10 @@ def _outline(path: Path, root: Path) -> list[str]:
         tree = ast.parse(read_head(path, OUTLINE_LIMIT, within=root))
     except (OSError, SyntaxError, ValueError):
         return []
+    except (RecursionError, MemoryError):
+        # A file made to choke the parser (thousands of nested brackets or operators)
+        # fails no dispatch: it is listed, and said to be left out.
+        return ["(not outlined: it nests too deep to parse)"]
     out = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef):

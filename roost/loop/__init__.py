@@ -8,6 +8,7 @@ reads a clock or makes ids: those arrive as fields of the inputs.
 
 from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_guardrails
 from ._patterns import glob_matcher
+from ._regex import PatternError, Regex, linear_regex
 from ._plan import parse_plan
 from ._commands import WILD, Command, Judgement, judge
 from ._permissions import (
@@ -92,10 +93,12 @@ __all__ = [
     "ModelFinished",
     "NotSnapshottable",
     "PHASE_INPUTS",
+    "PatternError",
     "PermissionDecided",
     "Phase",
     "Policy",
     "REASONING_DELTA",
+    "Regex",
     "Rule",
     "RuleError",
     "RunCheck",
@@ -136,6 +139,7 @@ __all__ = [
     "fork_point",
     "glob_matcher",
     "judge",
+    "linear_regex",
     "parse_plan",
     "parse_rule",
     "paths_named",

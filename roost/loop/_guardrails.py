@@ -14,9 +14,10 @@ disk or the environment from being sent to a model provider.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
+
+from ._regex import linear_regex
 
 INPUT, OUTPUT = "input", "output"
 #: What a match does: end the run (the content withheld), or only say so.
@@ -75,7 +76,7 @@ def tripped(guardrails: Iterable[Guardrail], on: str, texts: Iterable[str]) -> s
         return None
     for text in texts:
         for rail in rails:
-            if re.search(rail.pattern, text):
+            if linear_regex(rail.pattern).search(text):
                 return rail.says()
     return None
 
@@ -85,7 +86,7 @@ def warned(guardrails: Iterable[Guardrail], on: str, texts: Iterable[str]) -> li
     (each once, in their order)."""
     rails = [g for g in guardrails if g.on == on and g.action == WARN]
     texts = list(texts) if rails else []
-    return [rail for rail in rails if any(re.search(rail.pattern, text) for text in texts)]
+    return [rail for rail in rails if any(linear_regex(rail.pattern).search(text) for text in texts)]
 
 
 def reply_texts(content: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -63,6 +63,7 @@ from typing import Any, Mapping
 
 from ._commands import WILD, Command, escape, judge
 from ._patterns import glob_matcher
+from ._regex import Regex, linear_regex
 from ._urls import UrlError, web_address
 
 ALLOW, ASK, DENY = "allow", "ask", "deny"
@@ -602,7 +603,7 @@ def _allows(rule: Rule, command: Command) -> bool:
 
 
 @functools.lru_cache(maxsize=1024)
-def _command_regexes(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+def _command_regexes(pattern: str) -> tuple[Regex, Regex]:
     """A command pattern as a regex of whole texts, and as one of the texts that some
     continuation could make match (for a command whose end is unknown)."""
     pattern = " ".join(pattern.split())
@@ -613,7 +614,8 @@ def _command_regexes(pattern: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     could_start = ""
     for atom in reversed(atoms):
         could_start = f"(?:{atom}{could_start})?"
-    return re.compile("".join(atoms), re.DOTALL), re.compile(could_start, re.DOTALL)
+    # Linear (RE2): a project's deny rule may be ``a*a*a*a*...b``.
+    return linear_regex("".join(atoms), dot_all=True), linear_regex(could_start, dot_all=True)
 
 
 def _glob_atoms(pattern: str) -> list[str]:
@@ -634,7 +636,8 @@ def _glob_atoms(pattern: str) -> list[str]:
                 atoms.append(re.escape(c))
             else:
                 body = re.sub(r"([\\^\[\]&~|])", r"\\\1", pattern[start:close])
-                atoms.append(f"(?!{WILD})[{'^' if start == i + 2 else ''}{body}]")
+                # A negated class never matches WILD (RE2 has no lookahead to say so).
+                atoms.append(f"[^{body}{WILD}]" if start == i + 2 else f"[{body}]")
                 i = close
         else:
             atoms.append(re.escape(c))

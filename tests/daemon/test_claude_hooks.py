@@ -278,4 +278,4 @@ async def test_a_broken_settings_file_is_refused_with_its_name(client: TrioClien
     with pytest.raises(RpcError) as info:
         await client.call("dispatch", task="t", model=model, cwd=str(project))
     assert info.value.code == ErrorCode.CONFIG_INVALID
-    assert "settings.json: hooks.PreToolUse[0]" in info.value.message and "regular expression" in info.value.message
+    assert "settings.json: hooks.PreToolUse[0]" in info.value.message and "cannot be used: missing )" in info.value.message

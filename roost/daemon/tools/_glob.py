@@ -14,14 +14,13 @@ worker thread, so a large tree never blocks the daemon's event loop.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import trio
 
-from roost.loop import glob_matcher
+from roost.loop import PatternError, glob_matcher
 
 from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
 
@@ -152,7 +151,7 @@ async def _run_glob(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return ToolResult("pattern must be relative; give the folder as path", is_error=True)
     try:
         matches = glob_matcher(pattern)
-    except re.error as exc:
+    except PatternError as exc:
         return ToolResult(f"invalid glob pattern {pattern!r}: {exc}", is_error=True)
     with trio.move_on_after(ctx.timeout) as scope:
         files = await list_files(root, matches, threads=ctx.threads)

@@ -18,7 +18,6 @@ the search is skipped, never followed out.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import Any, BinaryIO, Callable, Mapping
 
 import trio
 
-from roost.loop import glob_matcher
+from roost.loop import PatternError, Regex, glob_matcher, linear_regex
 
 from .._files import open_regular
 from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
@@ -77,7 +76,7 @@ def _search(
     root: Path,
     files: list[tuple[str, str]],
     prefix: str,
-    regex: re.Pattern[str],
+    regex: Regex,
     context: int,
     max_results: int,
     stop: threading.Event,
@@ -116,7 +115,7 @@ def _search(
 def _search_file(
     file: BinaryIO,
     label: str,
-    regex: re.Pattern[str],
+    regex: Regex,
     context: int,
     max_results: int,
     found: _Found,
@@ -178,12 +177,13 @@ async def _run_grep(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         return located
     root, inside = located
     try:
-        regex = re.compile(pattern, re.IGNORECASE if input.get("ignore_case") else 0)
-    except re.error as exc:
+        # Linear time: a model's (a+)+$ must not hold the interpreter lock for seconds.
+        regex = linear_regex(pattern, ignore_case=bool(input.get("ignore_case")))
+    except PatternError as exc:
         return ToolResult(f"invalid regex {pattern!r}: {exc}", is_error=True)
     try:
         keep = _file_filter(input.get("glob"))
-    except re.error as exc:
+    except PatternError as exc:
         return ToolResult(f"invalid glob pattern {input['glob']!r}: {exc}", is_error=True)
     if not root.exists():
         return ToolResult(f"{where} does not exist", is_error=True)
