@@ -206,6 +206,17 @@ def test_index_version_4_and_extended_flags(tmp_path: Path) -> None:
     assert same_as_git(repo)[0] == "README"
 
 
+def test_a_sha256_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "--object-format=sha256")
+    files(repo, "a.c", "sub/b.c")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "start")
+    files(repo, "c.c")
+    assert same_as_git(repo) == ["a.c", "c.c", "sub/b.c"]
+
+
 def test_a_split_index(tmp_path: Path) -> None:
     repo = new_repo(tmp_path / "repo")
     files(repo, *(f"f{i}.txt" for i in range(20)))
@@ -218,6 +229,8 @@ def test_a_split_index(tmp_path: Path) -> None:
     git(repo, "rm", "-q", "--cached", "f5.txt")  # deleted from it
     files(repo, "new.txt")
     git(repo, "add", "new.txt")  # added
+    link = (repo / ".git" / "index").read_bytes().find(b"link")
+    assert link != -1  # a split index: its entries are changes to the shared one
     listed = same_as_git(repo)
     assert "new.txt" in listed and "f3.txt" in listed and "f5.txt" in listed  # f5: untracked now
     git(repo, "rm", "-q", "f7.txt")
