@@ -58,7 +58,7 @@ def project(root: Path, name: str, tools: Path, markers: Path) -> Path:
     (folder / "notes.txt").write_text("needle, untracked\n")
     (folder / "debug.log").write_text("needle, ignored\n")
     evil = program(tools, name, markers)
-    config: dict[str, str] = {
+    configs = {
         "fsmonitor": f'[core]\n\tfsmonitor = "{evil}"\n',
         "hooksPath": f'[core]\n\thooksPath = "{tools / "hooks"}"\n',
         "pager": f'[core]\n\tpager = "{evil}"\n[pager]\n\tls-files = "{evil}"\n\tstatus = "{evil}"\n',
@@ -67,9 +67,9 @@ def project(root: Path, name: str, tools: Path, markers: Path) -> Path:
         "filter": f'[filter "evil"]\n\tclean = "{evil}"\n\tsmudge = "{evil}"\n\tprocess = "{evil}"\n',
         "include.path": f'[include]\n\tpath = "{tools / "included"}"\n',
         "alias": f'[alias]\n\tls = "!{evil}"\n\tst = "!{evil}"\n\tfiles = "!{evil}"\n',
-    }[name]
+    }
     with open(folder / ".git" / "config", "a") as f:
-        f.write(config)
+        f.write(configs[name])
     if name == "hooksPath":
         for hook in _HOOKS:
             program(tools / "hooks", hook, markers)

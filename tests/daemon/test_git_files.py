@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from roost.daemon.tools import UnreadableRepository, find_repository, list_files, work_tree_files
 from roost.daemon.tools._gitindex import DIRECTORY, read_index
+from roost.daemon.tools._wildmatch import Wildmatch
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -167,9 +168,10 @@ def test_submodules_and_nested_repositories(tmp_path: Path) -> None:
     new_repo(repo / "tracked")  # a repository inside a tracked folder: git still walks it
     files(repo, "tracked/b.c")
     (repo / "not-a-repo" / ".git").mkdir(parents=True)  # no HEAD: an ordinary folder
-    files(repo, "not-a-repo/c.c")
+    files(repo, "not-a-repo/c.c", "fifo/d.c")
+    os.mkfifo(repo / "fifo" / ".git")  # neither a gitfile nor a git folder
     listed = same_as_git(repo, repo / "mod", repo / "nested", repo / "tracked")
-    assert "top.c" in listed and "tracked/b.c" in listed and "not-a-repo/c.c" in listed
+    assert "top.c" in listed and "tracked/b.c" in listed and "not-a-repo/c.c" in listed and "fifo/d.c" in listed
     assert not any(p.startswith(("mod/", "nested/")) for p in listed)
     assert read_natively(repo / "mod") == ["lib.c", "untracked-in-submodule"]
 
@@ -283,11 +285,18 @@ def test_pathological_patterns_are_matched_without_backtracking(tmp_path: Path) 
     )
     files(repo, f"{deep}x", f"{deep}y", "a" * 200, "a" * 200 + "b", f"{deep}q/c", f"{deep}c")
     assert read_natively(repo) == sorted([".gitignore", "a" * 200, f"{deep}c", f"{deep}y"])
+    # Longer still, the matcher alone: each byte costs a lookup once its states are made.
+    assert Wildmatch(b"*a" * 50 + b"*b", pathname=False).match(b"a" * 5000 + b"b")
+    assert not Wildmatch(b"*a" * 50 + b"*b", pathname=False).match(b"a" * 5000)
+    assert Wildmatch(b"**/" * 100 + b"x", pathname=True).match(b"a/" * 2000 + b"x")
+    assert not Wildmatch(b"**/" * 100 + b"x", pathname=True).match(b"a/" * 2000 + b"y")
+    assert not Wildmatch(b"*/" * 100 + b"x", pathname=True).match(b"a/" * 2000 + b"x")
 
 
-_NAMES = st.sampled_from(["a", "b", "ab", "a.txt", "b.log", "x y", "ü", "[a]", "#c", "!d", "d ", "*", "a\\b"])
-_TOKENS = st.sampled_from(["a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-c]", "/", ".txt", ".log", "\\*", "\\#", " ",
-                           "ü", "\\"])
+_NAMES = st.sampled_from(["a", "b", "ab", "A", "a.txt", "b.log", ".hidden", "x y", "ü", "[a]", "#c", "!d", "d ", "*",
+                          "a\\b", "-"])
+_TOKENS = st.sampled_from(["a", "b", "*", "**", "?", "[ab]", "[!a]", "[a-c]", "[[:alpha:]]", "[]a]", "[a-]", "[!]",
+                           "[[:bogus:]]", "/", ".txt", ".log", ".", "\\*", "\\#", "\\[", " ", "ü", "\\"])
 
 
 @st.composite
@@ -296,7 +305,7 @@ def _pattern(draw: st.DrawFn) -> str:
     return draw(st.sampled_from(["", "!", "/", "\\!"])) + body + draw(st.sampled_from(["", "/"]))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     paths=st.lists(st.lists(_NAMES, min_size=1, max_size=3), min_size=1, max_size=12),
     top=st.lists(_pattern(), max_size=6),

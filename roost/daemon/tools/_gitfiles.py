@@ -20,6 +20,11 @@ tracked files deleted from disk, submodules and nested repositories (folders) ar
 it. Every file is read bounded and only if it is a regular file; the walk runs in the
 caller's worker thread.
 
+Not read, where git would: a repository's own config beyond its object format (its
+``core.excludesFile``, ``core.ignoreCase``, ``core.worktree``: what a repository names is
+not followed; matching is case-sensitive, as git's default on Linux), ``includeIf`` in the
+user's config, and a ``.gitignore`` that only the index holds (a sparse checkout's).
+
 Error handling: a repository this module cannot read whole (see :mod:`._gitindex`, and a
 sparse index whose folders are on disk) raises :class:`UnreadableRepository` saying why;
 the caller lists the folder another way and logs the reason. A folder the walk cannot open
@@ -36,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .._files import read_head
+from .._files import FileRefused, read_head
 from ._gitconfig import config_values, last_value
 from ._gitignore import Chain, PatternList, excluded, read_patterns, repository_patterns
 from ._gitindex import DIRECTORY, GITLINK, UnreadableIndex, read_index
@@ -306,6 +311,8 @@ def _is_repository(dot_git: bytes) -> bool:
         return False
     try:
         git_dir = _git_dir(path)
+    except FileRefused:  # a FIFO, a socket: no gitfile, no git folder
+        return False
     except OSError:
         return True
     return git_dir is not None and _is_git_dir(git_dir)

@@ -23,9 +23,10 @@ The meaning is git's ``wildmatch.c`` (from rsync), on bytes, case-sensitive:
 
 from __future__ import annotations
 
-#: The DFA states a matcher keeps at most before it starts over (each is a few dicts
-#: entries; a hostile pattern could otherwise make a new one for every byte of every path).
+#: The DFA states and moves a matcher keeps at most before it starts over (a hostile
+#: pattern could otherwise make a new state for every byte of every path).
 DFA_STATES = 4096
+DFA_MOVES = 1 << 16
 
 _ALL = frozenset(range(256))
 _SLASH = ord("/")
@@ -91,7 +92,7 @@ class Wildmatch:
         """Whether the whole of ``text`` matches."""
         if len(text) < self.shortest:
             return False
-        if len(self._sets) > DFA_STATES:
+        if len(self._sets) > DFA_STATES or len(self._moves) > DFA_MOVES:
             self._reset()
         moves, state = self._moves, 0
         for byte in text:
