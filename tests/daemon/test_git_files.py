@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roost.daemon.tools import UnreadableRepository, find_repository, list_files, work_tree_files
+from roost.daemon.tools import _gitindex
 from roost.daemon.tools._gitindex import DIRECTORY, read_index
 from roost.daemon.tools._wildmatch import Wildmatch
 
@@ -332,3 +335,36 @@ def test_any_ignore_rules_list_what_git_lists(
         if (repo / "a").is_dir():
             (repo / "a" / ".gitignore").write_text("\n".join(below) + "\n")
         same_as_git(repo)
+
+
+async def test_an_index_this_reader_cannot_take_whole_is_refused_with_its_reason_and_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = new_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("*.log\n")
+    files(repo, "a.c", "b.log")
+    git(repo, "add", ".")
+    index = repo / ".git" / "index"
+    good = index.read_bytes()
+    trailer = len(good) - 20
+    broken = {
+        "has version 5, which roost does not read": good[:4] + b"\0\0\0\5" + good[8:],
+        "has an extension roost does not read ('zzzz')": good[:trailer] + b"zzzz\0\0\0\0" + good[trailer:],
+        "is cut short": good[:40],
+        "is not a git index": b"JUNK" + good[4:],
+    }
+    for reason, data in broken.items():
+        index.write_bytes(data)
+        with pytest.raises(UnreadableRepository, match=re.escape(f"the index {reason}")):
+            read_natively(repo)
+        assert sorted(await list_files(repo)) == [".gitignore", "a.c", "b.log"]  # walked: every file
+    monkeypatch.setattr(_gitindex, "INDEX_LIMIT", 100)
+    index.write_bytes(good)
+    with pytest.raises(UnreadableRepository, match="is larger than"):
+        read_natively(repo)
+    index.unlink()
+    os.mkfifo(index)  # a reader that waited for a writer would hang here
+    with trio.fail_after(5):
+        with pytest.raises(UnreadableRepository, match="not a regular file"):
+            read_natively(repo)
+        assert sorted(await list_files(repo)) == [".gitignore", "a.c", "b.log"]
