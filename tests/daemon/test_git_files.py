@@ -272,9 +272,17 @@ def test_the_folder_listed_may_be_ignored_or_inside_the_git_folder(tmp_path: Pat
     git(repo, "add", "-f", "ignored/tracked.c")
     assert same_as_git(repo / "ignored", repo / "ignored" / "deep", repo / "ok") == ["tracked.c"]
     assert find_repository(repo / ".git") is None and find_repository(repo / ".git" / "refs") is None
-    (tmp_path / "broken" / ".git").mkdir(parents=True)  # no repository in it
-    with pytest.raises(UnreadableRepository, match="is not a git repository"):
-        find_repository(tmp_path / "broken")
+    # A .git folder that is no repository is passed by, as git passes it: the one above
+    # counts, or none.
+    (repo / "ok" / ".git").mkdir()
+    assert same_as_git(repo / "ok") == ["x.c"]
+    (tmp_path / "plain" / ".git").mkdir(parents=True)
+    assert find_repository(tmp_path / "plain") is None
+    # A .git file that names none stops git; it stops this reader too.
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / ".git").write_text("not a gitfile\n")
+    with pytest.raises(UnreadableRepository, match="names no git repository"):
+        find_repository(tmp_path / "junk")
 
 
 def test_pathological_patterns_are_matched_without_backtracking(tmp_path: Path) -> None:

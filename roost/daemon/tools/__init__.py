@@ -1,7 +1,7 @@
 """Built-in tools and the registry that checks and runs calls."""
 
 from ._base import Tool, ToolContext, ToolResult, kill_group, real_path, truncate
-from ._gitfiles import Repository, UnreadableRepository, find_repository, git_entry, work_tree_files
+from ._gitfiles import Repository, UnreadableRepository, find_repository, work_tree_files
 from ._glob import list_files, walk_files
 from ._ledger import ProcessLedger
 from ._preview import change_preview
@@ -20,7 +20,6 @@ __all__ = [
     "UnreadableRepository",
     "change_preview",
     "find_repository",
-    "git_entry",
     "kill_group",
     "list_files",
     "real_path",

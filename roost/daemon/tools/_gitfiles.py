@@ -5,9 +5,10 @@ A repository's ``.git/config`` names programs git runs (``core.fsmonitor`` runs 
 ``.gitattributes``): running git on a project's behalf outside its sandbox would run them.
 So the daemon runs no git: it reads what it needs as data.
 
-- The repository: the nearest ``.git`` at or above the folder (a folder, or a file
-  ``gitdir: PATH`` as worktrees and submodules have, whose folder may hold ``commondir``
-  naming the shared one). The daemon's own ``GIT_*`` variables are not consulted.
+- The repository: the nearest ``.git`` at or above the folder that is one (a folder, or a
+  file ``gitdir: PATH`` as worktrees and submodules have, whose folder may hold
+  ``commondir`` naming the shared one), as git finds it. The daemon's own ``GIT_*``
+  variables are not consulted.
 - Tracked files: the index (:mod:`._gitindex`), each path once.
 - Untracked files: a walk of the work tree that never enters a ``.git``, nor a folder that
   holds another repository and nothing tracked (git shows those as ``sub/``, not a file),
@@ -69,34 +70,32 @@ class Repository:
     common_dir: Path
 
 
-def git_entry(folder: Path) -> Path | None:
-    """The ``.git`` (a folder, or a worktree's or submodule's file) at or above ``folder``:
-    where git would find the repository ``folder`` is in; None when there is none."""
-    for candidate in (folder, *folder.parents):
-        entry = candidate / ".git"
-        if os.path.lexists(entry):
-            return entry
-    return None
-
-
 def find_repository(folder: Path) -> Repository | None:
-    """The repository whose work tree holds ``folder``: None when no ``.git`` is at or
-    above it, or when ``folder`` is inside a git folder (no work tree there). Blocking.
+    """The repository whose work tree holds ``folder``, found as git finds it: the nearest
+    ``.git`` at or above it that is a repository (a ``.git`` folder that is none is passed
+    by). None when there is none, or when ``folder`` is inside a git folder (no work tree
+    there). Blocking.
 
     Raises:
-        UnreadableRepository: the ``.git`` found is not a repository git would use.
+        UnreadableRepository: the nearest ``.git`` is a file that names no repository
+            (git stops there too).
     """
     real = Path(os.path.realpath(folder))
-    entry = git_entry(real)
-    if entry is None or ".git" in real.relative_to(entry.parent).parts:
-        return None
-    try:
-        git_dir = _git_dir(entry)
-    except OSError as exc:
-        raise UnreadableRepository(f"{entry} cannot be read: {exc}") from None
-    if git_dir is None or not _is_git_dir(git_dir):
-        raise UnreadableRepository(f"{entry} is not a git repository")
-    return Repository(entry.parent, git_dir, _common_dir(git_dir))
+    for top in (real, *real.parents):
+        entry = top / ".git"
+        if not os.path.lexists(entry):
+            continue
+        if ".git" in real.relative_to(top).parts:
+            return None
+        try:
+            git_dir = _git_dir(entry)
+        except OSError as exc:
+            raise UnreadableRepository(f"{entry} cannot be read: {exc}") from None
+        if git_dir is not None and _is_git_dir(git_dir):
+            return Repository(top, git_dir, _common_dir(git_dir))
+        if not entry.is_dir():
+            raise UnreadableRepository(f"{entry} names no git repository")
+    return None
 
 
 def work_tree_files(folder: Path, repository: Repository, keep: Callable[[str], bool] = lambda path: True,
