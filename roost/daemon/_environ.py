@@ -12,12 +12,23 @@ the user's config passes it by name (``[tools.env] pass``; an MCP server's own `
 table is passed as written). ``[tools.env]`` also takes Codex's
 ``shell_environment_policy`` keys: ``inherit = "all" | "core" | "none"``, ``exclude`` and
 ``include_only`` (globs of names), ``set`` (a table of variables).
+
+Programs are never looked up through a relative ``PATH`` entry (``./bin``, ``bin``, or an
+empty entry, which means the current folder): a child's program is looked up on the
+child's ``PATH`` from the child's folder, the project, so ``PATH=./bin:$PATH`` would make
+the daemon start the repository's own ``bin/bash`` or ``bin/bwrap``, outside any sandbox.
+:func:`tool_environment` keeps only the absolute entries of ``PATH``, and sets it to
+``/bin:/usr/bin`` when none is left (bash's own default, for a ``PATH`` unset, ends in
+``.``); the daemon's own lookups go through :func:`find_program`, which skips the
+relative ones too.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -76,7 +87,8 @@ def carries_secret(value: str) -> bool:
 def tool_environment(environ: Mapping[str, str], *, keys: Iterable[str] = (), policy: EnvPolicy = EnvPolicy()) -> dict[str, str]:
     """``environ`` as tool processes get it under ``policy``: without ``keys`` (the
     providers' key variables), secret-looking names and values that carry a secret, except
-    those passed; then ``exclude``, ``include_only`` and ``set``."""
+    those passed; then ``exclude``, ``include_only`` and ``set``; and a ``PATH`` of
+    absolute entries only (see the module docstring)."""
     allowed = set(policy.passed)
     dropped = set(keys) - allowed
     kept: dict[str, str] = {}
@@ -90,4 +102,20 @@ def tool_environment(environ: Mapping[str, str], *, keys: Iterable[str] = (), po
         if policy.include_only and not any(fnmatch.fnmatchcase(name, g) for g in policy.include_only):
             continue
         kept[name] = value
-    return {**kept, **policy.set}
+    env = {**kept, **policy.set}
+    env["PATH"] = absolute_path(env.get("PATH", "")) or os.defpath
+    return env
+
+
+def absolute_path(value: str) -> str:
+    """The ``PATH`` value ``value`` without its relative and empty entries."""
+    return os.pathsep.join(entry for entry in value.split(os.pathsep) if os.path.isabs(entry))
+
+
+def find_program(name: str, path: str | None = None) -> str | None:
+    """The absolute path of the program ``name`` (a bare name) on ``path`` (a ``PATH``
+    value; None: the daemon's own), looked up in its absolute entries only; None when
+    there is none."""
+    value = os.environ.get("PATH", os.defpath) if path is None else path
+    found = shutil.which(name, path=absolute_path(value))
+    return os.path.abspath(found) if found else None

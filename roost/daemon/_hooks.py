@@ -58,7 +58,7 @@ import trio
 from . import _claude as claude
 from ._claude_settings import claude_user_dir
 from ._config import Hook
-from ._environ import tool_environment
+from ._environ import find_program, tool_environment
 from ._project import user_config_file
 from .sandbox import RunSandbox, SandboxUnavailable
 from .tools import Process, ProcessLedger, ToolResult, spawn
@@ -359,7 +359,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     process: Process
     try:
         process = await (sandbox.spawn if sandbox is not None else spawn)(
-            ["bash", "-c", hook.command],
+            [find_program("bash", env.get("PATH", os.defpath)) or "/bin/bash", "-c", hook.command],
             cwd=where.cwd,
             env=env,
             stdin=True,

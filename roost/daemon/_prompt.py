@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import datetime
 import errno
+import logging
 import os
 import platform
 import re
@@ -48,9 +49,11 @@ import trio
 from ._agents import Agent
 from ._files import FileRefused, read_head
 from ._project import claude_home, find_skills, memory_files, one_root, project_root
-from .tools import git_entry, in_git_work_tree, list_files, walk_files
+from .tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: Files merged into the instructions layer, in each folder from the root down.
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
@@ -138,32 +141,41 @@ class PromptCache:
                     self._files.popitem(last=False)
         return value
 
-    def known_files(self, root: Path) -> tuple[list[str] | None, tuple[Any, ...]]:
+    def known_files(self, root: Path) -> list[str]:
         """The project's files the repo map can show (:func:`mapped_files`, at most
-        :data:`REPO_MAP_FILES`) if they can be had without git: those kept while the folder
-        itself (and in a git work tree its git index and ``HEAD``) is unchanged, for at most
-        :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes none of
-        those); outside a git work tree else a walk (at most :data:`WALK_LIMIT` files, none
-        under a dot or vendored folder); else None, to be listed with git and given to
-        :meth:`keep_files` with the signature returned. Blocking: run it in a thread.
+        :data:`REPO_MAP_FILES`): those kept while the folder itself (and in a git work
+        tree its git index and ``HEAD``) is unchanged, for at most
+        :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes none
+        of those); else in a git work tree the files git lists (read without git), and
+        anywhere else a walk (at most :data:`WALK_LIMIT` files, none under a dot or
+        vendored folder). Blocking: run it in a thread.
         """
-        entry = git_entry(root)
-        walked = entry is None and not in_git_work_tree(root)
+        try:
+            repository = find_repository(root)
+        except UnreadableRepository as exc:
+            log.warning("%s is mapped without git: %s", root, exc)
+            repository = None
         # Taken before listing: a change made meanwhile shows at the next run.
-        signature = (_signature(root),) if walked else _listing_signature(root, entry)
+        signature = (_signature(root),) if repository is None else _listing_signature(root, repository)
         with self._lock:
             kept = self._listings.get(os.fspath(root))
         if kept is not None and kept[0] == signature and time.monotonic() - kept[1] < LISTING_MAX_AGE:
-            return list(kept[2]), signature
-        if not walked:
-            return None, signature
-        # No git to ask: a walk, of what the map can show only (a home folder's hidden and
-        # vendored trees are skipped), and bounded, then kept as git's list is.
-        return self.keep_files(root, signature, walk_files(root, descend=_mapped_name, limit=WALK_LIMIT)), signature
+            return list(kept[2])
+        files = None
+        if repository is not None:
+            try:
+                files = work_tree_files(root, repository)
+            except UnreadableRepository as exc:
+                log.warning("%s is mapped without its git ignore rules: %s", root, exc)
+        if files is None:
+            # No git to ask: a walk, of what the map can show only (a home folder's hidden
+            # and vendored trees are skipped), and bounded, then kept as git's list is.
+            files = walk_files(root, descend=_mapped_name, limit=WALK_LIMIT)
+        return self._keep_files(root, signature, files)
 
-    def keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> list[str]:
-        """Keep what the repo map can show of ``files``, listed by git after
-        :meth:`known_files` gave ``signature``; return that part."""
+    def _keep_files(self, root: Path, signature: tuple[Any, ...], files: list[str]) -> list[str]:
+        """Keep what the repo map can show of ``files``, listed after ``signature`` was
+        taken; return that part."""
         # The map's part only: a large repository's whole list would be copied and sorted
         # again at every run (100,000 files: ~45 ms).
         shown = mapped_files(files)[:REPO_MAP_FILES]
@@ -186,17 +198,9 @@ def _racy(signature: tuple[int, ...]) -> bool:
     return time.time_ns() - max(signature[3], signature[4]) < RACY_SECONDS * 1e9
 
 
-def _listing_signature(root: Path, entry: Path | None) -> tuple[tuple[int, ...] | None, ...]:
-    if entry is None:  # a repository named by $GIT_DIR: nothing to go by
-        return (None,)
-    gitdir = entry
-    if not entry.is_dir():  # a worktree's or submodule's .git file: "gitdir: PATH"
-        try:
-            text = read_head(entry, 4096).decode("utf-8", "replace").strip()
-        except OSError:
-            return (None,)
-        gitdir = entry.parent / text.removeprefix("gitdir:").strip()
-    return (_signature(gitdir / "index"), _signature(gitdir / "HEAD"), _signature(root))
+def _listing_signature(root: Path, repository: Repository) -> tuple[tuple[int, ...] | None, ...]:
+    git_dir = repository.git_dir
+    return (_signature(git_dir / "index"), _signature(git_dir / "HEAD"), _signature(root))
 
 
 async def compose(
@@ -220,25 +224,14 @@ async def compose(
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
 
-    def in_thread(
-        root: Path | None, listed: list[str] | None, signature: tuple[Any, ...]
-    ) -> tuple[Path, list[Layer] | None, tuple[Any, ...]]:
+    def in_thread() -> list[Layer]:
         with one_root():
-            root = root or project_root(cwd) or Path(cwd)
-            if listed is None:
-                files, signature = cache.known_files(root)
-                if files is None:
-                    return root, None, signature
-            else:  # sorted here, not on the event loop: a large repository lists 100,000 files
-                files = cache.keep_files(root, signature, listed)
-            return root, _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache), signature
+            root = project_root(cwd) or Path(cwd)
+            files = cache.known_files(root)
+            return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache)
 
-    # One worker thread for everything, unless git has to list the files first.
-    root, composed, signature = await trio.to_thread.run_sync(in_thread, None, None, ())
-    if composed is None:
-        _, composed, _ = await trio.to_thread.run_sync(in_thread, root, await list_files(root), signature)
-    assert composed is not None
-    return composed
+    # One worker thread for everything: the file list is read, not asked of git.
+    return await trio.to_thread.run_sync(in_thread)
 
 
 def _layers(

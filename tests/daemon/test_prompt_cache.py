@@ -122,7 +122,7 @@ async def test_the_file_list_of_a_git_project_follows_its_index(project: Path, m
     git(project, "init", "-q")
     git(project, "add", ".")
     git(project, "commit", "-qm", "start")
-    listed = counting(monkeypatch, "list_files")  # git runs only when it must list
+    listed = counting(monkeypatch, "work_tree_files")  # read only when something changed
     cache = PromptCache()
     assert "c.py" in (await layers(project, cache))["repo map"]
     assert "c.py" in (await layers(project, cache))["repo map"]
@@ -142,7 +142,7 @@ async def test_the_file_list_of_a_git_project_follows_its_index(project: Path, m
     assert "pkg/deep.py" in (await layers(project, cache))["repo map"]
 
 
-async def test_a_folder_in_no_git_work_tree_is_listed_without_git(
+async def test_no_git_runs_to_list_a_folder_in_a_git_work_tree_or_not(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A `git` first on PATH that notes each call, then runs the real one.
@@ -152,14 +152,13 @@ async def test_a_folder_in_no_git_work_tree_is_listed_without_git(
     (bin_dir / "git").write_text(f'#!/bin/sh\necho "$PWD" >> {log}\nexec {real} "$@"\n')
     (bin_dir / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.delenv("GIT_DIR", raising=False)
 
     assert sorted(await list_files(project)) == ["a.txt", "b.txt", "c.py"]
-    assert not log.exists()
     subprocess.run([real, "init", "-q"], cwd=project, check=True)
     (project / ".gitignore").write_text("a.txt\n")
     assert sorted(await list_files(project)) == [".gitignore", "b.txt", "c.py"]
-    assert log.read_text().split() == [str(project)]
+    assert "c.py" in (await layers(project, PromptCache()))["repo map"]
+    assert not log.exists()  # the index and the ignore files were read, not asked of git
 
 
 async def test_a_folder_outside_git_is_walked_once_and_only_where_the_map_looks(

@@ -59,7 +59,8 @@ def test_the_default_keeps_secrets_out_by_name_and_by_value() -> None:
 
 def test_the_users_policy_inherits_passes_excludes_and_sets() -> None:
     given = {**SECRETS, **PLAIN, "LC_ALL": "C"}
-    assert set(tool_environment(given, policy=EnvPolicy(inherit="none"))) == set()
+    # Nothing inherited, and a PATH all the same: bash's own, for a PATH unset, ends in ".".
+    assert tool_environment(given, policy=EnvPolicy(inherit="none")) == {"PATH": os.defpath}
     assert set(tool_environment(given, policy=EnvPolicy(inherit="core"))) == {"PATH", "HOME", "LANG", "LC_ALL"}
     passed = tool_environment(given, policy=EnvPolicy(passed=("GITHUB_TOKEN",)))
     assert passed["GITHUB_TOKEN"] == SECRETS["GITHUB_TOKEN"] and "GITHUB_PAT" not in passed

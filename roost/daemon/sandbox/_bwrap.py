@@ -31,6 +31,7 @@ from typing import Mapping, Sequence
 
 import trio
 
+from .._environ import find_program
 from ._home import hidden_and_protected
 from ._policy import READ_ONLY, SandboxPolicy, within
 from ._sandbox import Availability
@@ -51,7 +52,7 @@ class Bubblewrap:
     name = "bubblewrap"
 
     def __init__(self, program: str | None = None) -> None:
-        self.program = program if program is not None else os.environ.get("ROOST_BWRAP") or shutil.which("bwrap") or ""
+        self.program = program if program is not None else os.environ.get("ROOST_BWRAP") or find_program("bwrap") or ""
 
     async def probe(self) -> Availability:
         """Whether bwrap is there and can build a sandbox here (a namespace-less container,

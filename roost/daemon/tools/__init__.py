@@ -1,7 +1,8 @@
 """Built-in tools and the registry that checks and runs calls."""
 
 from ._base import Tool, ToolContext, ToolResult, kill_group, real_path, truncate
-from ._glob import git_entry, in_git_work_tree, list_files, walk_files
+from ._gitfiles import Repository, UnreadableRepository, find_repository, work_tree_files
+from ._glob import list_files, walk_files
 from ._ledger import ProcessLedger
 from ._preview import change_preview
 from ._registry import BUILTIN_TOOLS, ToolRegistry
@@ -11,17 +12,19 @@ __all__ = [
     "BUILTIN_TOOLS",
     "Process",
     "ProcessLedger",
+    "Repository",
     "Tool",
     "ToolContext",
     "ToolRegistry",
     "ToolResult",
+    "UnreadableRepository",
     "change_preview",
-    "git_entry",
-    "in_git_work_tree",
+    "find_repository",
     "kill_group",
     "list_files",
     "real_path",
     "spawn",
     "truncate",
     "walk_files",
+    "work_tree_files",
 ]

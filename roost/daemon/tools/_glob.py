@@ -1,8 +1,9 @@
 """The ``glob`` tool, and the one file listing that ``glob`` and ``grep`` share.
 
 Which files a search sees: in a git work tree, the files git would show (tracked, plus
-untracked ones not ignored by ``.gitignore`` and friends), from ``git ls-files``; anywhere
-else, every file under the folder, ``.git`` folders skipped. Patterns are matched against
+untracked ones not ignored by ``.gitignore`` and friends), read from the index and the
+ignore files as data (no git process runs: see ``_gitfiles``); anywhere else, every file
+under the folder, ``.git`` folders skipped. Patterns are matched against
 paths relative to the searched folder: ``*`` and ``?`` stay within one path segment (and
 match dotfiles), ``[...]`` is a character class, and a ``**`` segment spans any number of
 folders. A file is listed only where it may be read: a symlink that leads out of the
@@ -13,8 +14,8 @@ worker thread, so a large tree never blocks the daemon's event loop.
 
 from __future__ import annotations
 
+import logging
 import os
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -23,6 +24,9 @@ import trio
 from roost.loop import PatternError, glob_matcher
 
 from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
+from ._gitfiles import UnreadableRepository, find_repository, work_tree_files
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = {
     "type": "object",
@@ -47,51 +51,28 @@ async def list_files(
 ) -> list[str]:
     """The files under the folder ``root`` a search should see, as relative POSIX paths.
 
-    ``keep`` filters the paths before any of them is looked at on disk. The walk and the
-    stat calls run in worker threads of ``threads`` (None: trio's default limiter).
-
-    Error handling: a folder that is not in a git work tree, or git failing or missing,
-    falls back to a plain walk; listing never fails because of git.
+    ``keep`` filters the paths before any of them is looked at on disk. The listing runs
+    in a worker thread of ``threads`` (None: trio's default limiter); see
+    :func:`project_files`.
     """
-    if not in_git_work_tree(root):
-        # No repository git could find: no git process to learn that (it costs a few ms).
-        return await trio.to_thread.run_sync(walk_files, root, keep, limiter=threads, abandon_on_cancel=True)
+    return await trio.to_thread.run_sync(project_files, root, keep, limiter=threads, abandon_on_cancel=True)
+
+
+def project_files(root: Path, keep: Callable[[str], bool] = lambda path: True) -> list[str]:
+    """The files under the folder ``root`` a search should see: in a git work tree, the
+    files git lists that are files now (:func:`work_tree_files`, read without running
+    git), anywhere else every file (:func:`walk_files`). Blocking: call it in a thread.
+
+    Error handling: a repository that cannot be read without git (the log says why) is
+    walked like any folder; listing never fails because of git.
+    """
     try:
-        done = await trio.run_process(
-            ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-            cwd=root,
-            stdin=subprocess.DEVNULL,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-        )
-    except OSError:
-        done = None
-    if done is not None and done.returncode == 0:
-        listed = [os.fsdecode(p) for p in done.stdout.split(b"\0") if p]
-        # --cached lists tracked files deleted from disk; submodules and nested repos come
-        # back as folders. Keep what is a file now.
-        wanted = [p for p in listed if keep(p)]
-        return await trio.to_thread.run_sync(
-            lambda: [p for p in wanted if (root / p).is_file()], limiter=threads, abandon_on_cancel=True
-        )
-    return await trio.to_thread.run_sync(walk_files, root, keep, limiter=threads, abandon_on_cancel=True)
-
-
-def in_git_work_tree(folder: Path) -> bool:
-    """Whether git could find a repository for ``folder``: a ``.git`` at or above it, or
-    ``$GIT_DIR`` set. (Whether it is a valid one only git can say.)"""
-    return git_entry(folder) is not None or "GIT_DIR" in os.environ
-
-
-def git_entry(folder: Path) -> Path | None:
-    """The ``.git`` (a folder, or a worktree's file) at or above ``folder``: where git would
-    find the repository ``folder`` is in; None when there is none."""
-    for candidate in (folder, *folder.parents):
-        entry = candidate / ".git"
-        if os.path.lexists(entry):
-            return entry
-    return None
+        repository = find_repository(root)
+        if repository is not None:
+            return work_tree_files(root, repository, keep)
+    except UnreadableRepository as exc:
+        log.warning("%s is listed without its git ignore rules: %s", root, exc)
+    return walk_files(root, keep)
 
 
 def walk_files(
