@@ -11,6 +11,7 @@ pattern is a :class:`PatternError` saying so, never a slow match.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, Protocol
 
 import re2
@@ -28,6 +29,29 @@ class Regex(Protocol):
     def fullmatch(self, text: str) -> Any: ...
 
 
+class _Linear:
+    """An RE2 pattern that also takes text RE2 cannot encode: a file name that is not
+    UTF-8 comes with lone surrogates (``os.fsdecode``); they are matched as U+FFFD."""
+
+    def __init__(self, compiled: Any) -> None:
+        self._compiled = compiled
+
+    def search(self, text: str) -> Any:
+        try:
+            return self._compiled.search(text)
+        except UnicodeEncodeError:
+            return self._compiled.search(_SURROGATES.sub("\ufffd", text))
+
+    def fullmatch(self, text: str) -> Any:
+        try:
+            return self._compiled.fullmatch(text)
+        except UnicodeEncodeError:
+            return self._compiled.fullmatch(_SURROGATES.sub("\ufffd", text))
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
 @functools.lru_cache(maxsize=1024)
 def linear_regex(pattern: str, *, ignore_case: bool = False, dot_all: bool = False) -> Regex:
     """``pattern`` compiled for linear-time matching (Python's syntax, as far as RE2 has it).
@@ -41,7 +65,7 @@ def linear_regex(pattern: str, *, ignore_case: bool = False, dot_all: bool = Fal
     options.case_sensitive = not ignore_case
     options.dot_nl = dot_all
     try:
-        return re2.compile(pattern, options)
+        return _Linear(re2.compile(pattern, options))
     except re2.error as exc:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise PatternError(

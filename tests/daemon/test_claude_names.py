@@ -33,7 +33,7 @@ def test_matchers_read_as_claude_code_reads_them(matcher, matched):
 
 
 def test_a_matcher_that_is_no_regular_expression_is_an_error():
-    with pytest.raises(ValueError, match="not a regular expression"):
+    with pytest.raises(ValueError, match="cannot be used: missing \\)"):
         tool_matcher("Bash(")
 
 

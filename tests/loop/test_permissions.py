@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from roost.loop import Policy, RuleError, decide, parse_rule, paths_named
+from roost.loop import Policy, RuleError, decide, glob_matcher, parse_rule, paths_named
 
 CWD = "/work/proj"
 HOME = "/home/me"
@@ -332,3 +332,8 @@ def test_remembering_for_every_project_asks_in_agent_mode() -> None:
     assert d.action == "ask" and "user's memory" in d.reason and d.session_rules == ()
     assert action(policy(), "remember", "full", text="x", scope="user") == "allow"
     assert action(policy("allow remember"), "remember", text="x", scope="user") == "allow"
+
+
+def test_a_path_that_is_not_utf8_is_matched_as_its_replacement_characters() -> None:
+    # os.fsdecode gives a name that is not UTF-8 lone surrogates; RE2 takes UTF-8 only.
+    assert glob_matcher("*.txt")("caf\udce9.txt") and not glob_matcher("*.py")("caf\udce9.txt")
