@@ -432,6 +432,9 @@ class Conductor:
             think=settings.think,
             read_only=self._read_only(tools, servers),
             sandbox=self.sandbox.describe(settings.sandbox) if describe_sandbox else None,
+            # What a project's files put in the prompt meets the input guardrails (an API
+            # key in AGENTS.md must not reach the model any more than one in a tool result).
+            instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
             **fields,
         )
 

@@ -74,6 +74,9 @@ class Submit:
     #: What the UserPromptSubmit hooks added to the task: each a user message of origin
     #: ``hook`` after it.
     context: tuple[str, ...] = ()
+    #: The texts of the system prompt's layers a project's files wrote (instructions,
+    #: memory): input guardrails read them with the task (not recorded).
+    instructions: tuple[str, ...] = ()
     #: UserPromptSubmit hooks that failed (reported in ``run.started``; none blocked).
     hook_failures: tuple[str, ...] = ()
     #: The custom command ``task`` was expanded from, as ``run.started`` records it

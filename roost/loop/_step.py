@@ -402,7 +402,7 @@ def _submit(b: _Builder, input: Submit) -> None:
         if added or removed:
             b.emit(ev.TOOLS_CHANGED, added=added, removed=removed, note=tools_note(added, removed))
     typed = {"command": input.command["typed"]} if input.command is not None else {}
-    tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context])
+    tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context, *input.instructions])
     if tripwire is not None:
         b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task", **typed)
         b.emit_run_finished("guardrail", tripwire, text=tripwire)

@@ -231,6 +231,20 @@ async def test_a_secret_read_from_the_project_never_reaches_the_model(client: Tr
     assert len(of_type(events, "step.started")) == 1
 
 
+@pytest.mark.parametrize("where", ["AGENTS.md", ".roost/MEMORY.md"])
+async def test_a_secret_in_an_instruction_or_memory_file_never_reaches_the_model(
+    client: TrioClient, project: Path, where: str
+) -> None:
+    (project / where).parent.mkdir(exist_ok=True)
+    (project / where).write_text("Deploy with the key sk-ant-api03-abcdefghijklmnopqrstuvwx\n")
+    model = write_script(project, [text("never")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "guardrail"
+    assert events[-1]["text"] == "guardrail secrets: the input matched an Anthropic API key"
+    assert not of_type(events, "step.started")  # no model call was made
+
+
 async def test_the_same_calls_over_and_over_end_the_run_stuck(client: TrioClient, project: Path) -> None:
     model = write_script(project, *[[bash("cat a.txt")]] * 5)
     run = await client.call("dispatch", yes=True, task="t", model=model, cwd=str(project), attach=True)
