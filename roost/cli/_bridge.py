@@ -20,7 +20,7 @@ import click
 
 from roost.protocol import BRIDGE_NO_DAEMON, connect_unix
 
-from ._connect import call_timeout, check_socket_dir, socket_path, start_daemon
+from ._connect import DaemonError, call_timeout, check_socket_dir, not_yours, socket_path, start_daemon
 
 _CHUNK = 256 * 1024
 
@@ -84,6 +84,8 @@ def _connect(path: str, *, start: bool) -> Any:
             stream = connect_unix(path, timeout)
         except (FileNotFoundError, ConnectionRefusedError):
             stream = None
+        except PermissionError:
+            raise DaemonError(not_yours(path)) from None
         if stream is not None:
             stream.settimeout(None)
             return stream.socket

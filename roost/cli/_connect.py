@@ -158,6 +158,26 @@ def try_connect(where: Target) -> Client | None:
         return Client.connect(where.socket, client="roost-cli", timeout=call_timeout(), catalogue=False)
     except (FileNotFoundError, ConnectionRefusedError):
         return None
+    except PermissionError:
+        raise DaemonError(not_yours(where.socket)) from None
+
+
+def not_yours(path: str) -> str:
+    """Why the socket ``path`` cannot be opened (it is another user's), in one line."""
+    try:
+        uid = os.stat(path).st_uid
+    except OSError:
+        return f"cannot open the socket {path}: permission denied"
+    import pwd  # only on this error
+
+    try:
+        owner = f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        owner = f"uid {uid}"
+    return (
+        f"cannot open the socket {path}: it belongs to {owner}, not to you (uid {os.getuid()}); "
+        "use a socket of your own (set XDG_RUNTIME_DIR or ROOST_SOCKET)"
+    )
 
 
 def _connect_remote(where: Target, *, start: bool) -> Client:
@@ -295,6 +315,8 @@ def _listening(path: str) -> bool:
         Client.connect(path, hello=False, timeout=call_timeout()).close()
     except (FileNotFoundError, ConnectionRefusedError):
         return False
+    except PermissionError:
+        raise DaemonError(not_yours(path)) from None
     return True
 
 

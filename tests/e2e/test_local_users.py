@@ -20,7 +20,7 @@ import pytest
 
 from roost.protocol import Decoder, Request, Response, encode
 
-from .conftest import E2E, LineReader, bash, text
+from .conftest import E2E, ROOST, LineReader, bash, text
 
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -68,6 +68,25 @@ def test_a_socket_folder_another_user_made_is_refused(e2e: E2E) -> None:
         assert "XDG_RUNTIME_DIR" in error and "ROOST_SOCKET" in error
     assert os.listdir(folder) == []  # not even the daemon's stderr file
     nothing_started(e2e)
+
+
+@as_root
+def test_a_socket_of_another_user_is_a_one_line_error_naming_its_owner(e2e: E2E) -> None:
+    e2e.ok("dispatch", "hi", "--model", "scripted/demo", "--detach", "--yes")
+    os.chown(e2e.socket, NOBODY, NOBODY)  # 0600: only nobody may connect now
+    try:
+        # root without a capability is an ordinary user of uid 0: the socket refuses it.
+        uncapable = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"]
+        for args in (("status",), ("bridge",), ("sessions",)):
+            done = subprocess.run([*uncapable, ROOST, *args], cwd=e2e.project, env=e2e.env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=20)
+            assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+            assert done.stderr.strip().splitlines() == [
+                f"Error: cannot open the socket {e2e.socket}: it belongs to user nobody (uid 65534), not to you "
+                "(uid 0); use a socket of your own (set XDG_RUNTIME_DIR or ROOST_SOCKET)"
+            ], done.stderr
+    finally:
+        os.chown(e2e.socket, 0, 0)
 
 
 def test_a_symlink_in_place_of_the_socket_folder_is_refused(e2e: E2E) -> None:
