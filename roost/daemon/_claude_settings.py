@@ -11,13 +11,16 @@ project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its 
 PostToolUse, UserPromptSubmit, Stop) and hooks of ``type: command``; of ``permissions`` the
 ``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
 :func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
-that silently never matches). ``additionalDirectories`` and ``defaultMode`` are not read
-(roost's own ``[sandbox] writable`` and ``--mode`` say those); the rest is left alone.
+that silently never matches), ``additionalDirectories`` (read rules on those folders) and
+``defaultMode`` (``plan``, ``default`` and ``bypassPermissions`` are roost's plan, agent and
+full; ``acceptEdits`` is agent mode with writes and edits in the folder allowed); the rest
+is left alone.
 A matcher is Claude Code's (see ``_claude.tool_matcher``; the prompt and stop events have
 none); ``timeout`` is in seconds, 60 unless said.
 
 The user's hooks and rules are the user speaking. A project's deny and ask rules narrow,
-and always apply; its allow rules widen, and apply only while the file is trusted. A
+and always apply; its allow rules, folders and a default mode other than ``plan`` widen,
+and apply only while the file is trusted. A
 project's hooks are widening (see ``_trust``): each
 is reported as a :class:`Widening` (kind ``hook``, as ``[[hooks.*]]`` of a project's
 config.toml are) and runs only while its file is trusted with its content as it is now,
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._claude import tool_matcher
-from roost.loop import Rule
+from roost.loop import Rule, escape
 
 from ._config import ConfigError, Hook, parse_rules
 from ._files import read_bounded
@@ -67,8 +70,12 @@ class ClaudeSettings:
     #: Every hook and allow rule of the project's files, trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The permission rules that apply: the user's, the project's deny and ask rules, and
-    #: the trusted project files' allow rules.
+    #: the trusted project files' allow rules (``additionalDirectories`` as read rules, a
+    #: ``defaultMode`` of ``acceptEdits`` as write and edit rules on the folder).
     rules: tuple[Rule, ...] = ()
+    #: The run mode ``permissions.defaultMode`` makes the default (None: it says none):
+    #: the project's, where it narrows or the file is trusted, else the user's.
+    default_mode: str | None = None
 
 
 def claude_user_dir(environ: Mapping[str, str]) -> Path:
@@ -86,11 +93,15 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
     user = claude_user_dir(environ) / "settings.json"
     hooks: list[Hook] = []
     rules: list[Rule] = []
+    mode: str | None = None
     if os.path.lexists(user):
         mine = _settings(user, _read(user, None))
         hooks += _hooks(user, mine)
         for action in ("allow", "deny", "ask"):
             rules += _rules(user, mine, action)
+        rules += _folders(user, mine)
+        mode, edits = _default_mode(user, mine)
+        rules += edits
     widening: list[Widening] = []
     root = project_root(cwd) or Path(cwd)
     for name in ("settings.json", "settings.local.json"):
@@ -102,10 +113,16 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
         trusted = trust.covers(path, data)
         settings = _settings(path, data)
         rules += _rules(path, settings, "deny") + _rules(path, settings, "ask")
-        for rule in _rules(path, settings, "allow"):
+        theirs, edits = _default_mode(path, settings)
+        for rule in [*_rules(path, settings, "allow"), *_folders(path, settings), *edits]:
             widening.append(Widening("allow rule", str(rule), "", str(path), digest(data), trusted))
             if trusted:
                 rules.append(rule)
+        if theirs is not None:
+            if theirs == "plan" or trusted:
+                mode = theirs
+            else:
+                widening.append(Widening("default mode", theirs, "defaultMode", str(path), digest(data), False))
         for hook in _hooks(path, settings):
             # A hook runs in the session's folder, and is written for the project's root.
             runs = scripts(shell_words(hook.command), root, (cwd, os.fspath(root)), trust)
@@ -121,7 +138,7 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
             widening.append(item)
             if item.trusted:
                 hooks.append(hook)
-    return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules))
+    return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules), mode)
 
 
 def _read(path: Path, within: Path | None) -> bytes:
@@ -151,6 +168,33 @@ def _rules(path: Path, settings: Mapping[str, Any], action: str) -> list[Rule]:
         # Written for Claude Code, a file may name its tools roost has not: no roost call is one.
         texts = [t for t in texts if not (isinstance(t, str) and t.split("(", 1)[0].strip() in CLAUDE_ONLY_TOOLS)]
     return parse_rules(texts, action, str(path))
+
+
+#: Claude Code's ``defaultMode`` values as roost's modes (``acceptEdits``: agent mode with
+#: edits in the folder allowed; ``dontAsk`` has no roost mode).
+_MODES = {"default": "agent", "acceptEdits": "agent", "plan": "plan", "bypassPermissions": "full"}
+
+
+def _default_mode(path: Path, settings: Mapping[str, Any]) -> tuple[str | None, list[Rule]]:
+    """A file's ``permissions.defaultMode`` as a roost mode, and the rules it brings."""
+    permissions = settings.get("permissions", {})
+    value = permissions.get("defaultMode") if isinstance(permissions, dict) else None
+    if value is None:
+        return None, []
+    if value not in _MODES:
+        raise ConfigError(f"{path}: permissions.defaultMode {value!r} is not one roost has ({', '.join(_MODES)})")
+    edits = parse_rules(["write|edit(**)"], "allow", str(path)) if value == "acceptEdits" else []
+    return _MODES[value], edits
+
+
+def _folders(path: Path, settings: Mapping[str, Any]) -> list[Rule]:
+    """``permissions.additionalDirectories`` as rules that let the file tools read there."""
+    permissions = settings.get("permissions", {})
+    folders = permissions.get("additionalDirectories", []) if isinstance(permissions, dict) else []
+    if not isinstance(folders, list) or not all(isinstance(f, str) and f for f in folders):
+        raise ConfigError(f"{path}: permissions.additionalDirectories must be a list of folders")
+    base = path.parent.parent  # relative to the project (or the user's home for ~/.claude)
+    return parse_rules([f"read({escape(os.path.join(base, os.path.expanduser(f)).rstrip('/'))}/**)" for f in folders], "allow", str(path))
 
 
 def _hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:

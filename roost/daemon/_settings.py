@@ -173,7 +173,7 @@ def settle(
         if _first(asked.model, None) is None:
             _own_model(agent)
         model = resolve(_first(asked.model, agent.model, None))
-        mode = _first(asked.mode, agent.mode, MODE)
+        mode = _first(asked.mode, agent.mode, setup.claude.default_mode, MODE)
         # None from the dispatch is "off", said: it beats the agent's budget.
         think = agent.think if asked.think is UNSET else asked.think
         rules = [*config.rules, *setup.claude.rules, *agent.rules, *_rules(asked)]

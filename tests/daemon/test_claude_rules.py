@@ -13,7 +13,7 @@ import pytest
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import bash, events_until, finished, text, write_script
+from .conftest import bash, events_until, finished, text, trust, write_script
 
 
 def _read(path: str) -> dict:
@@ -80,3 +80,47 @@ async def test_the_users_claude_settings_rules_apply(client: TrioClient, project
     read, cat = [e for e in events if e["type"] == "tool.finished"]
     assert read["is_error"] and "THE SECRET" not in read["result"]
     assert not [e for e in events if e["type"] == "permission.requested"]
+
+
+async def test_default_mode_and_additional_directories_of_claude_settings(
+    client: TrioClient, project: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "notes.md").write_text("SHARED NOTES\n")
+    (project / ".claude").mkdir()
+    settings = project / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"permissions": {"defaultMode": "acceptEdits", "additionalDirectories": [str(shared)]}}))
+    steps = [[{"type": "tool_use", "name": "write", "input": {"path": "made.txt", "content": "x"}}],
+             [_read(str(shared / "notes.md"))]]
+
+    async def run_it(name: str) -> list[dict]:
+        model = write_script(project, *steps, [text("done")], name=name)
+        run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+        seen = []
+        while True:
+            events = await events_until(client, lambda e: e["type"] in ("permission.requested", "run.finished"))
+            seen += events
+            if events[-1]["type"] == "run.finished":
+                return seen
+            await client.call("permission.respond", session=run["session"], call_id=events[-1]["call_id"], decision="deny")
+
+    # Untrusted: neither widens: the write and the read outside ask (and are denied).
+    seen = await run_it("a.json")
+    assert [e["tool"] for e in seen if e["type"] == "permission.requested"] == ["write", "read"]
+    assert {i["kind"] for i in next(e for e in seen if e["type"] == "project.untrusted")["ignored"]} == {"allow rule", "default mode"}
+    await trust(client, project)
+    seen = await run_it("b.json")
+    assert not [e for e in seen if e["type"] == "permission.requested"]
+    assert (project / "made.txt").read_text() == "x" and "SHARED NOTES" in json.dumps(seen)
+    # A project's plan narrows whether trusted or not; bypassPermissions waits for trust.
+    settings.write_text(json.dumps({"permissions": {"defaultMode": "plan"}}))
+    model = write_script(project, [text("the plan")], name="c.json")
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    assert next(e for e in await events_until(client, finished(run["run"])) if e["type"] == "run.started")["mode"] == "plan"
+    settings.write_text(json.dumps({"permissions": {"defaultMode": "bypassPermissions"}}))
+    model = write_script(project, [text("done")], name="d.json")
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(run["run"]))
+    assert next(e for e in events if e["type"] == "run.started")["mode"] == "agent"
+    assert ("default mode", "full") in {(i["kind"], i["name"]) for i in next(e for e in events if e["type"] == "project.untrusted")["ignored"]}
