@@ -83,7 +83,6 @@ _WRITE_TOOLS = frozenset({"write", "edit"})
 #: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory,
 #: the checklist, which lives only in the session's events).
 _READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", REMEMBER, TODO}) | _SEARCH_TOOLS
-_SEVERITY = {ALLOW: 0, ASK: 1, DENY: 2}
 #: The toolchains a user installs under the home folder: the programs their PATH and their
 #: projects run.
 USER_TOOLCHAINS = (
