@@ -894,6 +894,12 @@ def check_params(request: Request) -> dict[str, Any]:
         raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} takes one map of params")
     # A nil is an absent param (msgpack clients often send nil for "not given").
     params = {k: v for k, v in (request.params[0] if request.params else {}).items() if v is not None}
+    unknown = sorted(set(params) - {p.name for p in method.params}, key=str)
+    if unknown:
+        # A misspelt param (``call-id``, ``sesion``) must not be silently ignored.
+        names = ", ".join(repr(k) for k in unknown)
+        known = ", ".join(p.name for p in method.params) or "none"
+        raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} has no param {names} (it takes {known})")
     for param in method.params:
         value = params.get(param.name)
         if value is None:

@@ -256,7 +256,7 @@ METHODS: tuple[Method, ...] = (
         "The agents for a folder (built-in, user, project), and files that could not be used; "
         "each agent with model_id (its model as the config resolves it) and unknown_tools "
         "(names in its tools that no tool here has).",
-        (Param("cwd", "str", doc="where project agents are looked up"),),
+        (Param("cwd", "str", doc="where project agents are looked up"), _ENV),
         ("agents", "problems"),
     ),
     Method(
@@ -274,6 +274,7 @@ METHODS: tuple[Method, ...] = (
             Param("cwd", "str", doc="a folder, when no session is given"),
             Param("agent", "str"),
             Param("mode", "str"),
+            _ENV,
         ),
         ("agent", "mode", "layers", "text"),
     ),
@@ -294,7 +295,7 @@ METHODS: tuple[Method, ...] = (
         "What a folder's files say that widens what roost does (MCP servers, hooks, allow "
         "rules, providers, agents, ...), each marked trusted or not with the project files it "
         "runs (runs), and what trust would record: the files' digests and those it runs'.",
-        (Param("cwd", "str", True, "a folder of the project"),),
+        (Param("cwd", "str", True, "a folder of the project"), _ENV),
         ("folder", "trusted", "current", "items", "files"),
     ),
     Method(
@@ -304,6 +305,7 @@ METHODS: tuple[Method, ...] = (
         (
             Param("cwd", "str", True, "a folder of the project"),
             Param("files", "map", True, "{path: digest} as trust.show returned them"),
+            _ENV,
         ),
         ("folder", "files"),
     ),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 #: Version of the wire protocol (message framing and kinds).
 PROTOCOL_VERSION = 1
-#: Level of the method API; raised whenever methods or parameters are added.
-API_LEVEL = 8
+#: Level of the method API; raised whenever methods or parameters are added (9: env on
+#: agents.list, prompt, trust.show and trust.add, which read it already; a param no method
+#: has is refused with INVALID_PARAMS).
+API_LEVEL = 9
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

@@ -174,3 +174,12 @@ def test_every_param_of_every_method_answers_odd_values_without_an_internal_erro
                             pass
     assert not internal, "\n".join(map(repr, internal))
     _still_alive(live)
+
+
+def test_a_param_no_method_has_is_refused_by_name(live: str) -> None:
+    with Client.connect(live, timeout=20) as client:
+        session = client.call("sessions.create", cwd=tempfile.mkdtemp(dir="/tmp"))["session"]
+        with pytest.raises(RpcError) as caught:
+            client.call("permission.respond", session=session, call_id="c", desicion="approve")
+    assert caught.value.code == ErrorCode.INVALID_PARAMS
+    assert "permission.respond has no param 'desicion'" in caught.value.message and "decision" in caught.value.message
