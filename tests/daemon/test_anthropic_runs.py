@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,17 @@ async def test_exec_mode_feeds_each_failed_check_to_the_next_request(
     # The whole history goes along: the third request has all three user turns.
     assert [m["role"] for m in bodies[2]["messages"]] == ["user", "assistant", "user", "assistant", "user"]
     assert "Exec mode:" in bodies[0]["system"][0]["text"]
+
+
+async def test_a_gateway_that_needs_no_key_is_usable_and_serves_a_run(client: TrioClient, project: Path) -> None:
+    script = [{"content": [{"type": "text", "text": "hello"}], "stop_reason": "end_turn",
+               "usage": {"input_tokens": 3, "output_tokens": 1}}]
+    with serve_anthropic(script) as server:
+        config = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(f'[providers.gateway]\nkind = "anthropic"\nbase_url = "{server.base_url}"\napi_key_env = ""\n')
+        listed = {p["name"]: p for p in (await client.call("providers.list", cwd=str(project)))["providers"]}
+        assert listed["gateway"]["usable"] is True
+        run = await client.call("dispatch", task="hi", model="gateway/claude-test", cwd=str(project), attach=True)
+        events = await events_until(client, finished(run["run"]))
+    assert events[-1]["reason"] == "done" and events[-1]["text"] == "hello"

@@ -116,11 +116,15 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
                "cache_creation_input_tokens")
 
 
+#: What the SDK sends as the key to a server that needs none.
+_NO_KEY = "no-key-needed"
+
+
 class AnthropicProvider:
     """Claude models through the Anthropic Messages API.
 
     Args:
-        api_key: the API key; defaults to ``$ANTHROPIC_API_KEY``.
+        api_key: the API key; defaults to ``$ANTHROPIC_API_KEY``; ``""``: none is needed.
         base_url: the API's base URL; defaults to ``$ANTHROPIC_BASE_URL``, then the SDK's
             default (``https://api.anthropic.com``).
         max_retries: retries the SDK makes on 408/409/429/5xx/connection errors before the
@@ -145,7 +149,9 @@ class AnthropicProvider:
         timeout: float = 600.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        # "" is a provider that needs no key (a local gateway, api_key_env = ""): the SDK
+        # still wants one, so it gets a placeholder the server ignores.
+        key = _NO_KEY if api_key == "" else api_key or os.environ.get("ANTHROPIC_API_KEY")
         if not key:
             raise ProviderUnavailable(
                 "ANTHROPIC_API_KEY is not set (export it, or configure an API key for the "

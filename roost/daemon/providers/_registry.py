@@ -101,7 +101,7 @@ def _build(entry: ProviderConfig, key: str | None) -> Provider:
         from ._anthropic import AnthropicProvider
 
         return AnthropicProvider(
-            api_key=key,
+            api_key=key if entry.needs_key() else "",
             base_url=entry.base_url,
             max_retries=entry.max_retries,
             timeout=entry.timeout,
