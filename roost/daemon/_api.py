@@ -337,6 +337,7 @@ class Api:
         elif task.startswith("//"):
             task = task[1:]
         settings = self._settle(setup, asked, environ)
+        fresh = session is None
         if session is None:
             session = await self.conductor.create_session(cwd)
         try:
@@ -359,7 +360,21 @@ class Api:
             raise _busy(session) from None
         except PromptBlocked as exc:
             raise _blocked("task", exc) from None
+        except StoreError:
+            if fresh:
+                # The session was made for this run alone: it goes with it (if the disk
+                # lets even a delete through; else prune finds it later).
+                with trio.CancelScope(shield=True):
+                    await self._forget_new(session)
+            raise
         return {"session": session.id, "run": run, "model": settings.model.model_id}
+
+    async def _forget_new(self, session: Session) -> None:
+        """Delete a session a refused dispatch made, that holds nothing but its creation."""
+        try:
+            await self.conductor.prune(math.inf, only=[session.id])
+        except StoreError as exc:
+            log.warning("session %s, made for a run that could not start, stays: %s", session.id, exc)
 
     async def _command(self, setup: FolderSetup, environ: Mapping[str, str], name: str) -> CustomCommand:
         """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""

@@ -203,3 +203,21 @@ def test_a_log_on_a_full_disk_says_so_once_and_goes_on(small_disk: Path, capsys:
         assert not handler.failing and capsys.readouterr().err == ""
     finally:
         handler.close()
+
+
+async def test_a_dispatch_refused_for_a_full_disk_leaves_no_empty_session(small_disk: Path, project: Path) -> None:
+    db = small_disk / "roost.db"
+    big = os.urandom(350 << 10).hex()
+    async with serving(db) as daemon, open_client(daemon.socket_path) as client:
+        await _run(client, project, write_script(project, [text("fine")], name="a.json"))
+        before = {r["id"] for r in (await client.call("sessions.list"))["sessions"]}
+        filler = fill(small_disk, leave=100 << 10)
+        model = write_script(project, [text("never")], name="b.json")
+        with pytest.raises(RpcError) as refused:
+            # A new session whose run cannot start: its task does not fit.
+            await client.call("dispatch", yes=True, task=big, cwd=str(project), model=model)
+        assert refused.value.code == ErrorCode.STORE_FULL
+        filler.unlink()
+        after = {r["id"] for r in (await client.call("sessions.list"))["sessions"]}
+        assert after == before
+    _integrity_ok(db)
