@@ -74,10 +74,6 @@ Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 _T = TypeVar("_T")
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
-    "int|str": (int, str), "map": (dict,),
-}
 
 
 class Api:
@@ -901,52 +897,15 @@ def _chat_tools(raw: list[Any]) -> tuple[ToolSpec, ...]:
 
 
 def check_params(request: Request) -> dict[str, Any]:
-    """The request's one map of params, checked against the catalogue (raises RpcError)."""
+    """The request's one map of params, checked against its method's catalogue entry.
+
+    Raises:
+        RpcError: UNKNOWN_METHOD, or INVALID_PARAMS (see :meth:`roost.protocol.Method.check`).
+    """
     method = METHODS_BY_NAME.get(request.method)
     if method is None:
         raise RpcError(ErrorCode.UNKNOWN_METHOD, f"no method {request.method!r}")
-    if len(request.params) > 1 or (request.params and not isinstance(request.params[0], dict)):
-        raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} takes one map of params")
-    # A nil is an absent param (msgpack clients often send nil for "not given").
-    params = {k: v for k, v in (request.params[0] if request.params else {}).items() if v is not None}
-    unknown = sorted(set(params) - {p.name for p in method.params}, key=str)
-    if unknown:
-        # A misspelt param (``call-id``, ``sesion``) must not be silently ignored.
-        names = ", ".join(repr(k) for k in unknown)
-        known = ", ".join(p.name for p in method.params) or "none"
-        raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method} has no param {names} (it takes {known})")
-    for param in method.params:
-        value = params.get(param.name)
-        if value is None:
-            if param.required:
-                raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} is required")
-            continue
-        types = _TYPES[param.type]
-        if not isinstance(value, types) or (param.type in ("int", "number", "int|str") and isinstance(value, bool)):
-            raise RpcError(
-                ErrorCode.INVALID_PARAMS,
-                f"{request.method}: {param.name!r} must be {param.type}, not {type(value).__name__}",
-            )
-        problem = _out_of_range(value)
-        if problem:
-            raise RpcError(ErrorCode.INVALID_PARAMS, f"{request.method}: {param.name!r} {problem}")
-    return params
-
-
-#: The largest integer a param may be: every count, seq and limit is far below, and SQLite
-#: stores up to 2^63 - 1.
-_MAX_INT = 2**53
-
-
-def _out_of_range(value: Any) -> str:
-    """What is wrong with a value of the right type ("" when nothing)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "must be a finite number"
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:
-        return f"must be between -{_MAX_INT} and {_MAX_INT}"
-    if isinstance(value, str) and "\0" in value:
-        return "must not hold a NUL character"
-    return ""
+    return method.check(request.params)
 
 
 def _cwd(cwd: str | None) -> str:

@@ -6,10 +6,21 @@ names and parameters never change; new ones are added and the API level goes up.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
+from ._errors import ErrorCode, RpcError
 from ._version import API_COMPATIBLE, API_LEVEL, PROTOCOL_VERSION
+
+#: The Python types a param's catalogue type accepts.
+_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,), "int": (int,), "bool": (bool,), "list": (list,), "number": (int, float),
+    "int|str": (int, str), "map": (dict,),
+}
+#: The largest integer a param may be: every count, seq and limit is far below, and SQLite
+#: stores up to 2^63 - 1.
+_MAX_INT = 2**53
 
 __all__ = ["API_COMPATIBLE", "API_LEVEL", "METHODS", "METHODS_BY_NAME", "PROTOCOL_VERSION", "Method", "Param"]
 
@@ -44,6 +55,40 @@ class Method:
             ],
             "returns": list(self.returns),
         }
+
+    def check(self, params: Sequence[Any]) -> dict[str, Any]:
+        """A request's params (one map) as this method takes them: a nil is an absent param
+        (msgpack clients often send nil for "not given"), and every param is known, of its
+        type, finite, at most 2^53 and without a NUL.
+
+        Raises:
+            RpcError: INVALID_PARAMS, naming the param and what is wrong.
+        """
+        if len(params) > 1 or (params and not isinstance(params[0], dict)):
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name} takes one map of params")
+        given = {k: v for k, v in (params[0] if params else {}).items() if v is not None}
+        unknown = sorted(set(given) - {p.name for p in self.params}, key=str)
+        if unknown:
+            # A misspelt param (``call-id``, ``sesion``) must not be silently ignored.
+            names = ", ".join(repr(k) for k in unknown)
+            known = ", ".join(p.name for p in self.params) or "none"
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name} has no param {names} (it takes {known})")
+        for param in self.params:
+            value = given.get(param.name)
+            if value is None:
+                if param.required:
+                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {param.name!r} is required")
+                continue
+            types = _TYPES[param.type]
+            if not isinstance(value, types) or (param.type in ("int", "number", "int|str") and isinstance(value, bool)):
+                raise RpcError(
+                    ErrorCode.INVALID_PARAMS,
+                    f"{self.name}: {param.name!r} must be {param.type}, not {type(value).__name__}",
+                )
+            problem = _out_of_range(value)
+            if problem:
+                raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {param.name!r} {problem}")
+        return given
 
 
 _SESSION = Param("session", "str", True, "session id")
@@ -346,3 +391,14 @@ METHODS: tuple[Method, ...] = (
 )
 
 METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}
+
+
+def _out_of_range(value: Any) -> str:
+    """What is wrong with a value of the right type ("" when nothing)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:
+        return f"must be between -{_MAX_INT} and {_MAX_INT}"
+    if isinstance(value, str) and "\0" in value:
+        return "must not hold a NUL character"
+    return ""
