@@ -577,11 +577,12 @@ class Conductor:
                     await self.feed(session, Abort(time.time(), reason, after_step=True), sub)
             assert run is not None
             return run.id
-        await self.feed(session, _abort(session, reason))
-        # The run's nursery is cancelled, and its sub-agents' with it; their runs end too.
+        # The deepest sub-agents end first, then their callers, the run last: a client that
+        # stops reading at the run's end has seen every end inside it.
         for sub in children:
             if sub.state.run is not None:
                 await self.feed(session, _abort(sub, reason), sub)
+        await self.feed(session, _abort(session, reason))
         assert run is not None
         return run.id
 
