@@ -58,6 +58,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from roost.daemon._environ import find_program
 from roost.daemon._files import read_bounded
 from roost.daemon._project import project_config_file, project_root, user_config_file
 from roost.daemon._scripts import Word, argv_words, scripts
@@ -319,11 +320,9 @@ def _program(command: str, cwd: str | None, path: str) -> str:
     server would); ``command`` itself when no such program is found."""
     if os.sep in command or (os.altsep and os.altsep in command):
         found = shutil.which(os.path.join(cwd or os.getcwd(), command))
-    else:
-        # A relative PATH entry means the server's folder, not ours: left to the server.
-        absolute = os.pathsep.join(d for d in path.split(os.pathsep) if os.path.isabs(d))
-        found = shutil.which(command, path=absolute)
-    return os.path.abspath(found) if found else command
+        return os.path.abspath(found) if found else command
+    # A relative PATH entry means the server's folder, not ours: left to the server.
+    return find_program(command, path) or command
 
 
 def _read(place: _Place, errors: list[str]) -> bytes | None:
