@@ -17,7 +17,7 @@ import trio
 from roost.protocol import NotPrivate
 
 from ._paths import ensure_private_dir, log_dir, private_opener, socket_path, state_dir
-from ._server import AlreadyRunning, Daemon, default_database
+from .rpc._server import AlreadyRunning, Daemon, default_database
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,9 @@ from typing import Any, AsyncIterator, Iterable
 import pytest
 import trio
 
-from roost.daemon._server import Daemon
 from roost.daemon._paths import state_dir
-from roost.daemon._trust import Trust, TrustStore, Widening, digest
+from roost.daemon.folder._trust import Trust, TrustStore, Widening, digest
+from roost.daemon.rpc._server import Daemon
 from roost.protocol.trio_client import TrioClient, open_client
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon._agents import load_agents, parse_agent
+from roost.daemon.folder._agents import load_agents, parse_agent
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -237,7 +237,7 @@ def test_the_example_agents_and_skills_in_contrib_load(project: Path) -> None:
     assert problems == ()
     assert agents["reviewer"].rules and agents["reviewer"].think == 8192
     assert agents["fixer"].mode == "exec" and "reviewer" in (agents["fixer"].tools or ())
-    from roost.daemon._project import find_skills
+    from roost.daemon.folder._project import find_skills
 
     assert find_skills(str(project))["changelog"].description.startswith("How to write a CHANGELOG")
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from roost.daemon._project import user_config_file
-from roost.daemon._server import Daemon
+from roost.daemon.folder._project import user_config_file
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 

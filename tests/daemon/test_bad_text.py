@@ -11,7 +11,7 @@ from pathlib import Path
 import msgpack
 import trio
 
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.protocol.trio_client import TrioClient
 
 from .conftest import events_until, finished, stored

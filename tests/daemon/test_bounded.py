@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from roost.daemon.__main__ import _PrivateLog
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._disk import fill

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roost.daemon._agents import load_agents
-from roost.daemon._project import find_skills, one_root, project_root
-from roost.daemon._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
+from roost.daemon.folder._agents import load_agents
+from roost.daemon.folder._project import find_skills, one_root, project_root
+from roost.daemon.folder._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from roost.daemon._claude import claude_input, model_id, roost_input, roost_tool, tool_matcher, tool_name, tool_response
+from roost.daemon.folder._claude import (
+    claude_input,
+    model_id,
+    roost_input,
+    roost_tool,
+    tool_matcher,
+    tool_name,
+    tool_response,
+)
 
 
 def test_tools_go_by_claude_codes_names():

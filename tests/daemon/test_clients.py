@@ -11,7 +11,7 @@ import msgpack
 import pytest
 import trio
 
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import Client, ConnectionClosed, ErrorCode, RpcError, pack
 from roost.protocol.trio_client import TrioClient, open_client
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._config import ConfigError, load_config
-from roost.daemon._project import user_config_file
+from roost.daemon.folder._config import ConfigError, load_config
+from roost.daemon.folder._project import user_config_file
 from roost.daemon.providers import ProviderRegistry, ProviderUnavailable
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient

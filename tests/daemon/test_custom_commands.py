@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon._custom_commands import CustomCommand, load_commands, parse_invocation
+from roost.daemon.folder._custom_commands import CustomCommand, load_commands, parse_invocation
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 

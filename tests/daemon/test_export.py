@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from roost.daemon import _api, _export
-from roost.daemon._server import Daemon
+from roost.daemon.rpc import _api
+from roost.daemon.storage import _export
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 

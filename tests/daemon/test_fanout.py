@@ -13,9 +13,10 @@ import trio
 import trio.testing
 
 from roost.cli._follow import follow
-from roost.daemon import _connection, _fanout
-from roost.daemon._connection import Connection
-from roost.daemon._fanout import Fanout
+from roost.daemon.rpc import _connection
+from roost.daemon.runs import _fanout
+from roost.daemon.rpc._connection import Connection
+from roost.daemon.runs._fanout import Fanout
 from roost.loop import Event
 from roost.protocol import Client, pack
 

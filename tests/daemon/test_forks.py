@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon._project import user_config_file
+from roost.daemon.folder._project import user_config_file
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 from tests.fakes.openai_server import serve_openai

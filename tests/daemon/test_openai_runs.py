@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._project import user_config_file
+from roost.daemon.folder._project import user_config_file
 from roost.protocol.trio_client import TrioClient
 from tests.fakes.openai_server import serve_openai
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from roost.daemon._paths import ensure_private_dir
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, NotPrivate
 from roost.protocol.trio_client import open_client
 

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from roost.daemon._paths import ensure_private_dir, private_opener
-from roost.daemon._store import EventStore
+from roost.daemon.storage._store import EventStore
 from roost.daemon.tools import ProcessLedger
 from roost.protocol import NotPrivate
 

@@ -9,9 +9,9 @@ from typing import Any, Callable
 
 import pytest
 
-from roost.daemon import _prompt
-from roost.daemon._agents import BUILTIN_AGENTS, DEFAULT_AGENT
-from roost.daemon._prompt import PromptCache, compose
+from roost.daemon.folder import _prompt
+from roost.daemon.folder._agents import BUILTIN_AGENTS, DEFAULT_AGENT
+from roost.daemon.folder._prompt import PromptCache, compose
 from roost.daemon.tools import list_files
 
 AGENT = BUILTIN_AGENTS[DEFAULT_AGENT]
@@ -193,7 +193,7 @@ async def test_a_folder_outside_git_is_walked_once_and_only_where_the_map_looks(
 async def test_a_prompt_looks_for_its_project_once_and_sees_a_new_repository(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from roost.daemon import _project
+    from roost.daemon.folder import _project
 
     work = project / "work"
     work.mkdir()

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon._environ import find_program, tool_environment
+from roost.daemon.runs._environ import find_program, tool_environment
 from roost.protocol.trio_client import TrioClient, open_client
 
 from .conftest import bash, events_until, finished, serving, text, write_script

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import trio
 
-from roost.daemon._project import user_config_file
+from roost.daemon.folder._project import user_config_file
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 from tests.fakes.anthropic_server import serve_anthropic

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient, open_client
 from tests._procs import alive

@@ -16,7 +16,7 @@ from typing import Any, AsyncIterator
 import pytest
 import trio
 
-from roost.daemon._server import Daemon
+from roost.daemon.rpc._server import Daemon
 from roost.daemon.sandbox import Bubblewrap, RunSandbox, Sandbox, build_policy
 from roost.daemon.tools import ToolContext, ToolRegistry
 from roost.protocol.trio_client import TrioClient, open_client

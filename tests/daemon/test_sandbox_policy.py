@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._agents import AgentError, parse_agent
-from roost.daemon._config import ConfigError, load_config
-from roost.daemon.sandbox import SandboxConfig, SandboxPolicy, build_policy, explain
-from roost.daemon.sandbox import _bwrap
+from roost.daemon.folder._agents import AgentError, parse_agent
+from roost.daemon.folder._config import ConfigError, load_config
+from roost.daemon.sandbox import SandboxConfig, SandboxPolicy, _bwrap, build_policy, explain
 from roost.daemon.sandbox._bwrap import mounts
 from roost.daemon.sandbox._home import hidden_and_protected
 

@@ -15,8 +15,8 @@ import msgpack
 import pytest
 import trio
 
-from roost.daemon import _sessions
-from roost.daemon._blobs import BLOB_MIN
+from roost.daemon.runs import _sessions
+from roost.daemon.storage._blobs import BLOB_MIN
 from roost.loop import SessionState, fold
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import open_client

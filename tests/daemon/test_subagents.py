@@ -9,9 +9,9 @@ from typing import Any
 
 import trio
 
-from roost.daemon._agents import Agent
-from roost.daemon._delegation import delegates, task_spec
-from roost.daemon._server import Daemon
+from roost.daemon.folder._agents import Agent
+from roost.daemon.rpc._server import Daemon
+from roost.daemon.runs._delegation import delegates, task_spec
 from roost.protocol.trio_client import TrioClient, open_client
 
 from .conftest import bash, events_until, finished, serving, text, trust, write_script

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._environ import EnvPolicy, tool_environment
+from roost.daemon.runs._environ import EnvPolicy, tool_environment
 from roost.protocol.trio_client import TrioClient
 
 from .conftest import bash, events_until, finished, text, write_script
@@ -84,7 +84,7 @@ async def test_commands_see_none_of_the_26_secrets(client: TrioClient, project: 
 
 @pytest.mark.parametrize("table", ['inherit = "sometimes"', 'set = {A = 1}', 'exclude = "X"', 'inhert = "all"'])
 def test_a_bad_tools_env_table_is_an_error(table: str, tmp_path: Path) -> None:
-    from roost.daemon._config import ConfigError, load_config
+    from roost.daemon.folder._config import ConfigError, load_config
 
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
     config.parent.mkdir(parents=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from roost.daemon._config import load_config
-from roost.daemon._files import FileRefused, read_bounded, read_head
-from roost.daemon._project import user_config_file
-from roost.daemon._trust import TrustError, TrustStore
+from roost.daemon.folder._config import load_config
+from roost.daemon.folder._files import FileRefused, read_bounded, read_head
+from roost.daemon.folder._project import user_config_file
+from roost.daemon.folder._trust import TrustError, TrustStore
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 

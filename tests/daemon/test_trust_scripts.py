@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from roost.daemon._paths import state_dir
-from roost.daemon._setup import FolderSetup, load_folder
-from roost.daemon._trust import ABSENT, NO_TRUST, TrustStore
+from roost.daemon.folder._setup import FolderSetup, load_folder
+from roost.daemon.folder._trust import ABSENT, NO_TRUST, TrustStore
 from roost.protocol.trio_client import TrioClient
 
 from .conftest import bash, events_until, finished, text, trust, write, write_script

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import pytest
 import trio
 
-from roost.daemon._project import user_config_file
+from roost.daemon.folder._project import user_config_file
 from roost.daemon.tools import ToolContext, ToolRegistry, ToolResult
 from roost.daemon.tools._web_fetch import MAX_BODY, carried_ipv4, html_markdown
 from roost.protocol.trio_client import TrioClient

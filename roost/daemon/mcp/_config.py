@@ -29,12 +29,12 @@ entry malformed. A malformed entry is left out and reported (file and server nam
 others still load.
 
 A project's servers start programs and send requests where its files say: they are
-widening (see ``roost.daemon._trust``). An entry of a project file that is not trusted with
-its current content is reported as a :class:`~roost.daemon._trust.Widening` and kept in
+widening (see ``roost.daemon.folder._trust``). An entry of a project file that is not trusted with
+its current content is reported as a :class:`~roost.daemon.folder._trust.Widening` and kept in
 :attr:`McpServers.untrusted` (listed, never started); only an entry that does nothing but
 switch an earlier server off (``enabled = false``) applies untrusted, since it narrows. A
 stdio entry is also bound to the project files its command and args run (``node
-./server/index.js``, ``python tools/server.py``: see ``roost.daemon._scripts``), read as
+./server/index.js``, ``python tools/server.py``: see ``roost.daemon.folder._scripts``), read as
 the file writes them (``${VAR}`` unexpanded, so trusted or not, one entry names the same
 files) from the server's ``cwd``: a change to one of them untrusts the entry as a change
 to its file would.
@@ -58,11 +58,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from roost.daemon._environ import find_program
-from roost.daemon._files import read_bounded
-from roost.daemon._project import project_config_file, project_root, user_config_file
-from roost.daemon._scripts import Word, argv_words, scripts
-from roost.daemon._trust import NO_TRUST, Script, Trust, Widening, digest
+from roost.daemon.folder._files import read_bounded
+from roost.daemon.folder._project import project_config_file, project_root, user_config_file
+from roost.daemon.folder._scripts import Word, argv_words, scripts
+from roost.daemon.folder._trust import NO_TRUST, Script, Trust, Widening, digest
+from roost.daemon.runs._environ import find_program
 
 #: Seconds a tool call may take unless the entry says otherwise.
 DEFAULT_TIMEOUT = 60.0

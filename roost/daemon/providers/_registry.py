@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .._config import Config, Price, ProviderConfig
+from ..folder._config import Config, Price, ProviderConfig
 from ._base import Provider, ProviderUnavailable
 
 

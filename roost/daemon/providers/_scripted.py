@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 import trio
 
-from .._files import read_bounded
+from ..folder._files import read_bounded
 from ._base import DeltaCallback, ModelReply, ModelRequest, ProviderError, ProviderUnavailable
 
 #: Deltas published between two yields to the scheduler (like one network read's worth).

@@ -31,7 +31,7 @@ from typing import Mapping, Sequence
 
 import trio
 
-from .._environ import find_program
+from ..runs._environ import find_program
 from ._home import hidden_and_protected
 from ._policy import READ_ONLY, SandboxPolicy, within
 from ._sandbox import Availability

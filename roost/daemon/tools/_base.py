@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar
 
 import trio
 
-from .._environ import tool_environment
+from ..runs._environ import tool_environment
 from ._fs import KernelPath, real_paths, resolve
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class ToolContext:
     #: person allowed exactly that); otherwise a path that resolves outside is refused.
     outside_ok: bool = False
     #: The environment of the processes a tool starts (None: the daemon's, without
-    #: secrets); see roost.daemon._environ.
+    #: secrets); see roost.daemon.runs._environ.
     env: Mapping[str, str] | None = None
     #: The user trusted the session's folder: project files that link out of it are read.
     trusted_folder: bool = False

@@ -20,7 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._files import FileRefused, read_bounded
+from ..folder._files import FileRefused, read_bounded
 from ._base import Tool, ToolContext, ToolResult, locate, truncate
 from ._fs import open_folder, open_path, write_at
 

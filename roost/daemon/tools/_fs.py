@@ -35,7 +35,7 @@ import sys
 from contextlib import suppress
 from typing import Callable, Iterable, Iterator
 
-from .._files import FileRefused
+from ..folder._files import FileRefused
 
 #: Top-level folders whose files are the kernel's: never read or written by the file tools.
 KERNEL_FOLDERS = ("/proc", "/sys", "/dev")

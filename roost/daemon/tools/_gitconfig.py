@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from .._files import read_bounded
+from ..folder._files import read_bounded
 
 #: Bytes of one config file read at most; includes nest at most this deep (git's limit).
 CONFIG_LIMIT = 1 << 20

@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .._files import FileRefused, read_head
+from ..folder._files import FileRefused, read_head
 from ._gitconfig import config_values, last_value
 from ._gitignore import Chain, PatternList, excluded, read_patterns, repository_patterns
 from ._gitindex import DIRECTORY, GITLINK, UnreadableIndex, read_index

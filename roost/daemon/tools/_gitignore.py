@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .._files import read_bounded
+from ..folder._files import read_bounded
 from ._gitconfig import config_values, expand_path, last_value, user_config_files
 from ._wildmatch import Wildmatch
 

@@ -21,7 +21,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._files import FileRefused, read_bounded
+from ..folder._files import FileRefused, read_bounded
 
 #: Bytes an index (or the shared index of a split one) may have: about a million files.
 INDEX_LIMIT = 128 << 20

@@ -29,7 +29,7 @@ import trio
 
 from roost.loop import PatternError, Regex, glob_matcher, linear_regex
 
-from .._files import open_regular
+from ..folder._files import open_regular
 from ._base import Tool, ToolContext, ToolResult, locate, readable, truncate
 from ._fs import open_folder, open_path
 from ._glob import display_prefix, list_files

@@ -10,7 +10,7 @@ import difflib
 import os
 from typing import Any, Mapping
 
-from .._files import read_bounded
+from ..folder._files import read_bounded
 from ._edit import EDIT_LIMIT
 from ._fs import open_path, resolve
 

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import trio
 
-from .._files import FileRefused, open_regular
+from ..folder._files import FileRefused, open_regular
 from ._base import Tool, ToolContext, ToolResult, locate, truncate
 from ._fs import open_path
 from ._lines import LINE_LIMIT, text_lines

@@ -14,8 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._files import FileRefused
-from .._project import memory_files
+from ..folder._files import FileRefused
+from ..folder._project import memory_files
 from ._base import Tool, ToolContext, ToolResult
 
 _SCHEMA = {

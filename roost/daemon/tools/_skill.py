@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .._project import find_skills, project_root, read_skill
+from ..folder._project import find_skills, project_root, read_skill
 from ._base import Tool, ToolContext, ToolResult, truncate
 
 _SCHEMA = {

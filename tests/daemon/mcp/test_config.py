@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from roost.daemon._project import user_config_file
-from roost.daemon._trust import Trust, digest
+from roost.daemon.folder._project import user_config_file
+from roost.daemon.folder._trust import Trust, digest
 from roost.daemon.mcp import DEFAULT_TIMEOUT, McpServerConfig, load_mcp_servers
 
 from ..conftest import trusting, trusting_shown

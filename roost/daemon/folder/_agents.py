@@ -44,11 +44,17 @@ from typing import Any, Collection, Mapping
 from roost.loop import Rule, RuleError, parse_rule
 from roost.protocol import MODES
 
-from .sandbox import MODES as SANDBOX_MODES
-
+from ..sandbox import MODES as SANDBOX_MODES
 from ._claude import roost_tool
 from ._files import read_bounded
-from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, project_root, split_front_matter
+from ._project import (
+    AGENT_FILES,
+    FrontMatterError,
+    agent_dirs,
+    agent_files,
+    project_root,
+    split_front_matter,
+)
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.

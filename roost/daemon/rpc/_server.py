@@ -45,19 +45,19 @@ from roost.protocol import (
     peer_credentials,
 )
 
+from .._paths import log_dir, private_opener, state_dir
+from ..folder._project import user_config_file
+from ..folder._trust import TrustStore
+from ..mcp import McpManager
+from ..providers import ProviderRegistry
+from ..runs._conductor import Conductor
+from ..runs._fanout import Fanout
+from ..sandbox import Sandbox, default_backend
+from ..storage._store import EventStore, StoreDamaged, StoreError, set_aside
+from ..tools import ProcessLedger, ToolRegistry
 from ._api import Api
-from ._conductor import Conductor
 from ._connection import Connection
-from ._fanout import Fanout
-from ._paths import log_dir, private_opener, state_dir
-from ._project import user_config_file
-from ._store import EventStore, StoreDamaged, StoreError, set_aside
-from ._trust import TrustStore
 from ._unavailable import RETRY, Unavailable
-from .mcp import McpManager
-from .providers import ProviderRegistry
-from .sandbox import Sandbox, default_backend
-from .tools import ProcessLedger, ToolRegistry
 
 log = logging.getLogger(__name__)
 

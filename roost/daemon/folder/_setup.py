@@ -15,16 +15,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from ..mcp import McpServerConfig, McpServers, load_mcp_servers
+from ..runs._environ import tool_environment
+from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, load_agents
 from ._claude_settings import ClaudeSettings, load_claude_settings
 from ._config import Config, Hook, load_config
-from ._environ import tool_environment
 from ._project import one_root, project_root
 from ._scripts import Word, argv_words, named_files, one_reading, project_files, shell_words
 from ._trust import Trust, Widening
-from .mcp import McpServerConfig
-from .mcp import McpServers, load_mcp_servers
-from .sandbox import SandboxPaths, sandbox_paths
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,21 +74,28 @@ from roost.loop import (
     step,
 )
 
-from ._agents import Agent
-from ._config import ConfigError, price_map
+from ..folder._agents import Agent
+from ..folder._config import ConfigError, price_map
+from ..folder._prompt import PromptCache, compose, render, sizes, summary_text
+from ..folder._setup import FolderSetup, load_folder
+from ..folder._trust import NO_TRUST, TrustError, TrustStore
+from ..mcp import McpManager, McpServerConfig
+from ..providers import (
+    ModelReply,
+    ModelRequest,
+    ProviderError,
+    ProviderRegistry,
+    Resolved,
+    ToolSpec,
+)
+from ..sandbox import Confinement, RunSandbox, Sandbox, SandboxPolicy, Unsupported
+from ..storage._store import EventStore, SessionRow, StoreError
+from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, change_preview, real_path
 from ._delegation import agent_specs, delegates
-from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._fanout import Fanout
-from ._prompt import PromptCache, compose, render, sizes, summary_text
+from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._sessions import Session, SessionTable, Subrun
 from ._settings import Asked, RunSettings, SettingsError, resumed, settle
-from ._setup import FolderSetup, load_folder
-from ._store import EventStore, SessionRow, StoreError
-from ._trust import NO_TRUST, TrustError, TrustStore
-from .mcp import McpManager, McpServerConfig
-from .providers import ModelReply, ModelRequest, ProviderError, ProviderRegistry, Resolved, ToolSpec
-from .sandbox import Confinement, RunSandbox, Sandbox, SandboxPolicy, Unsupported
-from .tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult, change_preview, real_path
 
 log = logging.getLogger(__name__)
 

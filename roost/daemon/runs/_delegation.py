@@ -16,8 +16,8 @@ from typing import Iterable, Mapping
 
 from roost.loop import TASK
 
-from ._agents import DEFAULT_AGENT, Agent
-from .providers import ToolSpec
+from ..folder._agents import DEFAULT_AGENT, Agent
+from ..providers import ToolSpec
 
 #: What an agent-tool takes.
 SUBAGENT_SCHEMA = {

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._claude import tool_matcher
 from roost.loop import Rule, escape
 
+from ._claude import tool_matcher
 from ._config import ConfigError, Hook, parse_rules
 from ._files import read_bounded
 from ._project import project_root

@@ -58,8 +58,8 @@ import trio
 from roost.loop import Event
 from roost.protocol import pack
 
+from .._paths import private_opener
 from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
-from ._paths import private_opener
 
 _T = TypeVar("_T")
 

@@ -46,10 +46,10 @@ from typing import Any, Callable, Collection, TypeVar
 
 import trio
 
+from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
 from ._files import FileRefused, read_head
 from ._project import claude_home, find_skills, memory_files, one_root, project_root
-from .tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 
 T = TypeVar("T")
 

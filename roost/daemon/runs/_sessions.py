@@ -33,13 +33,13 @@ from roost.loop import (
     step,
 )
 
-from ._config import Hook
+from ..folder._config import Hook
+from ..folder._setup import FolderSetup
+from ..mcp import McpServerConfig
+from ..providers import Resolved, ToolSpec
+from ..sandbox import Confinement, RunSandbox
+from ..storage._store import EventStore, StoreError
 from ._settings import RunSettings
-from ._setup import FolderSetup
-from ._store import EventStore, StoreError
-from .mcp import McpServerConfig
-from .providers import Resolved, ToolSpec
-from .sandbox import Confinement, RunSandbox
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,12 @@ from typing import Any, Callable, Final, Mapping
 from roost.loop import Guardrail, Policy, RunState
 from roost.protocol import MODES
 
-from ._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
-from ._config import ConfigError, parse_rules
-from ._setup import FolderSetup
-from .providers import MAX_TOKENS, Resolved
-from .sandbox import MODES as SANDBOX_MODES, SandboxPolicy, build_policy
+from ..folder._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
+from ..folder._config import ConfigError, parse_rules
+from ..folder._setup import FolderSetup
+from ..providers import MAX_TOKENS, Resolved
+from ..sandbox import MODES as SANDBOX_MODES
+from ..sandbox import SandboxPolicy, build_policy
 
 #: A run's defaults, where neither its dispatch nor its agent nor the config says (and
 #: MAX_TOKENS, the output tokens a reply may have, which is the providers' default too).

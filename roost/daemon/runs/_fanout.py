@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 from roost.protocol import Notification, encode, notification_head
 
-from ._connection import Connection
+from ..rpc._connection import Connection
 
 log = logging.getLogger(__name__)
 

@@ -91,16 +91,25 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleError, linear_regex, parse_rule, secrets_guardrails
+from roost.loop import (
+    GUARDRAIL_ACTIONS,
+    Guardrail,
+    PatternError,
+    Rule,
+    RuleError,
+    linear_regex,
+    parse_rule,
+    secrets_guardrails,
+)
 
+from ..runs._environ import INHERIT, EnvPolicy
+from ..sandbox import MODES as SANDBOX_MODES
+from ..sandbox import SandboxConfig
 from ._claude import tool_matcher
-from ._environ import INHERIT, EnvPolicy
 from ._files import read_bounded
 from ._project import project_config_file, user_config_file
 from ._scripts import scripts, shell_words
 from ._trust import NO_TRUST, Script, Trust, Widening, digest
-from .sandbox import MODES as SANDBOX_MODES, SandboxConfig
-
 
 #: The model used when nothing names one.
 BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
@@ -122,7 +131,7 @@ HOOK_KINDS = ("pre_tool", "post_tool")
 
 @dataclass(frozen=True, slots=True)
 class Hook:
-    """One configured hook (see roost.daemon._hooks for what hooks do).
+    """One configured hook (see roost.daemon.runs._hooks for what hooks do).
 
     ``kind`` is ``pre_tool`` or ``post_tool`` (config.toml, and Claude Code's PreToolUse and
     PostToolUse), ``prompt`` (UserPromptSubmit) or ``stop`` (Stop).

@@ -18,9 +18,9 @@ import trio
 import roost
 from roost.protocol import Request, Response, RpcError, encode
 
+from ..storage._store import StoreError
 from ._api import check_params, hello_result, store_refusal
 from ._connection import Connection
-from ._store import StoreError
 
 #: Seconds between tries to open the database.
 RETRY = 2.0

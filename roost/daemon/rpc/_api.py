@@ -52,21 +52,42 @@ from roost.protocol import (
     packed_map,
 )
 
-from ._agents import Agent, unknown_tools
-from ._conductor import Conductor, PromptBlocked
-from ._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
-from ._config import Config, ConfigError, price_map
-from ._custom_commands import CommandSet, CustomCommand, UnknownCommand, load_commands, parse_invocation
-from ._prompt import compose, render
-from ._scripts import unchanged
-from ._settings import UNSET, Asked, RunSettings, SettingsError, find_agent, is_test_model, settle
-from ._setup import FolderSetup
-from ._store import SessionRow, StoreError, StoreFull
-from ._trust import TrustError, TrustStore
-from .mcp import UnknownServer
+from ..folder._agents import Agent, unknown_tools
+from ..folder._config import Config, ConfigError, price_map
+from ..folder._custom_commands import (
+    CommandSet,
+    CustomCommand,
+    UnknownCommand,
+    load_commands,
+    parse_invocation,
+)
+from ..folder._prompt import compose, render
+from ..folder._scripts import unchanged
+from ..folder._setup import FolderSetup
+from ..folder._trust import TrustError, TrustStore
+from ..mcp import UnknownServer
+from ..providers import (
+    MAX_TOKENS,
+    ModelRequest,
+    ProviderError,
+    ProviderUnavailable,
+    Resolved,
+    ToolSpec,
+)
+from ..runs._conductor import Conductor, PromptBlocked
+from ..runs._sessions import Session, SessionBusy, SessionNotFound
+from ..runs._settings import (
+    UNSET,
+    Asked,
+    RunSettings,
+    SettingsError,
+    find_agent,
+    is_test_model,
+    settle,
+)
+from ..storage._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
+from ..storage._store import SessionRow, StoreError, StoreFull
 from ._connection import Connection
-from ._sessions import Session, SessionBusy, SessionNotFound
-from .providers import MAX_TOKENS, ModelRequest, ProviderError, ProviderUnavailable, Resolved, ToolSpec
 
 log = logging.getLogger(__name__)
 

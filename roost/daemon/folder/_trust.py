@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._paths import ensure_private_dir
+from .._paths import ensure_private_dir
 
 #: Format of trust.json; a file of another version is refused, never overwritten.
 TRUST_VERSION = 1
