@@ -61,6 +61,7 @@ from ._inputs import (
     ToolFinished,
 )
 from ._report import run_report
+from ._settings import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, NO_TOOLS_MODES, RunSettings
 from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
@@ -78,6 +79,8 @@ __all__ = [
     "CreateSession",
     "Decision",
     "EVENT_TYPES",
+    "EXEC_ATTEMPTS",
+    "EXEC_TIME_BOX",
     "Effect",
     "Event",
     "FinishRun",
@@ -89,8 +92,11 @@ __all__ = [
     "InvalidInput",
     "Judgement",
     "LIVE_TYPES",
+    "MAX_TURNS",
+    "MODE",
     "ModelFailed",
     "ModelFinished",
+    "NO_TOOLS_MODES",
     "NotSnapshottable",
     "PHASE_INPUTS",
     "PatternError",
@@ -103,6 +109,7 @@ __all__ = [
     "RuleError",
     "RunCheck",
     "RunFailed",
+    "RunSettings",
     "RunState",
     "RunStopHooks",
     "RunTool",

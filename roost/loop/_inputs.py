@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
-from ._guardrails import Guardrail
-from ._permissions import Policy
+from ._settings import KEEP_TURNS, RunSettings
 
 
 
@@ -24,53 +23,18 @@ class CreateSession:
 
 @dataclass(frozen=True, slots=True)
 class Submit:
-    """A task submitted to an idle session: starts a run."""
+    """A task submitted to an idle session: starts a run with ``settings``."""
 
     run: str
     task: str
     ts: float
-    model: str
-    agent: str = "default"
-    mode: str = "agent"
-    max_turns: int = 12
-    tools: tuple[str, ...] = ()
+    settings: RunSettings
     request_id: str | None = None
-    #: USD per million tokens (input, output, cache_read, cache_write), when known.
-    price: Mapping[str, float] | None = None
-    #: exec mode: the check command run after each attempt (None: one pass, no check),
-    #: how many attempts, and the time box in seconds from ``ts``.
-    check: str | None = None
-    attempts: int = 6
-    time_box: float = 1800.0
-    #: What decides the run's tool calls (the preset follows ``mode``).
-    policy: Policy = field(default_factory=Policy)
-    guardrails: tuple[Guardrail, ...] = ()
-    #: Seconds a permission request waits before it counts as denied (None: for ever).
-    approval_timeout: float | None = None
     #: The system prompt's layers: ``{name, chars, source}`` each (recorded, not used).
     prompt: tuple[Mapping[str, Any], ...] = ()
-    #: The model's context window in tokens (None: never compact), the share of it that
-    #: triggers a compaction, and the replies a compaction keeps whole.
-    context_window: int | None = None
-    compact_at: float = 0.8
-    keep_turns: int = 6
-    #: Names among ``tools`` that are agents: a call to one runs it as a sub-agent. ``task``
-    #: among them runs the agent its call names, one of ``delegates``.
-    subagents: tuple[str, ...] = ()
-    delegates: tuple[str, ...] = ()
-    #: Thinking budget in tokens (None: off); recorded so that a restarted run keeps it.
-    think: int | None = None
-    #: Output tokens each reply may have (None: the provider's default); recorded too.
-    max_tokens: int | None = None
-    #: Tools whose calls only read (run side by side); calls of the others run one at a
-    #: time, in the model's order.
-    read_only: tuple[str, ...] = ()
     #: What the folder's untrusted files would have widened, reported as the run starts
     #: (``project.untrusted``'s data; None: nothing was ignored).
     untrusted: Mapping[str, Any] | None = None
-    #: The sandbox the run's commands run in, as ``run.started`` records it (mode,
-    #: writable, hidden, network, available, ...; None: not said).
-    sandbox: Mapping[str, Any] | None = None
     #: What the UserPromptSubmit hooks added to the task: each a user message of origin
     #: ``hook`` after it.
     context: tuple[str, ...] = ()
@@ -82,8 +46,6 @@ class Submit:
     #: The custom command ``task`` was expanded from, as ``run.started`` records it
     #: (``{"name", "arguments", "source", "typed"}``; None: the task was typed as it is).
     command: Mapping[str, Any] | None = None
-    #: The run has Stop hooks: when the model ends its turn they are asked first.
-    stop_hooks: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +55,7 @@ class Compact:
     run: str
     ts: float
     model: str
-    keep_turns: int = 6
+    keep_turns: int = KEEP_TURNS
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,7 @@ from . import _events as ev
 from ._events import Event
 from ._guardrails import Guardrail
 from ._permissions import ALLOW, Policy, Rule, parse_rule
-
-
-#: Run modes that offer the model no tools: their runs say nothing of tool changes.
-NO_TOOLS_MODES = ("plan", "compact")
+from ._settings import NO_TOOLS_MODES, RunSettings
 
 
 class Phase(enum.Enum):
@@ -44,11 +41,8 @@ class RunState:
     """The run in flight."""
 
     id: str
-    model: str
-    agent: str
-    mode: str
-    max_turns: int
-    tools: tuple[str, ...]
+    #: What the run was set up with, as its ``run.started`` recorded it.
+    settings: RunSettings
     started: float
     phase: Phase = Phase.MODEL
     turns: int = 0
@@ -65,19 +59,12 @@ class RunState:
     text: str = ""
     #: Names of the pending tool calls, by call id.
     tool_names: Mapping[str, str] = field(default_factory=dict)
-    #: USD per million tokens, when the model's price is known.
-    price: Mapping[str, float] | None = None
-    #: exec mode: the check command (None: none), attempts allowed, the one in progress
-    #: (1-based), and the turn count when it began (max_turns holds per attempt).
-    check: str | None = None
-    attempts: int = 1
+    #: exec mode: the attempt in progress (1-based), and the turn count when it began
+    #: (max_turns holds per attempt).
     attempt: int = 1
     attempt_turns: int = 0
     #: exec mode: when the time box runs out (wall clock), else None.
     deadline: float | None = None
-    policy: Policy = field(default_factory=Policy)
-    guardrails: tuple[Guardrail, ...] = ()
-    approval_timeout: float | None = None
     #: Calls waiting for a person, by call id: ``{"kind": "permission" | "human", ...}``
     #: (a permission request keeps the call's name, input and where it reaches).
     waiting: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -85,33 +72,16 @@ class RunState:
     #: exactly those calls (stuck-loop detection).
     last_calls: str = ""
     repeats: int = 0
-    #: Compaction: the window (None: never), its trigger share, the replies kept whole,
-    #: the cut of the compaction in flight, and whether one was dropped in this run.
-    context_window: int | None = None
-    compact_at: float = 0.8
-    keep_turns: int = 6
+    #: Compaction: the cut of the compaction in flight, and whether one was dropped in
+    #: this run.
     compact_upto: int = 0
     compact_skipped: bool = False
-    #: Tools that are agents (a call runs a sub-agent), and the agents a ``task`` call may
-    #: run.
-    subagents: tuple[str, ...] = ()
-    delegates: tuple[str, ...] = ()
-    #: The sandbox its commands run in, as ``run.started`` recorded it (None: not said).
-    sandbox: Mapping[str, Any] | None = None
-    #: Tools whose calls only read: they run at once, side by side. Calls of other tools
-    #: change files or state and run one at a time, in the order the model gave them.
-    read_only: frozenset[str] = frozenset()
-    #: Thinking budget in tokens (None: off).
-    think: int | None = None
-    #: Output tokens each reply may have (None: not recorded, the provider's default).
-    max_tokens: int | None = None
     #: Why the run ends after the step in flight (``run.stopping``); None: it goes on.
     stopping: str | None = None
     #: Pending calls cleared to run (allowed, or approved), by call id:
     #: ``{"name", "input", "outside"}``; one that changes things may wait behind another.
     cleared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: The run has Stop hooks, and how many times they made it go on.
-    stop_hooks: bool = False
+    #: How many times the run's Stop hooks made it go on.
     stop_blocks: int = 0
 
 
@@ -186,36 +156,11 @@ def _session_created(state: SessionState, event: Event) -> SessionState:
 
 def _run_started(state: SessionState, event: Event) -> SessionState:
     d = event.data
-    run = RunState(
-        id=event.run or "",
-        model=d["model"],
-        agent=d.get("agent", "default"),
-        mode=d.get("mode", "agent"),
-        max_turns=d.get("max_turns", 12),
-        tools=tuple(d.get("tools", ())),
-        started=event.ts,
-        price=d.get("price"),
-        check=d.get("check"),
-        attempts=d.get("attempts", 1),
-        deadline=d.get("deadline"),
-        policy=Policy.from_map(d.get("permissions")),
-        guardrails=tuple(Guardrail.from_map(g) for g in d.get("guardrails", ())),
-        approval_timeout=d.get("approval_timeout"),
-        context_window=d.get("context_window"),
-        compact_at=d.get("compact_at", 0.8),
-        keep_turns=d.get("keep_turns", 6),
-        subagents=tuple(d.get("subagents", ())),
-        delegates=tuple(d.get("delegates", ())),
-        sandbox=d.get("sandbox"),
-        read_only=frozenset(d.get("read_only", ())),
-        think=d.get("think"),
-        max_tokens=d.get("max_tokens"),
-        stop_hooks=bool(d.get("stop_hooks")),
-    )
+    run = RunState(id=event.run or "", settings=RunSettings.from_map(d), started=event.ts, deadline=d.get("deadline"))
     request_ids = state.request_ids
     if d.get("request_id"):
         request_ids = {**request_ids, d["request_id"]: run.id}
-    last_tools = run.tools if run.mode not in NO_TOOLS_MODES else state.last_tools
+    last_tools = run.settings.tools if run.settings.mode not in NO_TOOLS_MODES else state.last_tools
     return replace(state, run=run, request_ids=request_ids, last_tools=last_tools)
 
 
@@ -416,9 +361,9 @@ def _run_finished(state: SessionState, event: Event) -> SessionState:
         run=None,
         last_status=event.data["reason"],
         last_run=event.run,
-        last_agent=run.agent if run and run.mode != "compact" else state.last_agent,
-        last_mode=run.mode if run and run.mode != "compact" else state.last_mode,
-        last_model=run.model if run else state.last_model,
+        last_agent=run.settings.agent if run and run.settings.mode != "compact" else state.last_agent,
+        last_mode=run.settings.mode if run and run.settings.mode != "compact" else state.last_mode,
+        last_model=run.settings.model if run else state.last_model,
     )
 
 

@@ -132,7 +132,8 @@ from ._inputs import (
 )
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
-from ._state import NO_TOOLS_MODES, Phase, RunState, SessionState, apply, cost
+from ._settings import NO_TOOLS_MODES, RunSettings
+from ._state import Phase, RunState, SessionState, apply, cost
 
 #: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
 #: the agent it names as a sub-agent.
@@ -188,7 +189,7 @@ def step(state: SessionState, input: Input) -> Transition:
 def _changes(run: RunState, name: str) -> bool:
     """Whether a call of ``name`` may change files or state: such calls run one at a time,
     in the order the model gave them (sub-agents and questions are not tool runs)."""
-    return name not in run.read_only and name not in run.subagents and name != ASK_HUMAN
+    return name not in run.settings.read_only and name not in run.settings.subagents and name != ASK_HUMAN
 
 
 def _head(run: RunState) -> str | None:
@@ -246,8 +247,8 @@ class _Builder:
             "usage": dict(run.usage),
             "duration": max(0.0, self.input.ts - run.started),
         }
-        if run.price is not None:
-            data["cost"] = cost(run.usage, run.price)
+        if run.settings.price is not None:
+            data["cost"] = cost(run.usage, run.settings.price)
         if error is not None:
             data["error"] = error
         self.emit(ev.RUN_FINISHED, **data)
@@ -265,7 +266,7 @@ class _Builder:
         self.emit(ev.STEP_STARTED, step=self.run.turns + 1)
         run, state = self.run, self.state
         messages = visible(state.messages, state.compacted_upto)
-        self.effects.append(CallModel(run.id, run.turns, run.model, messages, run.tools, state.summary))
+        self.effects.append(CallModel(run.id, run.turns, run.settings.model, messages, run.settings.tools, state.summary))
 
     def start_compaction(self, force: bool = False) -> bool:
         """Summarize the older history first when the next call would fill too much of the
@@ -273,19 +274,19 @@ class _Builder:
         run, state = self.run, self.state
         start = state.compacted_upto
         if not force:
-            if run.context_window is None or run.compact_skipped:
+            if run.settings.context_window is None or run.compact_skipped:
                 return False
             tokens = estimate(state.messages, state.anchor_tokens, state.anchor_at, start)
-            if tokens <= run.compact_at * run.context_window:
+            if tokens <= run.settings.compact_at * run.settings.context_window:
                 return False
         else:
             tokens = estimate(state.messages, state.anchor_tokens, state.anchor_at, start)
-        cut = cut_point(state.messages, start, run.keep_turns)
+        cut = cut_point(state.messages, start, run.settings.keep_turns)
         if cut is None:
             return False
-        self.emit(ev.COMPACTION_STARTED, upto=cut, estimate=tokens, window=run.context_window)
+        self.emit(ev.COMPACTION_STARTED, upto=cut, estimate=tokens, window=run.settings.context_window)
         older = visible(state.messages[:cut], start)
-        self.effects.append(Summarize(run.id, run.model, older, state.summary))
+        self.effects.append(Summarize(run.id, run.settings.model, older, state.summary))
         return True
 
     def answer_pending(self, result: str, keep_waiting: bool = False, keep: tuple[str, ...] = ()) -> None:
@@ -357,58 +358,37 @@ def _create_session(b: _Builder, input: CreateSession) -> None:
 
 
 def _submit(b: _Builder, input: Submit) -> None:
-    b.require(input.max_turns >= 1, "max_turns must be at least 1")
-    b.require(input.attempts >= 1 and input.time_box > 0, "attempts and time_box must be positive")
+    settings = input.settings
+    problem = settings.problem()
+    b.require(problem is None, problem or "")
+    recorded = settings.recorded()
+    exec_ = settings.mode == "exec"
     before = b.state.last_tools
+    extra = {
+        "prompt": [dict(layer) for layer in input.prompt],
+        "request_id": input.request_id,
+        "deadline": input.ts + settings.time_box if exec_ else None,
+        "command": dict(input.command) if input.command is not None else None,
+        "hook_failures": list(input.hook_failures),
+    }
     b.emit_run_started(
-        input.run,
-        task=input.task,
-        model=input.model,
-        agent=input.agent,
-        mode=input.mode,
-        max_turns=input.max_turns,
-        tools=list(input.tools) if input.mode != "plan" else [],
-        permissions=input.policy.to_map(),
-        **({"prompt": [dict(layer) for layer in input.prompt]} if input.prompt else {}),
-        **(
-            {"context_window": input.context_window, "compact_at": input.compact_at, "keep_turns": input.keep_turns}
-            if input.context_window
-            else {}
-        ),
-        **({"subagents": list(input.subagents)} if input.subagents else {}),
-        **({"delegates": list(input.delegates)} if input.delegates else {}),
-        **({"think": input.think} if input.think else {}),
-        **({"max_tokens": input.max_tokens} if input.max_tokens else {}),
-        **({"read_only": sorted(set(input.read_only) & set(input.tools))} if input.read_only else {}),
-        **({"guardrails": [g.to_map() for g in input.guardrails]} if input.guardrails else {}),
-        **({"approval_timeout": input.approval_timeout} if input.approval_timeout else {}),
-        **({"request_id": input.request_id} if input.request_id else {}),
-        **({"price": dict(input.price)} if input.price is not None else {}),
-        **({"sandbox": dict(input.sandbox)} if input.sandbox is not None else {}),
-        **(
-            {"check": input.check, "attempts": input.attempts, "deadline": input.ts + input.time_box}
-            if input.mode == "exec"
-            else {}
-        ),
-        **({"command": dict(input.command)} if input.command is not None else {}),
-        **({"stop_hooks": True} if input.stop_hooks else {}),
-        **({"hook_failures": list(input.hook_failures)} if input.hook_failures else {}),
+        input.run, task=input.task, **recorded.to_map(), **{k: v for k, v in extra.items() if v}
     )
     if input.untrusted:
         b.emit(ev.PROJECT_UNTRUSTED, **input.untrusted)
-    if before is not None and input.mode not in NO_TOOLS_MODES:
-        added = sorted(set(input.tools) - set(before))
-        removed = sorted(set(before) - set(input.tools))
+    if before is not None and settings.mode not in NO_TOOLS_MODES:
+        added = sorted(set(settings.tools) - set(before))
+        removed = sorted(set(before) - set(settings.tools))
         if added or removed:
             b.emit(ev.TOOLS_CHANGED, added=added, removed=removed, note=tools_note(added, removed))
     typed = {"command": input.command["typed"]} if input.command is not None else {}
-    tripwire = tripped(input.guardrails, INPUT, [input.task, *input.context, *input.instructions])
+    tripwire = tripped(settings.guardrails, INPUT, [input.task, *input.context, *input.instructions])
     if tripwire is not None:
         b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="task", **typed)
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
         return
-    if input.mode == "exec":
-        b.effects.append(StartClock(input.run, input.ts + input.time_box))
+    if exec_:
+        b.effects.append(StartClock(input.run, input.ts + settings.time_box))
     b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed)
     _warn(b, INPUT, [input.task], origin="task")
     for text in input.context:
@@ -445,11 +425,11 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         **({"retries": input.retries} if input.retries is not None else {}),
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
-    stop = None if b.run.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
-    if b.run.mode != "plan" and (stop is None or stop[0] != "guardrail"):
+    stop = None if b.run.settings.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
+    if b.run.settings.mode != "plan" and (stop is None or stop[0] != "guardrail"):
         _warn(b, OUTPUT, reply_texts(content), origin="reply")
     decisions = {}
-    if b.run.mode != "plan" and stop is None:
+    if b.run.settings.mode != "plan" and stop is None:
         decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
     for call in calls:
         decision = decisions.get(call["id"])
@@ -458,7 +438,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
             # Recorded, so that a call waiting its turn is known after a restart too.
             cleared = {"cleared": True, **({"outside": True} if decision.outside else {})}
         b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}), **cleared)
-    if b.run.mode == "plan":
+    if b.run.settings.mode == "plan":
         # One call, no tools: whatever the model asked for is answered, never run.
         for call in calls:
             b.finish_call(call["id"], "not run: plan mode runs no tools", is_error=True)
@@ -492,7 +472,7 @@ def _stop_before_calls(b: _Builder, stop_reason: str, content: list[dict[str, An
     """Whether the reply ends the run before its calls run: (reason, why, note for the calls)."""
     if stop_reason == "max_tokens":
         return "max_tokens", "", "not run: the reply was cut off at max_tokens"
-    tripwire = tripped(b.run.guardrails, OUTPUT, reply_texts(content))
+    tripwire = tripped(b.run.settings.guardrails, OUTPUT, reply_texts(content))
     if tripwire is not None:
         return "guardrail", tripwire, f"not run: {tripwire}"
     if b.run.repeats >= STUCK_STOP:
@@ -505,9 +485,9 @@ def _decision(b: _Builder, name: str, input: Mapping[str, Any], resolved: Mappin
     """What the permission policy says of a call (None: a call it does not judge: a tool the
     run lacks, a question, a sub-agent)."""
     run = b.run
-    if name not in run.tools or name == ASK_HUMAN or name in run.subagents:
+    if name not in run.settings.tools or name == ASK_HUMAN or name in run.settings.subagents:
         return None
-    return decide(run.policy, run.mode, b.state.allowed, name, input, b.state.cwd, resolved)
+    return decide(run.settings.policy, run.settings.mode, b.state.allowed, name, input, b.state.cwd, resolved)
 
 
 def _start_call(
@@ -521,9 +501,9 @@ def _start_call(
         b.finish_call(call_id, f"not run: {_STOPPING}", is_error=True)
         _after_call(b)
         return
-    if name not in run.tools:
+    if name not in run.settings.tools:
         # The agent's tool list holds in every mode: such a call is never run nor asked about.
-        b.finish_call(call_id, f"the {run.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
+        b.finish_call(call_id, f"the {run.settings.agent} agent has no tool {name}", is_error=True, meta={"no_tool": True})
         _after_call(b)
         return
     if name == ASK_HUMAN:
@@ -534,9 +514,9 @@ def _start_call(
         else:
             b.emit(ev.HUMAN_ASKED, call_id=call_id, question=input["question"], choices=list(input.get("choices", ())))
         return
-    if name in run.subagents:
+    if name in run.settings.subagents:
         # Delegation itself is not a risk: the sub-agent's own calls are decided one by one.
-        target = _task_target(input, run.delegates) if name == TASK else _agent_target(name, input)
+        target = _task_target(input, run.settings.delegates) if name == TASK else _agent_target(name, input)
         if isinstance(target, str):
             b.finish_call(call_id, f"invalid input for {name}: {target}", is_error=True)
             _after_call(b)
@@ -548,7 +528,7 @@ def _start_call(
         b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
         _after_call(b)
     elif decision.action == ASK:
-        deadline = b.input.ts + run.approval_timeout if run.approval_timeout else None
+        deadline = b.input.ts + run.settings.approval_timeout if run.settings.approval_timeout else None
         b.emit(
             ev.PERMISSION_REQUESTED,
             call_id=call_id,
@@ -637,7 +617,7 @@ def _human_answered(b: _Builder, input: HumanAnswered) -> None:
 
 def _warn(b: _Builder, on: str, texts: list[str], **where: Any) -> None:
     """Say which guardrails that only warn match ``texts``; nothing else changes."""
-    for rail in warned(b.run.guardrails, on, texts):
+    for rail in warned(b.run.settings.guardrails, on, texts):
         b.emit(ev.GUARDRAIL_WARNED, name=rail.name, on=on, what=rail.what, message=rail.says(), **where)
 
 
@@ -665,8 +645,8 @@ def _malformed(content: tuple[Any, ...]) -> str | None:
 
 def _compact(b: _Builder, input: Compact) -> None:
     b.require(input.keep_turns >= 0, "keep_turns must not be negative")
-    b.emit_run_started(input.run, task="compact the history", model=input.model, agent="default",
-                       mode="compact", max_turns=1, tools=[], keep_turns=input.keep_turns)
+    settings = RunSettings(input.model, mode="compact", max_turns=1, keep_turns=input.keep_turns)
+    b.emit_run_started(input.run, task="compact the history", **settings.to_map(), keep_turns=input.keep_turns)
     if not b.start_compaction(force=True):
         b.emit_run_finished("done", text="nothing to compact: the history is shorter than the replies kept")
 
@@ -686,7 +666,7 @@ def _summarized(b: _Builder, input: Summarized) -> None:
     else:
         b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary ({size:,} tokens) would not be shorter than the history ({replaced:,})")
         note = "nothing compacted"
-    if run.mode == "compact":
+    if run.settings.mode == "compact":
         b.emit_run_finished("done", text=note)
     else:
         b.start_model_call(compact=False)
@@ -694,7 +674,7 @@ def _summarized(b: _Builder, input: Summarized) -> None:
 
 def _model_failed(b: _Builder, input: ModelFailed) -> None:
     # In MODEL a reply failed; in COMPACT, a summary (see the table).
-    if b.state.phase is Phase.COMPACT and b.run.mode != "compact":
+    if b.state.phase is Phase.COMPACT and b.run.settings.mode != "compact":
         # A failed summary costs the compaction, not the run: it goes on uncompacted.
         b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary failed: {input.message}")
         b.start_model_call(compact=False)
@@ -711,7 +691,7 @@ def _model_failed(b: _Builder, input: ModelFailed) -> None:
 def _tool_finished(b: _Builder, input: ToolFinished) -> None:
     b.require(input.call_id in b.run.pending, f"no pending tool call {input.call_id!r}")
     b.require(input.call_id not in b.run.waiting, f"tool call {input.call_id!r} is waiting for a person")
-    tripwire = tripped(b.run.guardrails, INPUT, [input.result])
+    tripwire = tripped(b.run.settings.guardrails, INPUT, [input.result])
     if tripwire is not None:
         # Stored withheld: the history must never carry the content to a model later.
         b.finish_call(input.call_id, _withheld(tripwire), is_error=True, latency=input.latency)
@@ -735,13 +715,13 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
     # steering keeps the run going.
     run = b.run
     if not after_tools and not run.steering:
-        if run.stop_hooks:
+        if run.settings.stop_hooks:
             # The hooks may yet make the run go on (StopHooksFinished decides).
             b.emit(ev.STOP_HOOKS_STARTED, active=run.stop_blocks > 0)
             b.effects.append(RunStopHooks(run.id, run.stop_blocks > 0, run.text))
         else:
             _end_attempt(b, "done")
-    elif run.turns - run.attempt_turns >= run.max_turns:
+    elif run.turns - run.attempt_turns >= run.settings.max_turns:
         _end_attempt(b, "max_turns")
     elif run.stopping is not None:
         b.emit_run_finished("aborted", run.stopping)
@@ -754,14 +734,14 @@ def _continue_or_finish(b: _Builder, after_tools: bool) -> None:
 def _end_attempt(b: _Builder, reason: str) -> None:
     # exec mode with a check: every attempt ends by running it; otherwise the run ends.
     run = b.run
-    if run.check is None:
+    if run.settings.check is None:
         b.emit_run_finished(reason)
         return
     if run.stopping is not None:
         b.emit_run_finished("aborted", run.stopping)
         return
-    b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.check)
-    b.effects.append(RunCheck(run.id, run.attempt, run.check))
+    b.emit(ev.CHECK_STARTED, attempt=run.attempt, command=run.settings.check)
+    b.effects.append(RunCheck(run.id, run.attempt, run.settings.check))
 
 
 def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
@@ -774,11 +754,11 @@ def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
     if not input.reason and not run.steering:
         _end_attempt(b, "done")
         return
-    if run.turns - run.attempt_turns >= run.max_turns:
+    if run.turns - run.attempt_turns >= run.settings.max_turns:
         _end_attempt(b, "max_turns")
         return
     if input.reason:
-        tripwire = tripped(run.guardrails, INPUT, [input.reason])
+        tripwire = tripped(run.settings.guardrails, INPUT, [input.reason])
         if tripwire is not None:
             b.emit(ev.MESSAGE_USER, text=_withheld(tripwire), origin="hook")
             b.emit_run_finished("guardrail", tripwire, text=tripwire)
@@ -790,7 +770,7 @@ def _stop_hooks_finished(b: _Builder, input: StopHooksFinished) -> None:
 
 def _check_finished(b: _Builder, input: CheckFinished) -> None:
     run = b.run
-    tripwire = tripped(run.guardrails, INPUT, [input.output])
+    tripwire = tripped(run.settings.guardrails, INPUT, [input.output])
     b.emit(
         ev.CHECK_FINISHED,
         attempt=run.attempt,
@@ -804,7 +784,7 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
         b.emit_run_finished("guardrail", tripwire, text=tripwire)
     elif input.exit_status == 0:
         b.emit_run_finished("check_passed")
-    elif run.attempt >= run.attempts:
+    elif run.attempt >= run.settings.attempts:
         b.emit_run_finished("check_failed")
     elif run.stopping is not None:
         b.emit_run_finished("aborted", run.stopping)
@@ -822,7 +802,7 @@ def _time_up(b: _Builder, input: TimeUp) -> None:
 
 def _finish_step(b: _Builder) -> None:
     run = b.run
-    extra = {"cost": cost(run.step_usage, run.price)} if run.price is not None else {}
+    extra = {"cost": cost(run.step_usage, run.settings.price)} if run.settings.price is not None else {}
     b.emit(
         ev.STEP_FINISHED,
         step=run.turns,
@@ -834,7 +814,7 @@ def _finish_step(b: _Builder) -> None:
 
 def _steer(b: _Builder, input: Steer) -> None:
     b.require(bool(input.text.strip()), "steering text is empty")
-    tripwire = tripped(b.run.guardrails, INPUT, [input.text])
+    tripwire = tripped(b.run.settings.guardrails, INPUT, [input.text])
     if tripwire is not None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
@@ -883,8 +863,8 @@ def _stop_after_step(b: _Builder, input: Abort) -> None:
 
 def _interrupted(b: _Builder, input: Interrupted) -> None:
     run = b.run
-    resumed = tuple(c for c in input.resumed if c in run.pending and run.tool_names.get(c) in run.subagents)
-    if run.mode == "exec":
+    resumed = tuple(c for c in input.resumed if c in run.pending and run.tool_names.get(c) in run.settings.subagents)
+    if run.settings.mode == "exec":
         _resume_exec(b, resumed)
         return
     if run.phase is Phase.TOOLS and (run.waiting or resumed):
@@ -927,10 +907,10 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
         _after_call(b)
     elif run.phase is Phase.MODEL:
         messages = visible(state.messages, state.compacted_upto)
-        b.effects.append(CallModel(run.id, run.turns, run.model, messages, run.tools, state.summary))
+        b.effects.append(CallModel(run.id, run.turns, run.settings.model, messages, run.settings.tools, state.summary))
     elif run.phase is Phase.CHECK:
-        assert run.check is not None
-        b.effects.append(RunCheck(run.id, run.attempt, run.check))
+        assert run.settings.check is not None
+        b.effects.append(RunCheck(run.id, run.attempt, run.settings.check))
     elif run.phase is Phase.COMPACT:
         b.emit(ev.COMPACTION_SKIPPED, reason="the daemon stopped during the summary")
         b.start_model_call(compact=False)

@@ -11,6 +11,7 @@ old state, events carry no ``seq`` and the input's ``ts``, and the history stays
 from __future__ import annotations
 
 import copy
+from dataclasses import fields
 from typing import Any, Mapping, Sequence
 
 import pytest
@@ -30,6 +31,7 @@ from roost.loop import (
     PermissionDecided,
     Phase,
     Policy,
+    RunSettings,
     SessionState,
     Steer,
     StopHooksFinished,
@@ -47,6 +49,8 @@ MODEL = "scripted/demo"
 TOOLS = ("read", "write", "edit", "glob", "grep", "bash", "ask_human", "skill", "remember", "time__now")
 #: The tools of TOOLS whose calls only read (they run side by side).
 READ_ONLY = ("read", "glob", "grep", "skill")
+#: What Driver.submit takes as the run's settings (the rest are the Submit's own fields).
+SETTINGS = frozenset(f.name for f in fields(RunSettings))
 
 
 def text(s: str) -> dict[str, Any]:
@@ -169,6 +173,7 @@ class Driver:
     # -- conveniences (each advances the clock by one second) -----------------------------
 
     def submit(self, task: str = "do the thing", **kw: Any) -> Transition:
+        """Submit ``task``; ``kw`` holds the Submit's own fields and the run's settings."""
         self.runs += 1
         kw.setdefault("run", f"r{self.runs}")
         kw.setdefault("model", MODEL)
@@ -177,7 +182,8 @@ class Driver:
         kw.setdefault("tools", TOOLS)
         # As the daemon says of its built-ins: these only read.
         kw.setdefault("read_only", READ_ONLY)
-        return self.feed(Submit(task=task, ts=self.tick(), **kw))
+        settings = RunSettings(**{k: kw.pop(k) for k in list(kw) if k in SETTINGS})
+        return self.feed(Submit(task=task, ts=self.tick(), settings=settings, **kw))
 
     def reply(
         self,
@@ -260,16 +266,15 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
     """
     phase = state.phase
     if phase is Phase.IDLE:
+        settings = RunSettings(
+            MODEL, max_turns=draw(_max_turns), mode=draw(_mode), tools=draw(_tools), stop_hooks=draw(st.booleans())
+        )
         return Submit(
             run=f"r{serial}",
             task=draw(_words),
             ts=ts,
-            model=MODEL,
-            max_turns=draw(_max_turns),
-            mode=draw(_mode),
-            tools=draw(_tools),
+            settings=settings,
             request_id=f"req{serial}" if draw(st.booleans()) else None,
-            stop_hooks=draw(st.booleans()),
             context=tuple(draw(st.lists(_words, max_size=2))),
         )
     kind = draw(_kinds[phase])

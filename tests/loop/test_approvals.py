@@ -251,7 +251,7 @@ def test_a_warning_on_the_check_output_and_the_next_attempt_starts():
 def test_a_guardrails_action_is_kept_in_run_started():
     d = Driver(cwd="/p")
     d.submit("task", guardrails=(WARN_INPUT,))
-    assert d.state.run is not None and d.state.run.guardrails == (WARN_INPUT,)
+    assert d.state.run is not None and d.state.run.settings.guardrails == (WARN_INPUT,)
     assert Guardrail.from_map({"name": "old", "on": "input", "pattern": "x"}).action == "stop"
 
 

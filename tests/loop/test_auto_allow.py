@@ -3,7 +3,7 @@ asks about or denies; nothing else changes."""
 
 from __future__ import annotations
 
-from roost.loop import Policy, SessionState, Submit, decide, fold, parse_rule, step
+from roost.loop import Policy, RunSettings, SessionState, Submit, decide, fold, parse_rule, step
 
 CWD = "/work/proj"
 
@@ -39,11 +39,11 @@ def test_the_policy_is_recorded_and_read_back() -> None:
 
 def test_run_started_records_the_sandbox() -> None:
     sandbox = {"mode": "workspace", "available": True, "writable": [CWD]}
-    submit = Submit(run="r1", task="t", ts=1.0, model="m", policy=policy(), sandbox=sandbox)
+    submit = Submit(run="r1", task="t", ts=1.0, settings=RunSettings("m", policy=policy(), sandbox=sandbox))
     transition = step(SessionState("s", cwd=CWD), submit)
     started = next(e for e in transition.events if e.type == "run.started")
     assert started.data["sandbox"] == sandbox and started.data["permissions"]["sandboxed"] is True
     state = fold(transition.events, SessionState("s"))
-    assert state.run is not None and state.run.sandbox == sandbox and state.run.policy.sandboxed
-    unsaid = step(SessionState("s", cwd=CWD), Submit(run="r1", task="t", ts=1.0, model="m"))
+    assert state.run is not None and state.run.settings.sandbox == sandbox and state.run.settings.policy.sandboxed
+    unsaid = step(SessionState("s", cwd=CWD), Submit(run="r1", task="t", ts=1.0, settings=RunSettings("m")))
     assert "sandbox" not in next(e for e in unsaid.events if e.type == "run.started").data

@@ -21,7 +21,7 @@ def test_run_started_records_the_agents_task_may_run():
     d = delegating()
     started = next(e for e in d.log if e.type == "run.started")
     assert started.data["subagents"] == ["helper", TASK] and started.data["delegates"] == list(TEAM)
-    assert d.state.run is not None and d.state.run.delegates == TEAM
+    assert d.state.run is not None and d.state.run.settings.delegates == TEAM
 
 
 def test_a_task_call_starts_the_agent_it_names_without_asking():

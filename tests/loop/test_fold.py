@@ -211,12 +211,12 @@ def test_every_run_ends_once_within_its_turns(session):
     for submit in submits:
         model_calls = [x for x in effects if isinstance(x, CallModel) and x.run == submit.run]
         assert [c.step for c in model_calls] == list(range(1, len(model_calls) + 1))
-        assert len(model_calls) <= submit.max_turns
+        assert len(model_calls) <= submit.settings.max_turns
     for end in ends:
         submit = next(s for s in submits if s.run == end.run)
-        assert end.data["turns"] <= submit.max_turns
+        assert end.data["turns"] <= submit.settings.max_turns
         if end.data["reason"] == "max_turns":
-            assert end.data["turns"] == submit.max_turns
+            assert end.data["turns"] == submit.settings.max_turns
     # A tool runs at most once, only when its start is logged, and a call that asked runs
     # only once approved; a question is answered by a person, never run.
     runs = [x.call_id for x in effects if isinstance(x, RunTool)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roost.loop import Abort, CallModel, Phase, Policy, SessionState, Submit, fork_point, step, unanswered, whole
+from roost.loop import Abort, CallModel, Phase, Policy, RunSettings, SessionState, Submit, fork_point, step, unanswered, whole
 
 from ._driver import MODEL, Driver, check_history, text, tool_use
 from .test_fold import log_of, sessions
@@ -67,7 +67,7 @@ def test_every_fork_point_is_a_history_a_model_accepts(session, data) -> None:
     if state.run is not None:
         state = step(state, Abort(5.0, "forked")).state
     assert state.phase is Phase.IDLE
-    started = step(state, Submit(run="rf", task="next", ts=6.0, model=MODEL))
+    started = step(state, Submit(run="rf", task="next", ts=6.0, settings=RunSettings(MODEL)))
     calls = [e for e in started.effects if isinstance(e, CallModel)]
     assert calls and calls[0].messages[-1]["role"] == "user"
     check_history(calls[0].messages, complete=True)

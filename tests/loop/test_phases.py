@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from roost.loop import (
-    PHASE_INPUTS,
     Abort,
     CheckFinished,
     Compact,
@@ -22,10 +21,12 @@ from roost.loop import (
     InvalidInput,
     ModelFailed,
     ModelFinished,
+    PHASE_INPUTS,
     PermissionDecided,
     Phase,
     Policy,
     RunFailed,
+    RunSettings,
     Steer,
     StopHooksFinished,
     Submit,
@@ -102,7 +103,7 @@ def sample(kind: type, d: Driver) -> Input:
     ts = d.tick()
     samples: dict[type, Callable[[], Input]] = {
         CreateSession: lambda: CreateSession("s2", "/q", ts),
-        Submit: lambda: Submit("rn", "task", ts, MODEL),
+        Submit: lambda: Submit("rn", "task", ts, RunSettings(MODEL)),
         Compact: lambda: Compact("rc", ts, MODEL),
         ModelFinished: lambda: ModelFinished(({"type": "text", "text": "hi"},), "end_turn", ts),
         ModelFailed: lambda: ModelFailed("overloaded", ts),

@@ -18,6 +18,7 @@ from roost.loop import (
     Phase,
     RunCheck,
     RunFailed,
+    RunSettings,
     RunTool,
     SessionState,
     StartClock,
@@ -78,7 +79,7 @@ def test_submit_starts_a_run_and_the_first_model_call():
     assert t.effects == (CallModel("run-1", 1, MODEL, history, ("read", "bash")),)
     assert t.state.messages == history
     run = t.state.run
-    assert (run.id, run.phase, run.turns, run.max_turns, run.agent, run.mode) == (
+    assert (run.id, run.phase, run.turns, run.settings.max_turns, run.settings.agent, run.settings.mode) == (
         "run-1", Phase.MODEL, 1, 12, "coder", "full",
     )
     assert t.state.phase is Phase.MODEL
@@ -188,7 +189,7 @@ def run_tool_turns(d: Driver, n: int) -> list:
 def test_max_turns_defaults_to_12():
     d = Driver()
     first = d.submit()
-    assert d.state.run.max_turns == 12
+    assert d.state.run.settings.max_turns == 12
     steps = [first] + run_tool_turns(d, 12)
     model_calls = [c for t in steps for c in calls(t)]
     assert [c.step for c in model_calls] == list(range(1, 13))
@@ -435,7 +436,7 @@ def test_interrupted_while_the_model_ran():
 
 def test_run_finished_carries_reason_text_turns_usage_and_duration():
     d = Driver(ts=0.0)
-    d.feed(Submit("r1", "task", ts=100.0, model=MODEL, tools=("read",)))
+    d.feed(Submit("r1", "task", ts=100.0, settings=RunSettings(MODEL, tools=("read",))))
     d.feed(ModelFinished((text("looking"), tool_use("c1")), "tool_use", 103.0, {"input_tokens": 10, "output_tokens": 4}))
     d.feed(ToolFinished("c1", "ok", 104.5))
     t = d.feed(
@@ -505,8 +506,8 @@ def after_a_run():
 
 
 ILLEGAL = [
-    ("submit while the model runs", in_model, lambda d: Submit("r2", "again", d.tick(), MODEL)),
-    ("submit while tools run", in_tools, lambda d: Submit("r2", "again", d.tick(), MODEL)),
+    ("submit while the model runs", in_model, lambda d: Submit("r2", "again", d.tick(), RunSettings(MODEL))),
+    ("submit while tools run", in_tools, lambda d: Submit("r2", "again", d.tick(), RunSettings(MODEL))),
     ("tool result for an unknown call", in_tools, lambda d: ToolFinished("nope", "x", d.tick())),
     ("tool result twice", in_tools, lambda d: ToolFinished("c1", "x", d.tick())),
     ("tool result while the model runs", in_model, lambda d: ToolFinished("c1", "x", d.tick())),
@@ -524,8 +525,8 @@ ILLEGAL = [
     ("abort after the run", after_a_run, lambda d: Abort(d.tick())),
     ("interrupted while idle", idle, lambda d: Interrupted(d.tick())),
     ("run failed while idle", idle, lambda d: RunFailed("full", d.tick())),
-    ("max_turns 0", idle, lambda d: Submit("r1", "task", d.tick(), MODEL, max_turns=0)),
-    ("max_turns negative", after_a_run, lambda d: Submit("r2", "task", d.tick(), MODEL, max_turns=-3)),
+    ("max_turns 0", idle, lambda d: Submit("r1", "task", d.tick(), RunSettings(MODEL, max_turns=0))),
+    ("max_turns negative", after_a_run, lambda d: Submit("r2", "task", d.tick(), RunSettings(MODEL, max_turns=-3))),
     ("create an existing session", after_a_run, lambda d: CreateSession(SESSION, "/elsewhere", d.tick())),
 ]
 
@@ -544,14 +545,14 @@ def test_illegal_input_raises_and_changes_nothing(setup, make):
 def test_the_session_goes_on_after_an_illegal_input():
     d = in_tools()
     d.reject(ToolFinished("nope", "x", d.tick()))
-    d.reject(Submit("r2", "again", d.tick(), MODEL))
+    d.reject(Submit("r2", "again", d.tick(), RunSettings(MODEL)))
     t = d.finish_tool("c2")
     assert calls(t) and calls(t)[0].step == 2
 
 
 def test_submit_works_on_a_session_without_session_created():
     # A state built by hand (or a log whose first event was lost) still runs.
-    t = step(SessionState("bare"), Submit("r1", "task", 5.0, MODEL))
+    t = step(SessionState("bare"), Submit("r1", "task", 5.0, RunSettings(MODEL)))
     assert t.state.phase is Phase.MODEL
     assert all(e.session == "bare" for e in t.events)
 
@@ -579,7 +580,7 @@ def test_state_is_not_shared_with_the_input():
 )
 def test_a_malformed_reply_ends_the_run_with_an_error_and_is_not_stored(content: tuple) -> None:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    state = step(state, Submit("r", "task", 1.0, RunSettings("scripted/x"))).state
     t = step(state, ModelFinished(content, "tool_use", 2.0))
     types = [e.type for e in t.events]
     assert types == ["error", "step.finished", "run.finished"]
@@ -592,7 +593,7 @@ def test_a_malformed_reply_ends_the_run_with_an_error_and_is_not_stored(content:
 def test_costs_come_from_the_price_given_at_submit() -> None:
     price = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    started = step(state, Submit("r", "task", 1.0, "anthropic/m", price=price))
+    started = step(state, Submit("r", "task", 1.0, RunSettings("anthropic/m", price=price)))
     assert started.events[0].data["price"] == price
     usage = {"input_tokens": 1000, "output_tokens": 100, "cache_read_input_tokens": 10_000}
     t = step(started.state, ModelFinished(({"type": "text", "text": "hi"},), "end_turn", 2.0, usage))
@@ -604,14 +605,14 @@ def test_costs_come_from_the_price_given_at_submit() -> None:
 
 def test_no_cost_without_a_price() -> None:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    state = step(state, Submit("r", "task", 1.0, RunSettings("scripted/x"))).state
     t = step(state, ModelFinished(({"type": "text", "text": "hi"},), "end_turn", 2.0, {"input_tokens": 5}))
     assert all("cost" not in e.data for e in t.events)
 
 
 def test_abort_during_a_reply_keeps_what_had_arrived() -> None:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    state = step(state, Submit("r", "task", 1.0, "scripted/x")).state
+    state = step(state, Submit("r", "task", 1.0, RunSettings("scripted/x"))).state
     t = step(state, Abort(2.0, "stop", ({"type": "text", "text": "half an ans"},)))
     assert [e.type for e in t.events] == ["message.assistant", "run.finished"]
     assert t.events[0].data["partial"] is True and t.events[0].data["stop_reason"] == "aborted"
@@ -624,7 +625,7 @@ def test_abort_during_a_reply_keeps_what_had_arrived() -> None:
 
 def test_a_refusal_ends_the_run_with_an_error_that_says_so() -> None:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    state = step(state, Submit("r", "task", 1.0, "anthropic/m")).state
+    state = step(state, Submit("r", "task", 1.0, RunSettings("anthropic/m"))).state
     t = step(state, ModelFinished(({"type": "text", "text": "I can't help with that."},), "refusal", 2.0))
     assert [e.type for e in t.events] == ["message.assistant", "step.finished", "run.finished"]
     assert t.events[-1].data["reason"] == "error" and "refusal" in t.events[-1].data["error"]
@@ -636,8 +637,7 @@ def test_a_refusal_ends_the_run_with_an_error_that_says_so() -> None:
 
 def _exec_run(attempts: int = 2, max_turns: int = 12) -> SessionState:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    t = step(state, Submit("r", "fix it", 10.0, "scripted/x", mode="exec", max_turns=max_turns,
-                           check="check.sh", attempts=attempts, time_box=60.0, tools=("bash",)))
+    t = step(state, Submit("r", "fix it", 10.0, RunSettings("scripted/x", mode="exec", max_turns=max_turns, check="check.sh", attempts=attempts, time_box=60.0, tools=("bash",))))
     assert t.effects[0] == StartClock("r", 70.0)
     assert t.events[0].data["deadline"] == 70.0
     return t.state
@@ -691,5 +691,5 @@ def test_exec_time_up_ends_the_run_and_cancels_its_work() -> None:
 
 def test_exec_without_a_check_is_one_pass() -> None:
     state = step(SessionState("s"), CreateSession("s", "/p", 0.0)).state
-    state = step(state, Submit("r", "t", 1.0, "scripted/x", mode="exec")).state
+    state = step(state, Submit("r", "t", 1.0, RunSettings("scripted/x", mode="exec"))).state
     assert _reply_done(state, 2.0).events[-1].data["reason"] == "done"

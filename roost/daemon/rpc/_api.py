@@ -655,8 +655,8 @@ class Api:
             cwd = session.state.cwd
             summary = session.state.summary
             last = session.state.run
-            agent_name = agent_name or (last.agent if last else session.state.last_agent)
-            mode = mode or (last.mode if last else session.state.last_mode)
+            agent_name = agent_name or (last.settings.agent if last else session.state.last_agent)
+            mode = mode or (last.settings.mode if last else session.state.last_mode)
         else:
             cwd = _cwd(params.get("cwd"))
         setup = await self._folder(cwd, _environ(params))

@@ -31,6 +31,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 
 import trio
 
+from roost.loop import RunSettings as LoopSettings
 from roost.loop import (
     REASONING_DELTA,
     TASK,
@@ -177,12 +178,12 @@ class Conductor:
             session = await self.sessions.get(session_id)
             run = session.state.run
             log.warning("session %s: run %s was interrupted", session_id, run and run.id)
-            if run is not None and run.sandbox is not None:
+            if run is not None and run.settings.sandbox is not None:
                 # As the run was told when it started: sandboxed stays sandboxed, or fails.
-                session.sandbox = self.sandbox.confine(SandboxPolicy.from_map(run.sandbox))
+                session.sandbox = self.sandbox.confine(SandboxPolicy.from_map(run.settings.sandbox))
             subruns = await self._waiting_subruns(session) if run is not None else {}
             setup = None
-            if run is not None and (run.waiting or run.mode == "exec" or subruns):
+            if run is not None and (run.waiting or run.settings.mode == "exec" or subruns):
                 # The dispatching terminal is gone: the daemon's own environment stands in.
                 try:
                     setup = await self.load_folder(session.state.cwd, os.environ)
@@ -234,24 +235,24 @@ class Conductor:
         """A sub-agent left in flight, set up again as its ``run.started`` recorded."""
         run = state.run
         assert run is not None
-        child = Subrun(path, state, run.agent)
-        agent = setup.agents.agents.get(run.agent)
+        child = Subrun(path, state, run.settings.agent)
+        agent = setup.agents.agents.get(run.settings.agent)
         if agent is not None and agent.fork:
             # Its history began with its caller's, up to the reply that made the call.
             caller = session if len(path) == 1 else session.subruns[path[:-1]]
             child.state = replace(state, messages=_history_before(caller.state.messages, path[-1]) + state.messages)
         try:
-            model = self.providers.resolve(run.model, setup.config, os.environ)
+            model = self.providers.resolve(run.settings.model, setup.config, os.environ)
         except ProviderError as exc:
-            log.warning("session %s: sub-agent %s cannot go on: %s", session.id, run.agent, exc)
+            log.warning("session %s: sub-agent %s cannot go on: %s", session.id, run.settings.agent, exc)
             model = None
         settings = resumed(setup, run, model) if model is not None else None
-        child.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
-        child.mcp_servers = self._resume_mcp(setup, run.tools)
+        child.agent_specs = agent_specs(run.settings.subagents, run.settings.delegates, setup.agents.agents)
+        child.mcp_servers = self._resume_mcp(setup, run.settings.tools)
         if settings is not None:
             cwd = session.state.cwd
-            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
-            sandbox = self.sandbox.confine(settings.sandbox) if run.sandbox is not None else None
+            layers = await compose(settings.agent, run.settings.mode, cwd, tools=run.settings.tools, trusted=setup.trusted, cache=self.prompts)
+            sandbox = self.sandbox.confine(settings.sandbox) if run.settings.sandbox is not None else None
             self._set_up(child, settings, sandbox, render(layers))
         return child
 
@@ -260,14 +261,14 @@ class Conductor:
         model, thinking, rules, limits, sandbox, sub-agent and MCP tools."""
         self._equip(session, setup, os.environ)
         try:
-            model = self.providers.resolve(run.model, setup.config, os.environ)
+            model = self.providers.resolve(run.settings.model, setup.config, os.environ)
         except ProviderError as exc:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
-        session.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
-        session.mcp_servers = self._resume_mcp(setup, run.tools)
+        layers = await compose(settings.agent, run.settings.mode, session.state.cwd, tools=run.settings.tools, trusted=setup.trusted, cache=self.prompts)
+        session.agent_specs = agent_specs(run.settings.subagents, run.settings.delegates, setup.agents.agents)
+        session.mcp_servers = self._resume_mcp(setup, run.settings.tools)
         self._set_up(session, settings, session.sandbox, render(layers))
 
     async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
@@ -413,12 +414,14 @@ class Conductor:
         servers: Mapping[str, McpServerConfig],
         layers: list[Any],
         describe_sandbox: bool = True,
+        delegates: tuple[str, ...] = (),
+        check: str | None = None,
+        stop_hooks: bool = False,
         **fields: Any,
     ) -> Submit:
         """The Submit of a run: its settings, as ``run.started`` records them."""
         model = settings.model
-        return Submit(
-            ts=time.time(),
+        recorded = LoopSettings(
             model=model.model_id,
             agent=settings.agent.name,
             mode=settings.mode,
@@ -431,14 +434,21 @@ class Conductor:
             policy=settings.policy,
             guardrails=settings.guardrails,
             approval_timeout=settings.approval_timeout,
-            prompt=tuple(sizes(layers)),
             context_window=settings.context_window,
             compact_at=settings.compact_at,
             keep_turns=settings.keep_turns,
             subagents=tuple(specs),
+            delegates=delegates,
             think=settings.think,
             read_only=self._read_only(tools, servers),
             sandbox=self.sandbox.describe(settings.sandbox) if describe_sandbox else None,
+            check=check,
+            stop_hooks=stop_hooks,
+        )
+        return Submit(
+            ts=time.time(),
+            settings=recorded,
+            prompt=tuple(sizes(layers)),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
             instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
@@ -541,7 +551,7 @@ class Conductor:
         run = session.state.run
         if run is None:
             raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
-        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.mode, session.run_sandbox))
+        prompt = await run_prompt_hooks(session.hooks, text, self._hook_env(session, run.settings.mode, session.run_sandbox))
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
         if prompt.blocked is not None:
@@ -842,7 +852,7 @@ class Conductor:
             if _names_paths(reply.content):
                 # A person may be asked about a change: show them what it would change.
                 run = track.state.run
-                asks = run is not None and run.mode == "agent" and not run.policy.yes
+                asks = run is not None and run.settings.mode == "agent" and not run.settings.policy.yes
                 resolved, diffs = await trio.to_thread.run_sync(
                     _look, track.state.cwd, reply.content, asks, limiter=self._look_threads
                 )
@@ -978,7 +988,7 @@ class Conductor:
         # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
         # sandboxed caller it is sandboxed too, or its commands fail.
         confined = None
-        if parent.state.run and parent.state.run.sandbox is not None:
+        if parent.state.run and parent.state.run.settings.sandbox is not None:
             confined = self.sandbox.confine(settings.sandbox)
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
@@ -1015,7 +1025,7 @@ class Conductor:
 
     async def _stop_hooks(self, session: Session, track: Session | Subrun, effect: RunStopHooks) -> None:
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
+        where = self._hook_env(session, run.settings.mode if run is not None else "agent", track.run_sandbox)
         outcome = await run_stop_hooks(session.hooks, effect.active, effect.text, where)
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
@@ -1047,7 +1057,7 @@ class Conductor:
             **({"path": list(track.path)} if track.path else {}),
         }
         run = track.state.run
-        where = self._hook_env(session, run.mode if run is not None else "agent", track.run_sandbox)
+        where = self._hook_env(session, run.settings.mode if run is not None else "agent", track.run_sandbox)
         async with _Held(session.tool_limiter):
             started = time.monotonic()
             pre = await run_pre_hooks(session.hooks, call, where)
@@ -1202,7 +1212,7 @@ def _read_permission(state: SessionState) -> Any:
         if not roots:
             home = os.path.expanduser("~")
             roots.update({state.cwd: os.path.realpath(state.cwd), home: os.path.realpath(home)})
-        return decide(run.policy, run.mode, state.allowed, "read", {"path": path}, state.cwd, roots).action
+        return decide(run.settings.policy, run.settings.mode, state.allowed, "read", {"path": path}, state.cwd, roots).action
 
     return permission
 

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Final, Mapping
 
-from roost.loop import Guardrail, Policy, RunState
+from roost.loop import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, Guardrail, Policy, RunState
 from roost.protocol import MODES
 
 from ..folder._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
@@ -32,12 +32,6 @@ from ..providers import MAX_TOKENS, Resolved
 from ..sandbox import MODES as SANDBOX_MODES
 from ..sandbox import SandboxPolicy, build_policy
 
-#: A run's defaults, where neither its dispatch nor its agent nor the config says (and
-#: MAX_TOKENS, the output tokens a reply may have, which is the providers' default too).
-MAX_TURNS: Final = 12
-MODE: Final = "agent"
-EXEC_ATTEMPTS: Final = 6
-EXEC_TIME_BOX: Final = 1800.0
 
 
 class _Unset:
@@ -225,21 +219,21 @@ def resumed(setup: FolderSetup, run: RunState, model: Resolved) -> RunSettings:
     """The settings a run left in flight had, as its ``run.started`` recorded them (the
     agent's instructions from its folder; the model resolved again)."""
     return RunSettings(
-        agent=setup.agents.agents.get(run.agent) or find_agent(setup, None),
+        agent=setup.agents.agents.get(run.settings.agent) or find_agent(setup, None),
         model=model,
-        mode=run.mode,
-        max_turns=run.max_turns,
-        max_tokens=run.max_tokens or MAX_TOKENS,
-        think=run.think,
-        attempts=run.attempts,
+        mode=run.settings.mode,
+        max_turns=run.settings.max_turns,
+        max_tokens=run.settings.max_tokens or MAX_TOKENS,
+        think=run.settings.think,
+        attempts=run.settings.attempts,
         time_box=(run.deadline - run.started) if run.deadline is not None else EXEC_TIME_BOX,
-        policy=run.policy,
-        guardrails=run.guardrails,
-        approval_timeout=run.approval_timeout,
-        context_window=run.context_window,
-        compact_at=run.compact_at,
-        keep_turns=run.keep_turns,
-        sandbox=SandboxPolicy.from_map(run.sandbox) if run.sandbox is not None else SandboxPolicy(),
+        policy=run.settings.policy,
+        guardrails=run.settings.guardrails,
+        approval_timeout=run.settings.approval_timeout,
+        context_window=run.settings.context_window,
+        compact_at=run.settings.compact_at,
+        keep_turns=run.settings.keep_turns,
+        sandbox=SandboxPolicy.from_map(run.settings.sandbox) if run.settings.sandbox is not None else SandboxPolicy(),
     )
 
 
