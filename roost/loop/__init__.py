@@ -61,7 +61,8 @@ from ._inputs import (
     ToolFinished,
 )
 from ._report import run_report
-from ._settings import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, NO_TOOLS_MODES, RunSettings
+from ._modes import NO_TOOLS_MODES, Mode
+from ._settings import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, RunSettings
 from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
@@ -94,6 +95,7 @@ __all__ = [
     "LIVE_TYPES",
     "MAX_TURNS",
     "MODE",
+    "Mode",
     "ModelFailed",
     "ModelFinished",
     "NO_TOOLS_MODES",

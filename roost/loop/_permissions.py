@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ._commands import WILD, Command, escape, judge
+from ._modes import NO_APPROVAL_MODES, Mode
 from ._patterns import glob_matcher
 from ._regex import Regex, linear_regex
 from ._urls import UrlError, web_address
@@ -334,7 +335,7 @@ def decide(
     found them: the paths the call names (:func:`paths_named`, as written), the working
     directory and the home folder. A path missing from it is taken as named.
     """
-    if mode == "plan":
+    if mode == Mode.PLAN:
         return Decision(DENY, "plan mode runs no tools")
     if name == ASK_HUMAN:
         return Decision(ALLOW, "asking a person is always allowed")
@@ -348,7 +349,7 @@ def decide(
     else:
         # Memory for every project is read by every later run's prompt: it asks like a write.
         verdict = judging.tool(name, read=name != REMEMBER or input.get("scope", "project") != "user")
-    if verdict.action == ASK and not verdict.protected and (policy.yes or mode in ("full", "exec")):
+    if verdict.action == ASK and not verdict.protected and (policy.yes or mode in NO_APPROVAL_MODES):
         return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
     return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
 
@@ -387,7 +388,7 @@ class _Judging:
         self.root = resolved.get(cwd, self.cwd)
         self.home = policy.home
         self.real_home = resolved.get(policy.home, policy.home) if policy.home else ""
-        self.auto = mode in ("full", "exec")
+        self.auto = mode in NO_APPROVAL_MODES
 
     def first(self, action: str, tool: str, test: Any) -> Rule | None:
         """The first rule of ``action`` about ``tool`` for which ``test(rule)`` holds."""

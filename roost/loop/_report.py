@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping
 
 from . import _events as ev
 from ._events import Event
+from ._settings import AGENT, MODE
 from ._state import cost
 
 #: The token counts a report sums (as providers report them in ``usage``).
@@ -101,8 +102,8 @@ class _Track:
         self.path = path
         self.started = started.ts
         self.head = {
-            "agent": d.get("agent", "default"),
-            "mode": d.get("mode", "agent"),
+            "agent": d.get("agent", AGENT),
+            "mode": d.get("mode", MODE),
             "model": d.get("model", ""),
             "task": d.get("task", ""),
         }

@@ -13,18 +13,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Mapping
 
 from ._guardrails import Guardrail
+from ._modes import NO_TOOLS_MODES, Mode
 from ._permissions import Policy
 
 #: The defaults of a run where neither its dispatch, its agent nor the config says.
 MAX_TURNS: Final = 12
-MODE: Final = "agent"
+MODE: Final = Mode.AGENT
 AGENT: Final = "default"
 EXEC_ATTEMPTS: Final = 6
 EXEC_TIME_BOX: Final = 1800.0
 COMPACT_AT: Final = 0.8
 KEEP_TURNS: Final = 6
-#: Modes whose runs call no tools: a plan is one reply; a compaction one summary.
-NO_TOOLS_MODES: Final = ("plan", "compact")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +86,7 @@ class RunSettings:
         kept = replace(self, tools=tools, read_only=tuple(sorted(set(self.read_only) & set(tools))))
         if not self.context_window:
             kept = replace(kept, compact_at=COMPACT_AT, keep_turns=KEEP_TURNS)
-        if self.mode != "exec":
+        if self.mode != Mode.EXEC:
             kept = replace(kept, check=None, attempts=EXEC_ATTEMPTS, time_box=EXEC_TIME_BOX)
         return kept
 
@@ -119,7 +118,7 @@ class RunSettings:
             m["price"] = dict(self.price)
         if self.sandbox is not None:
             m["sandbox"] = dict(self.sandbox)
-        if self.mode == "exec":
+        if self.mode == Mode.EXEC:
             m.update(check=self.check, attempts=self.attempts, time_box=self.time_box)
         return m
 

@@ -16,7 +16,8 @@ from . import _events as ev
 from ._events import Event
 from ._guardrails import Guardrail
 from ._permissions import ALLOW, Policy, Rule, parse_rule
-from ._settings import NO_TOOLS_MODES, RunSettings
+from ._modes import COMPACT_MODE, NO_TOOLS_MODES
+from ._settings import RunSettings
 
 
 class Phase(enum.Enum):
@@ -361,8 +362,8 @@ def _run_finished(state: SessionState, event: Event) -> SessionState:
         run=None,
         last_status=event.data["reason"],
         last_run=event.run,
-        last_agent=run.settings.agent if run and run.settings.mode != "compact" else state.last_agent,
-        last_mode=run.settings.mode if run and run.settings.mode != "compact" else state.last_mode,
+        last_agent=run.settings.agent if run and run.settings.mode != COMPACT_MODE else state.last_agent,
+        last_mode=run.settings.mode if run and run.settings.mode != COMPACT_MODE else state.last_mode,
         last_model=run.settings.model if run else state.last_model,
     )
 

@@ -132,7 +132,8 @@ from ._inputs import (
 )
 from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
-from ._settings import NO_TOOLS_MODES, RunSettings
+from ._modes import COMPACT_MODE, NO_TOOLS_MODES, Mode
+from ._settings import RunSettings
 from ._state import Phase, RunState, SessionState, apply, cost
 
 #: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
@@ -362,7 +363,7 @@ def _submit(b: _Builder, input: Submit) -> None:
     problem = settings.problem()
     b.require(problem is None, problem or "")
     recorded = settings.recorded()
-    exec_ = settings.mode == "exec"
+    exec_ = settings.mode == Mode.EXEC
     before = b.state.last_tools
     extra = {
         "prompt": [dict(layer) for layer in input.prompt],
@@ -425,11 +426,11 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         **({"retries": input.retries} if input.retries is not None else {}),
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
-    stop = None if b.run.settings.mode == "plan" else _stop_before_calls(b, input.stop_reason, content)
-    if b.run.settings.mode != "plan" and (stop is None or stop[0] != "guardrail"):
+    stop = None if b.run.settings.mode == Mode.PLAN else _stop_before_calls(b, input.stop_reason, content)
+    if b.run.settings.mode != Mode.PLAN and (stop is None or stop[0] != "guardrail"):
         _warn(b, OUTPUT, reply_texts(content), origin="reply")
     decisions = {}
-    if b.run.settings.mode != "plan" and stop is None:
+    if b.run.settings.mode != Mode.PLAN and stop is None:
         decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
     for call in calls:
         decision = decisions.get(call["id"])
@@ -438,7 +439,7 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
             # Recorded, so that a call waiting its turn is known after a restart too.
             cleared = {"cleared": True, **({"outside": True} if decision.outside else {})}
         b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}), **cleared)
-    if b.run.settings.mode == "plan":
+    if b.run.settings.mode == Mode.PLAN:
         # One call, no tools: whatever the model asked for is answered, never run.
         for call in calls:
             b.finish_call(call["id"], "not run: plan mode runs no tools", is_error=True)
@@ -645,7 +646,7 @@ def _malformed(content: tuple[Any, ...]) -> str | None:
 
 def _compact(b: _Builder, input: Compact) -> None:
     b.require(input.keep_turns >= 0, "keep_turns must not be negative")
-    settings = RunSettings(input.model, mode="compact", max_turns=1, keep_turns=input.keep_turns)
+    settings = RunSettings(input.model, mode=COMPACT_MODE, max_turns=1, keep_turns=input.keep_turns)
     b.emit_run_started(input.run, task="compact the history", **settings.to_map(), keep_turns=input.keep_turns)
     if not b.start_compaction(force=True):
         b.emit_run_finished("done", text="nothing to compact: the history is shorter than the replies kept")
@@ -666,7 +667,7 @@ def _summarized(b: _Builder, input: Summarized) -> None:
     else:
         b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary ({size:,} tokens) would not be shorter than the history ({replaced:,})")
         note = "nothing compacted"
-    if run.settings.mode == "compact":
+    if run.settings.mode == COMPACT_MODE:
         b.emit_run_finished("done", text=note)
     else:
         b.start_model_call(compact=False)
@@ -674,7 +675,7 @@ def _summarized(b: _Builder, input: Summarized) -> None:
 
 def _model_failed(b: _Builder, input: ModelFailed) -> None:
     # In MODEL a reply failed; in COMPACT, a summary (see the table).
-    if b.state.phase is Phase.COMPACT and b.run.settings.mode != "compact":
+    if b.state.phase is Phase.COMPACT and b.run.settings.mode != COMPACT_MODE:
         # A failed summary costs the compaction, not the run: it goes on uncompacted.
         b.emit(ev.COMPACTION_SKIPPED, reason=f"the summary failed: {input.message}")
         b.start_model_call(compact=False)
@@ -864,7 +865,7 @@ def _stop_after_step(b: _Builder, input: Abort) -> None:
 def _interrupted(b: _Builder, input: Interrupted) -> None:
     run = b.run
     resumed = tuple(c for c in input.resumed if c in run.pending and run.tool_names.get(c) in run.settings.subagents)
-    if run.settings.mode == "exec":
+    if run.settings.mode == Mode.EXEC:
         _resume_exec(b, resumed)
         return
     if run.phase is Phase.TOOLS and (run.waiting or resumed):
