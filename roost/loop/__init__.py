@@ -64,6 +64,7 @@ from ._report import run_report
 from ._modes import NO_TOOLS_MODES, Mode
 from ._settings import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, RunSettings
 from ._state import Phase, RunState, SessionState, apply, cost, fold
+from ._waits import HumanWait, PermissionWait, Wait
 from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
 from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
@@ -88,6 +89,7 @@ __all__ = [
     "GUARDRAIL_ACTIONS",
     "Guardrail",
     "HumanAnswered",
+    "HumanWait",
     "Input",
     "Interrupted",
     "InvalidInput",
@@ -103,6 +105,7 @@ __all__ = [
     "PHASE_INPUTS",
     "PatternError",
     "PermissionDecided",
+    "PermissionWait",
     "Phase",
     "Policy",
     "REASONING_DELTA",
@@ -138,6 +141,7 @@ __all__ = [
     "UrlError",
     "WEB_FETCH",
     "WILD",
+    "Wait",
     "WebAddress",
     "apply",
     "cost",

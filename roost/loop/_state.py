@@ -18,6 +18,7 @@ from ._guardrails import Guardrail
 from ._permissions import ALLOW, Policy, Rule, parse_rule
 from ._modes import COMPACT_MODE, NO_TOOLS_MODES
 from ._settings import RunSettings
+from ._waits import HumanWait, PermissionWait, Wait
 
 
 class Phase(enum.Enum):
@@ -66,9 +67,8 @@ class RunState:
     attempt_turns: int = 0
     #: exec mode: when the time box runs out (wall clock), else None.
     deadline: float | None = None
-    #: Calls waiting for a person, by call id: ``{"kind": "permission" | "human", ...}``
-    #: (a permission request keeps the call's name, input and where it reaches).
-    waiting: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Calls waiting for a person (an approval, an answer), by call id.
+    waiting: Mapping[str, Wait] = field(default_factory=dict)
     #: The last reply's tool calls in a canonical form, and how many replies running made
     #: exactly those calls (stuck-loop detection).
     last_calls: str = ""
@@ -289,16 +289,15 @@ def _tool_finished(state: SessionState, event: Event) -> SessionState:
 def _permission_requested(state: SessionState, event: Event) -> SessionState:
     d = event.data
     run = _run(state)
-    entry = {
-        "kind": "permission",
-        "name": d["tool"],
-        "input": d.get("input", {}),
-        "outside": bool(d.get("outside")),
-        "reason": d.get("reason", ""),
-        "session_rules": list(d.get("session_rules", ())),
-        "ts": event.ts,
-        **({"deadline": d["deadline"]} if d.get("deadline") is not None else {}),
-    }
+    entry = PermissionWait(
+        name=d["tool"],
+        input=d.get("input", {}),
+        ts=event.ts,
+        outside=bool(d.get("outside")),
+        reason=d.get("reason", ""),
+        session_rules=tuple(d.get("session_rules", ())),
+        deadline=d.get("deadline"),
+    )
     return replace(state, run=replace(run, waiting={**run.waiting, d["call_id"]: entry}))
 
 
@@ -308,8 +307,8 @@ def _permission_resolved(state: SessionState, event: Event) -> SessionState:
     waiting = {k: v for k, v in run.waiting.items() if k != d["call_id"]}
     cleared = run.cleared
     wait = run.waiting.get(d["call_id"])
-    if d.get("decision") == "approve" and wait is not None:
-        call = {"name": wait["name"], "input": wait["input"], "outside": bool(wait.get("outside"))}
+    if d.get("decision") == "approve" and isinstance(wait, PermissionWait):
+        call = {"name": wait.name, "input": wait.input, "outside": wait.outside}
         cleared = {**cleared, d["call_id"]: call}
     allowed = state.allowed + tuple(parse_rule(r, ALLOW, "session") for r in d.get("rules", ()))
     return replace(state, run=replace(run, waiting=waiting, cleared=cleared), allowed=allowed)
@@ -318,7 +317,7 @@ def _permission_resolved(state: SessionState, event: Event) -> SessionState:
 def _human_asked(state: SessionState, event: Event) -> SessionState:
     run = _run(state)
     d = event.data
-    entry = {"kind": "human", "question": d["question"], "choices": list(d.get("choices", ())), "ts": event.ts}
+    entry = HumanWait(d["question"], tuple(d.get("choices", ())), event.ts)
     return replace(state, run=replace(run, waiting={**run.waiting, d["call_id"]: entry}))
 
 

@@ -134,6 +134,7 @@ from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
 from ._plan import parse_plan
 from ._modes import COMPACT_MODE, NO_TOOLS_MODES, Mode
 from ._settings import RunSettings
+from ._waits import HumanWait, PermissionWait
 from ._state import Phase, RunState, SessionState, apply, cost
 
 #: The tool that delegates to one of the folder's agents (Claude Code's Task): a call runs
@@ -300,11 +301,11 @@ class _Builder:
         for call_id, wait in run.waiting.items():
             if keep_waiting:
                 continue
-            if wait["kind"] == "permission":
+            if isinstance(wait, PermissionWait):
                 self.emit(
                     ev.PERMISSION_RESOLVED,
                     call_id=call_id,
-                    tool=wait["name"],
+                    tool=wait.name,
                     decision="deny",
                     scope="once",
                     reason=result,
@@ -581,17 +582,17 @@ def _question_problem(input: Mapping[str, Any]) -> str | None:
 
 def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
     wait = b.run.waiting.get(input.call_id)
-    b.require(wait is not None and wait["kind"] == "permission", f"no open permission request {input.call_id!r}")
-    assert wait is not None
+    b.require(isinstance(wait, PermissionWait), f"no open permission request {input.call_id!r}")
+    assert isinstance(wait, PermissionWait)
     b.require(input.scope in ("once", "session"), "scope must be once or session")
     # Exactly the rules that the request offered to add, as every client was shown them;
     # a request that offered none can only be approved once.
-    rules = list(wait.get("session_rules", ())) if input.approve and input.scope == "session" else []
+    rules = list(wait.session_rules) if input.approve and input.scope == "session" else []
     scope = "session" if rules else "once"
     b.emit(
         ev.PERMISSION_RESOLVED,
         call_id=input.call_id,
-        tool=wait["name"],
+        tool=wait.name,
         decision="approve" if input.approve else "deny",
         scope=scope,
         client=input.client,
@@ -599,8 +600,8 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
         **({"rules": rules} if rules else {}),
     )
     if input.approve:
-        if not _changes(b.run, wait["name"]):
-            b.effects.append(RunTool(b.run.id, input.call_id, wait["name"], wait["input"], bool(wait.get("outside"))))
+        if not _changes(b.run, wait.name):
+            b.effects.append(RunTool(b.run.id, input.call_id, wait.name, wait.input, wait.outside))
         return
     who = input.client or "a person"
     because = f": {input.reason}" if input.reason else ""
@@ -610,7 +611,7 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
 
 def _human_answered(b: _Builder, input: HumanAnswered) -> None:
     wait = b.run.waiting.get(input.call_id)
-    b.require(wait is not None and wait["kind"] == "human", f"no open question {input.call_id!r}")
+    b.require(isinstance(wait, HumanWait), f"no open question {input.call_id!r}")
     b.emit(ev.HUMAN_ANSWERED, call_id=input.call_id, answer=input.answer, client=input.client)
     b.finish_call(input.call_id, input.answer, is_error=False)
     _after_call(b)
@@ -852,8 +853,8 @@ def _stop_after_step(b: _Builder, input: Abort) -> None:
         return  # asked already
     b.emit(ev.RUN_STOPPING, reason=input.reason)
     for call_id, wait in b.run.waiting.items():
-        if wait["kind"] == "permission":
-            b.emit(ev.PERMISSION_RESOLVED, call_id=call_id, tool=wait["name"], decision="deny", scope="once",
+        if isinstance(wait, PermissionWait):
+            b.emit(ev.PERMISSION_RESOLVED, call_id=call_id, tool=wait.name, decision="deny", scope="once",
                    reason=_STOPPING, client="roost")
         else:
             b.emit(ev.HUMAN_ANSWERED, call_id=call_id, answer="", client="roost", cancelled=True)
@@ -876,14 +877,21 @@ def _interrupted(b: _Builder, input: Interrupted) -> None:
             keep_waiting=True,
             keep=resumed,
         )
-        for call_id, wait in b.run.waiting.items():
-            if wait.get("deadline") is not None:
-                b.effects.append(StartClock(run.id, wait["deadline"], call_id))
+        b.effects.extend(_approval_clocks(run))
         if run.deadline is not None:
             b.effects.append(StartClock(run.id, run.deadline))
         return
     b.answer_pending("interrupted: the daemon stopped while this tool ran; it was not run again")
     b.emit_run_finished("error", "interrupted: the daemon stopped during the run")
+
+
+def _approval_clocks(run: RunState) -> list[StartClock]:
+    """The clocks of the run's open permission requests that time out, started again."""
+    return [
+        StartClock(run.id, wait.deadline, call_id)
+        for call_id, wait in run.waiting.items()
+        if isinstance(wait, PermissionWait) and wait.deadline is not None
+    ]
 
 
 def _run_failed(b: _Builder, input: RunFailed) -> None:
@@ -898,9 +906,7 @@ def _resume_exec(b: _Builder, resumed: tuple[str, ...]) -> None:
     run, state = b.run, b.state
     if run.deadline is not None:
         b.effects.append(StartClock(run.id, run.deadline))
-    for call_id, wait in run.waiting.items():
-        if wait.get("deadline") is not None:
-            b.effects.append(StartClock(run.id, wait["deadline"], call_id))
+    b.effects.extend(_approval_clocks(run))
     if run.phase is Phase.TOOLS:
         b.answer_pending(
             "interrupted: the daemon stopped while this tool ran; it was not run again", keep_waiting=True, keep=resumed

@@ -23,6 +23,7 @@ from roost.loop import (
     CreateSession,
     Event,
     HumanAnswered,
+    HumanWait,
     Input,
     Interrupted,
     InvalidInput,
@@ -297,7 +298,7 @@ def legal_input(draw: st.DrawFn, state: SessionState, ts: float, serial: int) ->
         wait = state.run.waiting.get(call_id)
         if wait is None:
             return ToolFinished(call_id, draw(_words), ts, is_error=draw(st.booleans()))
-        if wait["kind"] == "human":
+        if isinstance(wait, HumanWait):
             return HumanAnswered(call_id, draw(_words), ts, client="cli#1")
         scope = draw(st.sampled_from(["once", "session"]))
         return PermissionDecided(call_id, draw(st.booleans()), ts, scope=scope, client="cli#1")

@@ -10,7 +10,9 @@ from roost.loop import (
     CheckFinished,
     FinishRun,
     Guardrail,
+    HumanWait,
     PermissionDecided,
+    PermissionWait,
     Policy,
     RunTool,
     StartClock,
@@ -134,6 +136,26 @@ def test_an_approval_timeout_starts_a_clock():
     deadline = only(t, "permission.requested").data["deadline"]
     assert StartClock(d.state.run.id, deadline, "c1") in t.effects
     assert deadline == only(t, "permission.requested").ts + 30.0
+
+
+def test_open_requests_are_typed_waits_listed_as_pending_always_listed_them():
+    d = Driver(cwd="/p", ts=100.0)
+    d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
+    d.reply(bash("c1", "make"), tool_use("q1", "ask_human", {"question": "Which db?", "choices": ["pg", "sqlite"]}))
+    at = d.now
+    asked, question = d.state.run.waiting["c1"], d.state.run.waiting["q1"]
+    assert asked == PermissionWait(
+        "bash", {"command": "make"}, at, reason="bash asks in agent mode", session_rules=("bash(make)",), deadline=at + 30
+    )
+    assert question == HumanWait("Which db?", ("pg", "sqlite"), at)
+    assert asked.to_map() == {
+        "kind": "permission", "name": "bash", "input": {"command": "make"}, "outside": False,
+        "reason": "bash asks in agent mode", "session_rules": ["bash(make)"], "ts": at, "deadline": at + 30,
+    }
+    assert question.to_map() == {"kind": "human", "question": "Which db?", "choices": ["pg", "sqlite"], "ts": at}
+    # No timeout: no deadline listed.
+    d = waiting_driver(bash("c1", "make"))
+    assert "deadline" not in d.state.run.waiting["c1"].to_map()
 
 
 def test_ask_human_waits_for_an_answer_that_becomes_the_result():

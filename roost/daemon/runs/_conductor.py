@@ -612,7 +612,7 @@ class Conductor:
             if run is None:
                 continue
             for call_id, wait in run.waiting.items():
-                out.append({"session": session.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait})
+                out.append({"session": session.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait.to_map()})
         return out
 
     async def shutdown(self) -> None:
@@ -1039,7 +1039,7 @@ class Conductor:
             return
         run = track.state.run
         if run is not None and effect.call_id in run.waiting:
-            waited = effect.deadline - run.waiting[effect.call_id].get("ts", effect.deadline)
+            waited = effect.deadline - run.waiting[effect.call_id].ts
             reason = f"no answer within {waited:g} s (the approval timeout)"
             answer = PermissionDecided(effect.call_id, False, time.time(), reason=reason, client="timeout")
             await self._feed_result(session, track, effect.run, answer)
