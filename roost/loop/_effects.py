@@ -64,8 +64,8 @@ class RunCheck:
 
 @dataclass(frozen=True, slots=True)
 class StartClock:
-    """At ``deadline`` (wall-clock seconds), unless the run has ended: feed TimeUp, or, for
-    a ``call_id``, deny that call's open permission request (its approval timed out)."""
+    """At ``deadline`` (wall-clock seconds), unless the run has ended: feed TimeUp (with
+    ``call_id``, the approval clock of that call's permission request)."""
 
     run: str
     deadline: float

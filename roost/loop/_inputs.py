@@ -166,9 +166,11 @@ class CheckFinished:
 
 @dataclass(frozen=True, slots=True)
 class TimeUp:
-    """The run's time box ran out."""
+    """A clock of the run ran out: its time box, or (``call_id``) the approval timeout of
+    that call's permission request."""
 
     ts: float
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

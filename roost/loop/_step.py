@@ -73,6 +73,10 @@ Everything that decides what a run does next lives in this module. The rules:
   "Check failed" and the output go back to the model as a user message and the next attempt
   starts; with none left, ``check_failed``. ``Submit`` starts the time box (StartClock);
   ``TimeUp`` ends the run ``timeout``. No check command: one pass, ending as usual.
+- Approval timeout: a permission request of a run with ``approval_timeout`` has a deadline
+  (StartClock for the call). ``TimeUp`` for the call denies it, by ``timeout``, "no answer
+  within N s (the approval timeout)", as a person's denial would; a request answered
+  already is left as it is.
 - ``Interrupted`` (a run left in flight by a daemon that died): tool calls that started and
   never finished are answered "interrupted", never run again. When calls of the step wait
   for a person (its own, or in a sub-agent the daemon resumes: ``Interrupted.resumed``, whose
@@ -797,9 +801,23 @@ def _check_finished(b: _Builder, input: CheckFinished) -> None:
 
 
 def _time_up(b: _Builder, input: TimeUp) -> None:
+    if input.call_id is not None:
+        _approval_timed_out(b, input.call_id)
+        return
     b.answer_pending("aborted: the run's time box ran out")
     b.effects.append(CancelRun(b.run.id))
     b.emit_run_finished("timeout", "the time box ran out")
+
+
+def _approval_timed_out(b: _Builder, call_id: str) -> None:
+    """Nobody answered the call's permission request in time: it is denied."""
+    wait = b.run.waiting.get(call_id)
+    if not isinstance(wait, PermissionWait):
+        return  # answered in time: the clock has nothing left to deny
+    b.require(wait.deadline is not None, f"the request of {call_id!r} never times out")
+    assert wait.deadline is not None
+    reason = f"no answer within {wait.deadline - wait.ts:g} s (the approval timeout)"
+    _permission_decided(b, PermissionDecided(call_id, False, b.input.ts, reason=reason, client="timeout"))
 
 
 def _finish_step(b: _Builder) -> None:

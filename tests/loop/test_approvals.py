@@ -16,6 +16,7 @@ from roost.loop import (
     Policy,
     RunTool,
     StartClock,
+    TimeUp,
     ToolFinished,
     parse_rule,
     secrets_guardrails,
@@ -136,6 +137,52 @@ def test_an_approval_timeout_starts_a_clock():
     deadline = only(t, "permission.requested").data["deadline"]
     assert StartClock(d.state.run.id, deadline, "c1") in t.effects
     assert deadline == only(t, "permission.requested").ts + 30.0
+
+
+def test_an_unanswered_request_is_denied_by_the_timeout_when_its_clock_runs_out():
+    d = Driver(cwd="/p", ts=100.0)
+    d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
+    deadline = only(d.reply(bash("c1", "make")), "permission.requested").data["deadline"]
+    t = d.feed(TimeUp(deadline, "c1"))
+    assert types(t) == ["permission.resolved", "tool.finished", "step.finished", "step.started"]
+    assert only(t, "permission.resolved").data == {
+        "call_id": "c1", "tool": "bash", "decision": "deny", "scope": "once", "client": "timeout",
+        "reason": "no answer within 30 s (the approval timeout)",
+    }
+    finished = only(t, "tool.finished").data
+    assert finished["result"] == "denied by timeout: no answer within 30 s (the approval timeout)"
+    assert finished["is_error"] and finished["meta"] == {"denied": True}
+    assert d.state.run is not None and not d.state.run.waiting
+
+
+def test_a_clock_that_runs_out_after_the_answer_changes_nothing():
+    d = Driver(cwd="/p", ts=100.0)
+    d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
+    d.reply(bash("c1", "make"), bash("c2", "make"))
+    d.approve("c1")
+    before = d.state
+    t = d.feed(TimeUp(d.tick(30.0), "c1"))
+    assert (t.events, t.effects, t.state) == ((), (), before)
+    # The other request's clock still denies it; the run goes on, not timed out.
+    t = d.feed(TimeUp(d.now, "c2"))
+    assert only(t, "permission.resolved").data["client"] == "timeout"
+    assert d.state.run is not None and d.state.run.pending == ("c1",)
+
+
+def test_after_a_restart_the_clock_keeps_the_deadline_and_the_wait_it_says():
+    d = Driver(cwd="/p", ts=100.0)
+    d.submit("task", mode="agent", policy=AGENT, approval_timeout=30.0)
+    deadline = only(d.reply(bash("c1", "make")), "permission.requested").data["deadline"]
+    d.tick(20.0)
+    t = d.interrupted()
+    assert StartClock(d.state.run.id, deadline, "c1") in t.effects
+    t = d.feed(TimeUp(deadline + 1.0, "c1"))
+    assert only(t, "permission.resolved").data["reason"] == "no answer within 30 s (the approval timeout)"
+
+
+def test_a_request_without_a_timeout_has_no_clock_to_run_out():
+    d = waiting_driver(bash("c1", "make"))
+    d.reject(TimeUp(d.tick(), "c1"))
 
 
 def test_open_requests_are_typed_waits_listed_as_pending_always_listed_them():

@@ -1034,15 +1034,7 @@ class Conductor:
 
     async def _clock(self, session: Session, track: Session | Subrun, effect: StartClock) -> None:
         await trio.sleep(max(0.0, effect.deadline - time.time()))
-        if effect.call_id is None:
-            await self._feed_result(session, track, effect.run, TimeUp(time.time()))
-            return
-        run = track.state.run
-        if run is not None and effect.call_id in run.waiting:
-            waited = effect.deadline - run.waiting[effect.call_id].ts
-            reason = f"no answer within {waited:g} s (the approval timeout)"
-            answer = PermissionDecided(effect.call_id, False, time.time(), reason=reason, client="timeout")
-            await self._feed_result(session, track, effect.run, answer)
+        await self._feed_result(session, track, effect.run, TimeUp(time.time(), effect.call_id))
 
     async def _run_tool(self, session: Session, track: Session | Subrun, effect: RunTool) -> None:
         assert session.tool_limiter is not None, "set when the run started"
