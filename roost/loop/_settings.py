@@ -69,6 +69,9 @@ class RunSettings:
     sandbox: Mapping[str, Any] | None = None
     #: The run has Stop hooks: when the model ends its turn they are asked first.
     stop_hooks: bool = False
+    #: How deep among sub-agents the run is: 0 for a session's own run, 1 for its
+    #: sub-agent, 2 for that one's, ... (how deep its own calls may still nest).
+    depth: int = 0
 
     def problem(self) -> str | None:
         """Why these settings cannot start a run (None: they can)."""
@@ -112,6 +115,7 @@ class RunSettings:
             "guardrails": [g.to_map() for g in self.guardrails],
             "approval_timeout": self.approval_timeout,
             "stop_hooks": self.stop_hooks,
+            "depth": self.depth,
         }
         m.update((k, v) for k, v in optional.items() if v)
         if self.price is not None:
@@ -149,4 +153,5 @@ class RunSettings:
             read_only=tuple(m.get("read_only", ())),
             sandbox=m.get("sandbox"),
             stop_hooks=bool(m.get("stop_hooks")),
+            depth=m.get("depth", 0),
         )

@@ -20,7 +20,8 @@ Everything that decides what a run does next lives in this module. The rules:
   sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. So does a
   call to ``task`` (:data:`TASK`), for the agent it names (``agent``, or Claude Code's
   ``subagent_type``) among the run's ``delegates``, with its ``prompt``; an unknown agent
-  is an error result that lists them. ``ask_human`` calls wait for an answer
+  is an error result that lists them. Sub-agents nest at most :data:`SUBAGENT_DEPTH` deep:
+  a run that deep (its settings' ``depth``) gets an error result instead. ``ask_human`` calls wait for an answer
   (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - Stop hooks: in a run that has them, a reply that would end the run ``done`` first yields
@@ -145,6 +146,9 @@ from ._state import Phase, RunState, SessionState, apply, cost
 #: the agent it names as a sub-agent.
 TASK = "task"
 
+#: How deep sub-agents nest: a run of this depth runs no sub-agent (a session's run is
+#: depth 0, its sub-agent 1).
+SUBAGENT_DEPTH = 3
 #: Replies running with the same tool calls before a nudge, and before the run stops.
 STUCK_NUDGE = 3
 STUCK_STOP = 4
@@ -525,6 +529,9 @@ def _start_call(
         target = _task_target(input, run.settings.delegates) if name == TASK else _agent_target(name, input)
         if isinstance(target, str):
             b.finish_call(call_id, f"invalid input for {name}: {target}", is_error=True)
+            _after_call(b)
+        elif run.settings.depth >= SUBAGENT_DEPTH:
+            b.finish_call(call_id, f"sub-agents nest at most {SUBAGENT_DEPTH} deep; do this part yourself", is_error=True)
             _after_call(b)
         else:
             b.effects.append(StartSubagent(run.id, call_id, *target))

@@ -11,9 +11,11 @@ from ._driver import TOOLS, Driver, only, tool_use
 TEAM = ("reviewer", "tester")
 
 
-def delegating(mode: str = "agent") -> Driver:
+def delegating(mode: str = "agent", depth: int = 0) -> Driver:
     d = Driver()
-    d.submit(tools=TOOLS + ("helper", TASK), subagents=("helper", TASK), delegates=TEAM, mode=mode, policy=Policy())
+    d.submit(
+        tools=TOOLS + ("helper", TASK), subagents=("helper", TASK), delegates=TEAM, mode=mode, policy=Policy(), depth=depth
+    )
     return d
 
 
@@ -89,3 +91,25 @@ def test_a_restarted_run_keeps_a_resumed_task_call_open():
     t = d.feed(Interrupted(d.tick(), ("c1",)))
     assert "tool.finished" not in [e.type for e in t.events]
     assert d.state.run is not None and d.state.run.pending == ("c1",)
+
+
+def test_sub_agents_nest_three_deep_and_a_call_deeper_is_an_error_the_model_sees():
+    for depth in (0, 2):
+        t = delegating(depth=depth).reply(tool_use("c1", "helper", {"message": "help"}))
+        assert [e for e in t.effects if isinstance(e, StartSubagent)] == [StartSubagent("r1", "c1", "helper", "help")]
+    d = delegating(depth=3)
+    t = d.reply(tool_use("c1", "helper", {"message": "help"}), tool_use("c2", TASK, {"agent": "reviewer", "prompt": "x"}))
+    assert not [e for e in t.effects if isinstance(e, StartSubagent)]
+    results = [e.data for e in t.events if e.type == "tool.finished"]
+    assert [(r["call_id"], r["result"], r["is_error"]) for r in results] == [
+        (c, "sub-agents nest at most 3 deep; do this part yourself", True) for c in ("c1", "c2")
+    ]
+    # The run goes on: the model sees the errors.
+    assert only(t, "step.started")
+
+
+def test_a_runs_depth_is_recorded_so_a_resumed_sub_agent_keeps_it():
+    d = delegating(depth=3)
+    started = next(e for e in d.log if e.type == "run.started")
+    assert started.data["depth"] == 3
+    assert "depth" not in next(e for e in delegating().log if e.type == "run.started").data

@@ -58,6 +58,7 @@ settings_values = st.builds(
     read_only=_tools,
     sandbox=st.none() | st.just({"mode": "workspace", "available": True}),
     stop_hooks=st.booleans(),
+    depth=st.integers(0, 3),
 )
 
 

@@ -105,8 +105,6 @@ TOOL_CONCURRENCY = 8
 #: exec mode: how long one check may run, and how much of its output the model sees.
 CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
-#: How deep sub-agents may nest (a sub-agent's sub-agent is depth 2).
-SUBAGENT_DEPTH = 3
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
 #: Seconds between tries to store the end of a run that ended in memory only (a full disk).
@@ -963,8 +961,6 @@ class Conductor:
     async def _make_subrun(
         self, session: Session, parent: Session | Subrun, effect: StartSubagent, path: tuple[str, ...]
     ) -> tuple[Subrun, Submit]:
-        if len(path) > SUBAGENT_DEPTH:
-            raise _SubagentError(f"sub-agents nest at most {SUBAGENT_DEPTH} deep; do this part yourself")
         cwd, setup, caller = session.state.cwd, session.setup, parent.settings
         if setup is None or caller is None:
             raise _SubagentError(f"the {effect.name} agent cannot run: the session's folder was not read")
@@ -1004,6 +1000,8 @@ class Conductor:
             describe_sandbox=confined is not None,
             delegates=team,
         )
+        # One deeper than its caller: how deep it may still nest is the loop's rule.
+        submit = replace(submit, settings=replace(submit.settings, depth=len(path)))
         return child, submit
 
     async def _run_check(self, session: Session, track: Session | Subrun, effect: RunCheck) -> None:
