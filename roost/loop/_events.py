@@ -72,11 +72,11 @@ EVENT_TYPES: Mapping[str, str] = {
         "ttft: seconds to its first content, retries)"
     ),
     TOOL_PROGRESS: "live: progress a tool reported (call_id, progress, total, message)",
-    TOOL_STARTED: "a tool call started (call_id, name, input)",
+    TOOL_STARTED: "a tool call started (call_id, name, input); one asked about, once approved",
     TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
     PERMISSION_REQUESTED: (
-        "a tool call waits for a person's approval (call_id, tool, input, reason, "
-        "session_rules, deadline); open until its permission.resolved"
+        "a tool call waits for a person's approval before it starts (call_id, tool, input, "
+        "reason, session_rules, deadline); open until its permission.resolved"
     ),
     PERMISSION_RESOLVED: (
         "the first answer to a permission request (call_id, tool, decision: approve or deny, "

@@ -48,7 +48,8 @@ class RunState:
     started: float
     phase: Phase = Phase.MODEL
     turns: int = 0
-    #: Tool call ids started and not yet finished, in start order.
+    #: The step's tool calls not finished yet (started, or waiting for approval), in the
+    #: model's order.
     pending: tuple[str, ...] = ()
     #: Steering texts queued and not yet given to the model.
     steering: tuple[str, ...] = ()
@@ -254,6 +255,8 @@ def _tool_started(state: SessionState, event: Event) -> SessionState:
     run = _run(state)
     d = event.data
     call_id = d["call_id"]
+    # A call approved after it waited is pending already, where the model put it.
+    pending = run.pending if call_id in run.pending else run.pending + (call_id,)
     cleared = run.cleared
     if d.get("cleared"):
         cleared = {**cleared, call_id: {"name": d["name"], "input": d.get("input", {}), "outside": bool(d.get("outside"))}}
@@ -262,7 +265,7 @@ def _tool_started(state: SessionState, event: Event) -> SessionState:
         run=replace(
             run,
             phase=Phase.TOOLS,
-            pending=run.pending + (call_id,),
+            pending=pending,
             tool_names={**run.tool_names, call_id: d["name"]},
             cleared=cleared,
         ),
@@ -289,6 +292,10 @@ def _tool_finished(state: SessionState, event: Event) -> SessionState:
 def _permission_requested(state: SessionState, event: Event) -> SessionState:
     d = event.data
     run = _run(state)
+    call_id = d["call_id"]
+    # The call is the step's, pending from here (in the model's order), though it has not
+    # started; a log stored before that started it first.
+    started = call_id in run.pending
     entry = PermissionWait(
         name=d["tool"],
         input=d.get("input", {}),
@@ -297,8 +304,18 @@ def _permission_requested(state: SessionState, event: Event) -> SessionState:
         reason=d.get("reason", ""),
         session_rules=tuple(d.get("session_rules", ())),
         deadline=d.get("deadline"),
+        started=started,
     )
-    return replace(state, run=replace(run, waiting={**run.waiting, d["call_id"]: entry}))
+    return replace(
+        state,
+        run=replace(
+            run,
+            phase=Phase.TOOLS,
+            pending=run.pending if started else run.pending + (call_id,),
+            tool_names={**run.tool_names, call_id: d["tool"]},
+            waiting={**run.waiting, call_id: entry},
+        ),
+    )
 
 
 def _permission_resolved(state: SessionState, event: Event) -> SessionState:

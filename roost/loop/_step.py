@@ -7,22 +7,23 @@ Everything that decides what a run does next lives in this module. The rules:
   model call (``step.started`` + CallModel). Each model call is one turn.
 - ``ModelFinished`` needs MODEL. A malformed reply (a tool_use block without an id or a
   name, two with one id) counts as ``ModelFailed``. The reply is stored
-  (``message.assistant``) and each tool call in it gets ``tool.started`` (phase TOOLS).
-  The calls are answered with errors and the run ends when the reply was cut off
+  (``message.assistant``) and each tool call in it, in the model's order, gets
+  ``tool.started``, or, when it waits for approval, ``permission.requested`` in its place
+  (it starts once approved; phase TOOLS). The calls are answered with errors and the run ends when the reply was cut off
   (``max_tokens``), trips an output guardrail (``guardrail``), or makes the same calls as the
   three replies before it (``stuck``). A call to a tool the run does not have (not in
   ``run.started``'s ``tools``, the agent's list) is answered with an error at once, in
   every mode: never run, never asked about. Otherwise each call is decided by the permission
   policy (:func:`roost.loop.decide`, on the real paths in ``ModelFinished.resolved``):
   allowed calls run (RunTool); denied ones are answered
-  with an error the model sees; the others wait for a person (``permission.requested``, and
-  StartClock when approvals time out). A call to a tool that is an agent starts it as a
+  with an error the model sees; the others wait for a person (StartClock when approvals
+  time out). A call to a tool that is an agent starts it as a
   sub-agent (StartSubagent); its final text comes back as the call's ToolFinished. So does a
   call to ``task`` (:data:`TASK`), for the agent it names (``agent``, or Claude Code's
   ``subagent_type``) among the run's ``delegates``, with its ``prompt``; an unknown agent
   is an error result that lists them. Sub-agents nest at most :data:`SUBAGENT_DEPTH` deep:
-  a run that deep (its settings' ``depth``) gets an error result instead. ``ask_human`` calls wait for an answer
-  (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
+  a run that deep (its settings' ``depth``) gets an error result instead. ``ask_human``
+  calls wait for an answer (``human.asked``). A reply with no tool calls ends the run ``done``, unless steering is
   queued, which starts another model call; a refusal (stop reason ``refusal``) ends it ``error``.
 - Stop hooks: in a run that has them, a reply that would end the run ``done`` first yields
   ``stop_hooks.started`` + RunStopHooks (phase STOP). ``StopHooksFinished`` with a reason
@@ -33,9 +34,10 @@ Everything that decides what a run does next lives in this module. The rules:
   origin ``hook`` after the task, through the same guardrails) and ``command`` (the custom
   command the task was expanded from, recorded in ``run.started`` and on the task's message).
 - ``PermissionDecided`` needs an open request: ``permission.resolved`` (first answer wins;
-  a later one is invalid); approved, the call runs (approved for the session, exactly the
-  rules the request offered join the session's allow list; a request that offered none is
-  approved once); denied, it is answered with the reason.
+  a later one is invalid); approved, the call starts (``tool.started``) and runs (approved
+  for the session, exactly the rules the request offered join the session's allow list; a
+  request that offered none is approved once); denied, it is answered with the reason,
+  never started.
   ``HumanAnswered`` needs an open question: ``human.answered``, and the answer is the result.
 - ``ToolFinished`` needs TOOLS and a pending call id that is not waiting for a person. A
   result that trips an input guardrail is stored withheld and the run ends ``guardrail``.
@@ -326,6 +328,13 @@ class _Builder:
                 continue
             self.finish_call(call_id, result, is_error=True)
 
+    def start_tool(self, call_id: str, name: str, input: Mapping[str, Any], cleared: bool, outside: bool) -> None:
+        """``tool.started``: the call runs, or (one that changes things) waits its turn;
+        ``cleared``: the policy or a person let it, recorded so that a call waiting its turn
+        is known after a restart too."""
+        flags = {"cleared": True, **({"outside": True} if outside else {})} if cleared else {}
+        self.emit(ev.TOOL_STARTED, call_id=call_id, name=name, input=dict(input), **flags)
+
     def finish_call(
         self,
         call_id: str,
@@ -441,13 +450,17 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
     decisions = {}
     if b.run.settings.mode != Mode.PLAN and stop is None:
         decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
+    # A call that waits for approval has not started: its request stands where its start
+    # would, and it starts once approved.
+    asks = {c["id"] for c in calls if _asks(b.run, decisions.get(c["id"]))}
     for call in calls:
         decision = decisions.get(call["id"])
-        cleared: dict[str, bool] = {}
-        if decision is not None and decision.action == ALLOW:
-            # Recorded, so that a call waiting its turn is known after a restart too.
-            cleared = {"cleared": True, **({"outside": True} if decision.outside else {})}
-        b.emit(ev.TOOL_STARTED, call_id=call["id"], name=call["name"], input=call.get("input", {}), **cleared)
+        if call["id"] in asks:
+            assert decision is not None
+            _ask(b, call["id"], call["name"], call.get("input", {}), decision, input.diffs.get(call["id"]))
+        else:
+            allowed = decision if decision is not None and decision.action == ALLOW else None
+            b.start_tool(call["id"], call["name"], call.get("input", {}), allowed is not None, bool(allowed and allowed.outside))
     if b.run.settings.mode == Mode.PLAN:
         # One call, no tools: whatever the model asked for is answered, never run.
         for call in calls:
@@ -468,7 +481,8 @@ def _model_finished(b: _Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]], input.diffs.get(call["id"]))
+            if call["id"] not in asks:
+                _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]])
         return
     _finish_step(b)
     if input.stop_reason == "refusal":
@@ -500,10 +514,34 @@ def _decision(b: _Builder, name: str, input: Mapping[str, Any], resolved: Mappin
     return decide(run.settings.policy, run.settings.mode, b.state.allowed, name, input, b.state.cwd, resolved)
 
 
-def _start_call(
-    b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision | None, diff: str | None = None
-) -> None:
-    """A call of the reply: run it, ask about it, refuse it, or ask its question. A call that
+def _asks(run: RunState, decision: Decision | None) -> bool:
+    """Whether a call so decided waits for a person's approval (not in a run that stops
+    after this step: nobody is asked any more)."""
+    return decision is not None and decision.action == ASK and run.stopping is None
+
+
+def _ask(b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision, diff: str | None) -> None:
+    """Ask a person about a call (``permission.requested``), with a clock when approvals
+    time out."""
+    run = b.run
+    deadline = b.input.ts + run.settings.approval_timeout if run.settings.approval_timeout else None
+    b.emit(
+        ev.PERMISSION_REQUESTED,
+        call_id=call_id,
+        tool=name,
+        input=dict(input),
+        reason=decision.reason,
+        session_rules=list(decision.session_rules),
+        outside=decision.outside,
+        **({"diff": diff} if diff else {}),
+        **({"deadline": deadline} if deadline is not None else {}),
+    )
+    if deadline is not None:
+        b.effects.append(StartClock(run.id, deadline, call_id))
+
+
+def _start_call(b: _Builder, call_id: str, name: str, input: Mapping[str, Any], decision: Decision | None) -> None:
+    """A started call of the reply: run it, refuse it, or ask its question. A call that
     changes things runs when it is the first pending one (see ``_release_head``)."""
     run = b.run
     if run.stopping is not None and (name == ASK_HUMAN or (decision is not None and decision.action == ASK)):
@@ -540,21 +578,6 @@ def _start_call(
     if decision.action == DENY:
         b.finish_call(call_id, f"permission denied: {decision.reason}", is_error=True, meta={"denied": True})
         _after_call(b)
-    elif decision.action == ASK:
-        deadline = b.input.ts + run.settings.approval_timeout if run.settings.approval_timeout else None
-        b.emit(
-            ev.PERMISSION_REQUESTED,
-            call_id=call_id,
-            tool=name,
-            input=dict(input),
-            reason=decision.reason,
-            session_rules=list(decision.session_rules),
-            outside=decision.outside,
-            **({"diff": diff} if diff else {}),
-            **({"deadline": deadline} if deadline is not None else {}),
-        )
-        if deadline is not None:
-            b.effects.append(StartClock(run.id, deadline, call_id))
     else:
         assert decision.action == ALLOW
         if not _changes(run, name):
@@ -611,6 +634,8 @@ def _permission_decided(b: _Builder, input: PermissionDecided) -> None:
         **({"rules": rules} if rules else {}),
     )
     if input.approve:
+        if not wait.started:
+            b.start_tool(input.call_id, wait.name, wait.input, True, wait.outside)
         if not _changes(b.run, wait.name):
             b.effects.append(RunTool(b.run.id, input.call_id, wait.name, wait.input, wait.outside))
         return

@@ -27,6 +27,9 @@ class PermissionWait:
     session_rules: tuple[str, ...] = ()
     #: When an unanswered request counts as denied (None: never).
     deadline: float | None = None
+    #: The call's ``tool.started`` came before the request (as daemons stored it before
+    #: a call started only once approved): approved, it is not started again.
+    started: bool = False
 
     def to_map(self) -> dict[str, Any]:
         """As ``pending`` lists it."""

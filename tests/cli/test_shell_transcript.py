@@ -84,6 +84,15 @@ def test_a_tool_call_is_one_line_with_its_result_folded() -> None:
     assert out == ["✗ read x · 12.0s", "  ⎿ (no output)"]
 
 
+def test_a_call_denied_before_it_started_shows_what_it_would_have_run() -> None:
+    t = Transcript(width=60)
+    t.feed(ev("permission.requested", call_id="c1", tool="bash", input={"command": "rm -rf build"}))
+    t.feed(ev("permission.resolved", call_id="c1", decision="deny", scope="once", client="cli#1"))
+    out = lines(t.feed(ev("tool.finished", call_id="c1", name="bash", result="denied by cli#1",
+                          is_error=True, latency=0.0)))
+    assert out[0] == "✗ bash rm -rf build · 0.00s"
+
+
 def test_control_characters_in_results_are_not_printed() -> None:
     t = Transcript()
     t.feed(ev("tool.started", call_id="c1", name="bash", input={"command": "x"}))

@@ -31,9 +31,10 @@ async def outcomes(client: TrioClient, project: Path, lines: list[str], **dispat
             event = note.params[0] if note.params else {}
             if note.method != "event" or event.get("run") != run["run"]:
                 continue
-            if event["type"] == "tool.started":
+            # Each call comes first as started or as asked about, in the reply's order.
+            if event["type"] in ("tool.started", "permission.requested") and event["call_id"] not in order:
                 order.append(event["call_id"])
-            elif event["type"] == "permission.requested":
+            if event["type"] == "permission.requested":
                 outcome[event["call_id"]] = ASKED
                 await client.call("permission.respond", session=run["session"], call_id=event["call_id"], decision="deny")
             elif event["type"] == "tool.finished" and event["call_id"] not in outcome:

@@ -8,6 +8,7 @@ from roost.loop import (
     CallModel,
     CancelRun,
     CheckFinished,
+    Event,
     FinishRun,
     Guardrail,
     HumanWait,
@@ -18,6 +19,7 @@ from roost.loop import (
     StartClock,
     TimeUp,
     ToolFinished,
+    fold,
     parse_rule,
     secrets_guardrails,
 )
@@ -43,7 +45,7 @@ def test_an_asking_call_waits_and_runs_once_approved():
     d = Driver(cwd="/p")
     d.submit("task", mode="agent", policy=AGENT)
     t = d.reply(bash("c1", "make"), tool_use("c2", "read", {"path": "a"}))
-    assert types(t) == ["message.assistant", "tool.started", "tool.started", "permission.requested"]
+    assert types(t) == ["message.assistant", "permission.requested", "tool.started"]
     asked = only(t, "permission.requested").data
     assert asked["call_id"] == "c1" and asked["tool"] == "bash" and asked["input"] == {"command": "make"}
     assert asked["reason"] == "bash asks in agent mode"
@@ -52,13 +54,57 @@ def test_an_asking_call_waits_and_runs_once_approved():
     d.finish_tool("c2")
     assert d.state.run.waiting.keys() == {"c1"}
     t = d.approve("c1", client="shell#2")
-    assert types(t) == ["permission.resolved"]
+    assert types(t) == ["permission.resolved", "tool.started"]
     assert only(t, "permission.resolved").data == {
         "call_id": "c1", "tool": "bash", "decision": "approve", "scope": "once", "client": "shell#2",
     }
+    assert only(t, "tool.started").data == {"call_id": "c1", "name": "bash", "input": {"command": "make"}, "cleared": True}
     assert t.effects == (RunTool(d.state.run.id, "c1", "bash", {"command": "make"}),)
     t = d.finish_tool("c1")
     assert isinstance(t.effects[-1], CallModel)
+
+
+def test_a_call_that_asks_starts_only_once_approved_and_a_denied_one_never():
+    d = Driver(cwd="/p")
+    d.submit("task", mode="agent", policy=AGENT)
+    t = d.reply(tool_use("r1", "read", {"path": "a"}), bash("c1", "make"), bash("c2", "rm x"), tool_use("r2", "read", {"path": "b"}))
+    # Each call in the model's order: the reads start, the others are asked about.
+    assert [(e.type, e.data["call_id"]) for e in t.events[1:]] == [
+        ("tool.started", "r1"), ("permission.requested", "c1"), ("permission.requested", "c2"), ("tool.started", "r2"),
+    ]
+    assert d.state.run.pending == ("r1", "c1", "c2", "r2")
+    t = d.deny("c2")
+    assert types(t) == ["permission.resolved", "tool.finished"]
+    t = d.approve("c1")
+    assert types(t) == ["permission.resolved", "tool.started"]
+    for call_id in ("r1", "r2", "c1"):
+        d.finish_tool(call_id)
+    seen = [(e.type, e.data.get("call_id")) for e in d.log if e.data.get("call_id") in ("c1", "c2")]
+    assert seen == [
+        ("permission.requested", "c1"), ("permission.requested", "c2"),
+        ("permission.resolved", "c2"), ("tool.finished", "c2"),
+        ("permission.resolved", "c1"), ("tool.started", "c1"), ("tool.finished", "c1"),
+    ]
+
+
+def test_a_request_stored_after_its_calls_start_is_approved_without_starting_it_again():
+    # Daemons before requests came first stored tool.started, then permission.requested.
+    d = Driver(cwd="/p")
+    d.submit("task", mode="agent", policy=AGENT)
+    run = d.state.run.id
+    old = [
+        Event("message.assistant", "s1", run, 10.0, {"content": [bash("c1", "make")], "usage": {}, "stop_reason": "tool_use"}),
+        Event("tool.started", "s1", run, 10.0, {"call_id": "c1", "name": "bash", "input": {"command": "make"}}),
+        Event("permission.requested", "s1", run, 10.0, {
+            "call_id": "c1", "tool": "bash", "input": {"command": "make"}, "reason": "bash asks in agent mode",
+            "session_rules": ["bash(make)"], "outside": False,
+        }),
+    ]
+    d.state = fold(old, d.state)
+    assert d.state.run.pending == ("c1",) and d.state.run.waiting["c1"].started
+    t = d.approve("c1")
+    assert types(t) == ["permission.resolved"]
+    assert t.effects == (RunTool(d.state.run.id, "c1", "bash", {"command": "make"}),)
 
 
 def test_the_first_answer_wins():

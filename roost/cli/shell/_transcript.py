@@ -202,10 +202,13 @@ class Transcript:
         return r.tool_finished(name, tool_input, e, self.width - 4 * depth)
 
     def _permission_requested(self, e: dict[str, Any], depth: int) -> Lines:
+        # The call starts only once approved: a denied one's line comes from its request.
+        self._calls.setdefault(str(e.get("call_id")), (str(e.get("tool", "")), e.get("input")))
+        return self._human_asked(e, depth)
+
+    def _human_asked(self, e: dict[str, Any], depth: int) -> Lines:
         self._requests[str(e.get("call_id"))] = e
         return []
-
-    _human_asked = _permission_requested
 
     def _permission_resolved(self, e: dict[str, Any], depth: int) -> Lines:
         return r.resolved(self._requests.pop(str(e.get("call_id")), None), e, self.width)
