@@ -138,6 +138,27 @@ async def test_a_sub_agents_open_approval_survives_a_restart(tmp_path: Path, pro
     assert not [e for e in events if "interrupted" in str(e.get("result", ""))]
 
 
+async def test_a_resumed_sub_agents_call_takes_as_long_as_from_its_own_start(tmp_path: Path, project: Path) -> None:
+    helper = write_script(project, [bash("true")], [text("made it")], name="helper.json")
+    lead = write_script(project, [call("helper", "go")], [text("all done")], name="lead.json")
+    agent_file(project, "helper", f"model: {helper}\ntools: [bash]")
+    agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    db = tmp_path / "roost.db"
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        run = await c.call("dispatch", task="t", agent="lead", cwd=str(project), attach=True, sandbox="off")
+        seen = await events_until(c, lambda e: e.get("type") == "permission.requested")
+    [called] = [e for e in seen if e["type"] == "tool.started" and not e.get("path")]
+    await trio.sleep(1.0)  # the daemon is down a while
+    async with serving(db) as d, open_client(d.socket_path) as c:
+        await c.call("attach", session=run["session"], since=seen[-1]["seq"])
+        await c.call("permission.respond", session=run["session"], call_id=seen[-1]["call_id"], decision="approve")
+        events = await events_until(c, finished(run["run"]))
+    [result] = [e for e in events if e["type"] == "tool.finished" and not e.get("path")]
+    # Counted from the call's start, before the restart (wall clock), not from the restart.
+    assert result["latency"] > 1.0
+    assert abs(result["latency"] - (result["ts"] - called["ts"])) < 0.5
+
+
 def task_call(agent: str, prompt: str, **extra: Any) -> dict[str, Any]:
     return {"type": "tool_use", "name": "task", "input": {"agent": agent, "prompt": prompt, **extra}}
 

@@ -198,22 +198,26 @@ class Conductor:
                 # the log, and is ended when it is next loaded with room to store that.
                 log.error("session %s: the interrupted run could not be ended yet: %s", session_id, exc)
                 continue
-            for path, state in sorted(subruns.items(), key=lambda item: len(item[0])):
+            for path, (state, called) in sorted(subruns.items(), key=lambda item: len(item[0])):
                 parent = session if len(path) == 1 else session.subruns.get(path[:-1])
                 if parent is not None and parent.run_nursery is not None and parent.state.run is not None:
                     assert setup is not None
                     child = await self._resumed_subrun(session, setup, path, state)
                     first = Interrupted(time.time(), _children(path, subruns))
-                    started = time.monotonic()
+                    # The call's time counts from its own start, before the restart (wall clock).
+                    started = time.monotonic() - max(0.0, time.time() - called)
                     await parent.run_nursery.start(self._drive, session, parent, child, first, parent.state.run.id, started)
 
-    async def _waiting_subruns(self, session: Session) -> dict[tuple[str, ...], SessionState]:
+    async def _waiting_subruns(self, session: Session) -> dict[tuple[str, ...], tuple[SessionState, float]]:
         """The sub-agent runs of ``session`` left in flight that a person may still answer
         (they, or a sub-agent of theirs, wait for one), by path: their state folded from
-        their own events."""
+        their own events, and when the call that runs each started (wall clock)."""
         tracks: dict[tuple[str, ...], list[Event]] = {}
+        called: dict[tuple[str, ...], float] = {}
         for event in await self.store.events(session.id):
             path = event.data.get("path")
+            if event.type == "tool.started":
+                called[(*(path or ()), event.data["call_id"])] = event.ts
             if path:
                 data = {k: v for k, v in event.data.items() if k != "path"}
                 tracks.setdefault(tuple(path), []).append(replace(event, data=data))
@@ -225,7 +229,8 @@ class Conductor:
         # A sub-agent whose own sub-agent waits goes on too, and so on up to the session.
         for path in sorted(waiting, key=len, reverse=True):
             waiting.update(path[:n] for n in range(1, len(path)) if path[:n] in open_)
-        return {path: open_[path] for path in waiting}
+        # (A call's tool.started always comes before its sub-agent's events.)
+        return {path: (open_[path], called.get(path, time.time())) for path in waiting}
 
     async def _resumed_subrun(
         self, session: Session, setup: FolderSetup, path: tuple[str, ...], state: SessionState
