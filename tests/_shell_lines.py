@@ -6,7 +6,7 @@
 
 Each line's outcome is ``ran``, ``denied`` (refused, never run) or ``asked`` (a person is
 asked first). ``{f}`` in a line is a file of its own in the project, so that a test with
-real bash can tell whether the line deleted it. tests/loop/test_commands.py judges the
+real bash can tell whether the line deleted it. tests/loop/test_shell_lines.py judges the
 table without IO, tests/daemon/test_shell_rules.py through a real daemon and real bash,
 and bench/judge_lines.py times the judge on it.
 """

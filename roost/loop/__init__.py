@@ -10,7 +10,7 @@ from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_
 from ._patterns import glob_matcher
 from ._regex import PatternError, Regex, linear_regex
 from ._plan import parse_plan
-from ._commands import WILD, Command, Judgement, escape, judge
+from ._shell_lines import WILD, Command, Judgement, escape, judge
 from ._permissions import (
     ASK_HUMAN,
     CLAUDE_TOOL_NAMES,

@@ -61,7 +61,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ._commands import WILD, Command, escape, judge
+from ._shell_lines import WILD, Command, escape, judge
 from ._modes import NO_APPROVAL_MODES, Mode
 from ._patterns import glob_matcher
 from ._regex import Regex, linear_regex

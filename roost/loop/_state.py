@@ -14,9 +14,8 @@ from typing import Any, Iterable, Mapping
 
 from . import _events as ev
 from ._events import Event
-from ._guardrails import Guardrail
-from ._permissions import ALLOW, Policy, Rule, parse_rule
 from ._modes import COMPACT_MODE, NO_TOOLS_MODES
+from ._permissions import ALLOW, Rule, parse_rule
 from ._settings import RunSettings
 from ._waits import HumanWait, PermissionWait, Wait
 

@@ -7,6 +7,6 @@ committed lines) → :mod:`._display` and :mod:`._markdown` (pure: state to form
 :mod:`._app` (the prompt_toolkit application) and :mod:`._shell` (the controller).
 """
 
-from ._commands import attach, shell
+from ._open import attach, shell
 
 __all__ = ["attach", "shell"]
