@@ -10,7 +10,7 @@ model=${2:-${ROOST_MODEL:-scripted/demo}}
 
 roost dispatch "$task" --model "$model" --json "${@:3}" | jq -r '
   if .type == "tool.started" then "tool: \(.name) \(.input | tostring)"
-  elif .type == "permission.requested" then "  waiting: roost approve \(.session) \(.call_id)"
+  elif .type == "permission.requested" then "waiting: \(.tool) \(.input | tostring): roost approve \(.session) \(.call_id)"
   elif .type == "tool.finished" then "  -> \(if .is_error then "error" else "ok" end) (\(.size) chars)"
   elif .type == "run.finished" then "\(.reason): \(.text)"
   else empty end'
