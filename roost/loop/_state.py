@@ -14,8 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from . import _events as ev
 from ._events import Event
-from ._guardrails import Guardrail
-from ._permissions import ALLOW, Policy, Rule, parse_rule
+from ._permissions import ALLOW, Rule, parse_rule
 from ._settings import NO_TOOLS_MODES, RunSettings
 
 

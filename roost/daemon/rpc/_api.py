@@ -15,8 +15,8 @@ import os
 import secrets
 import time
 import weakref
-from dataclasses import replace
-from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import trio
 
@@ -56,10 +56,7 @@ from ..folder._agents import Agent, unknown_tools
 from ..folder._config import Config, ConfigError, price_map
 from ..folder._custom_commands import (
     CommandSet,
-    CustomCommand,
-    UnknownCommand,
     load_commands,
-    parse_invocation,
 )
 from ..folder._prompt import compose, render
 from ..folder._scripts import unchanged
@@ -75,15 +72,13 @@ from ..providers import (
     ToolSpec,
 )
 from ..runs._conductor import Conductor, PromptBlocked
+from ..runs._plan import Compaction, Dispatch, PlanError
 from ..runs._sessions import Session, SessionBusy, SessionNotFound
 from ..runs._settings import (
     UNSET,
     Asked,
-    RunSettings,
     SettingsError,
     find_agent,
-    is_test_model,
-    settle,
 )
 from ..storage._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
 from ..storage._store import SessionRow, StoreError, StoreFull
@@ -222,7 +217,7 @@ class Api:
         if only is not None and not all(isinstance(s, str) for s in only):
             raise RpcError(ErrorCode.INVALID_PARAMS, "sessions must be a list of session ids")
         dry_run = bool(params.get("dry_run"))
-        pruned, kept = await self.conductor.prune(time.time() - older_than, dry_run=dry_run, only=only)
+        pruned, kept = await self.conductor.sessions.prune(time.time() - older_than, dry_run=dry_run, only=only)
         return {
             "sessions": [_pruned(r) for r in pruned],
             "kept": [{**_pruned(r), "why": why} for r, why in kept],
@@ -310,12 +305,15 @@ class Api:
         }
 
     async def attach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = params["session"]
+        last_seq = await self._attach(connection, params["session"], params.get("since", 0))
+        return {"session": params["session"], "last_seq": last_seq}
+
+    async def _attach(self, connection: Connection, session: str, since: int) -> int:
+        """Attach ``connection`` to ``session`` from ``since``; the last seq replayed."""
         if not self.conductor.sessions.stored_only(session):
             # Loaded (or settled) first: a run that seems to go on is never replayed.
             await self._session(session)
-        last_seq = await self.conductor.fanout.attach(connection, session, params.get("since", 0))
-        return {"session": session, "last_seq": last_seq}
+        return await self.conductor.fanout.attach(connection, session, since)
 
     async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self.conductor.fanout.detach(connection, params["session"])
@@ -339,21 +337,8 @@ class Api:
         else:
             session = None
             cwd = _cwd(params.get("cwd"))
-        environ = _environ(params)
-        setup = await self._folder(cwd, environ)
-        task, command = params["task"], None
-        invocation = parse_invocation(task)
-        if invocation is not None:
-            found = await self._command(setup, environ, invocation[0])
-            task = found.expand(invocation[1])
-            command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": params["task"]}
-            if found.model is not None and asked.model is UNSET:
-                if found.scope == "project" and is_test_model(found.model):
-                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{found.source}: a project's command cannot name {found.model}")
-                asked = replace(asked, model=found.model)
-        elif task.startswith("//"):
-            task = task[1:]
-        settings = self._settle(setup, asked, environ)
+        with _planning():
+            plan = await self.conductor.planner.dispatch(Dispatch(cwd, params["task"], asked, _environ(params), request_id))
         fresh = session is None
         if session is None:
             session = await self.conductor.create_session(cwd)
@@ -363,16 +348,8 @@ class Api:
                     # Attached before the run starts, so no event of it is missed; a new
                     # session's stream starts with its session.created.
                     since = session.state.last_seq if params.get("session") else 0
-                    await self.attach(connection, {"session": session.id, "since": since})
-                run = await self.conductor.dispatch(
-                    session,
-                    settings,
-                    setup=setup,
-                    environ=environ,
-                    task=task,
-                    request_id=request_id,
-                    command=command,
-                )
+                    await self._attach(connection, session.id, since)
+                run = await self.conductor.start_run(session, plan)
         except SessionBusy:
             raise _busy(session) from None
         except PromptBlocked as exc:
@@ -384,34 +361,14 @@ class Api:
                 with trio.CancelScope(shield=True):
                     await self._forget_new(session)
             raise
-        return {"session": session.id, "run": run, "model": settings.model.model_id}
+        return {"session": session.id, "run": run, "model": plan.settings.model}
 
     async def _forget_new(self, session: Session) -> None:
         """Delete a session a refused dispatch made, that holds nothing but its creation."""
         try:
-            await self.conductor.prune(math.inf, only=[session.id])
+            await self.conductor.sessions.prune(math.inf, only=[session.id])
         except StoreError as exc:
             log.warning("session %s, made for a run that could not start, stays: %s", session.id, exc)
-
-    async def _command(self, setup: FolderSetup, environ: Mapping[str, str], name: str) -> CustomCommand:
-        """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""
-        commands = await _commands(setup, environ)
-        try:
-            return commands.find(name)
-        except UnknownCommand as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
-
-    def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
-        sandbox = self.conductor.sandbox
-        try:
-            return settle(
-                setup,
-                asked,
-                resolve=lambda model: self._resolve(model, setup.config, environ),
-                holds=sandbox.holds,
-            )
-        except SettingsError as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
     async def providers_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         environ = _environ(params)
@@ -499,7 +456,7 @@ class Api:
 
     async def _folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
         try:
-            return await self.conductor.load_folder(cwd, environ)
+            return await self.conductor.planner.load_folder(cwd, environ)
         except ConfigError as exc:
             raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
 
@@ -578,19 +535,15 @@ class Api:
         session = await self._session(params["session"])
         if session.state.run is not None:
             raise _busy(session)
-        environ = _environ(params)
-        setup = await self._folder(session.state.cwd, environ)
         model = params.get("model") or session.state.last_model
-        settings = self._settle(setup, Asked(model=model or UNSET), environ)
-        keep = params.get("keep_turns", settings.keep_turns)
-        if keep < 0:
-            raise RpcError(ErrorCode.INVALID_PARAMS, "keep_turns must not be negative")
-        resolved = settings.model
+        request = Compaction(session.state.cwd, model, params.get("keep_turns"), _environ(params))
+        with _planning():
+            plan = await self.conductor.planner.compaction(request)
         try:
             with session.claim():
                 if params.get("attach"):
-                    await self.attach(connection, {"session": session.id, "since": session.state.last_seq})
-                run = await self.conductor.compact(session, resolved, keep)
+                    await self._attach(connection, session.id, session.state.last_seq)
+                run = await self.conductor.start_run(session, plan)
         except SessionBusy:
             raise _busy(session) from None
         return {"session": session.id, "run": run}
@@ -669,7 +622,7 @@ class Api:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
-        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.prompts)
+        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.planner.prompts)
         return {
             "agent": agent.name,
             "mode": mode,
@@ -817,6 +770,19 @@ def _catalogue() -> dict[str, Any]:
         "events": [{"type": t, "doc": d} for t, d in EVENT_TYPES.items()],
         "errors": error_table(),
     }
+
+
+@contextmanager
+def _planning() -> Iterator[None]:
+    """A run that cannot be prepared is the client's to fix: each reason its own code."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
+    except PlanError as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
+    except ProviderUnavailable as exc:
+        raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
 
 
 def store_refusal(error: StoreError) -> RpcError:
