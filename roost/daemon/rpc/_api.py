@@ -95,10 +95,10 @@ class Api:
             "socket": self.socket,
             "uptime": time.monotonic() - self.started,
             "sessions": self.conductor.store.session_count(),
-            "runs": self.conductor.runs_in_flight(),
+            "runs": self.conductor.sessions.runs_in_flight(),
             "database": str(self.conductor.store.path),
             "store": {"ok": True},
-            "sandbox": self.conductor.sandbox.availability.to_map(),
+            "sandbox": self.conductor.planner.sandbox.availability.to_map(),
             "notices": list(self.notices),
         }
 

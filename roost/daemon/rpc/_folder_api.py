@@ -50,7 +50,7 @@ class FolderApi(ApiPart):
         config = setup.config
         out = []
         for name, entry in sorted(config.providers.items()):
-            usable, why = self.conductor.providers.usable(entry, environ)
+            usable, why = self.conductor.planner.providers.usable(entry, environ)
             out.append(
                 {
                     "name": name,
@@ -106,7 +106,7 @@ class FolderApi(ApiPart):
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(checked_cwd(params.get("cwd")), client_environ(params))
         found = setup.agents
-        tools = self.conductor.tools.names()
+        tools = self.conductor.planner.tools.names()
         servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
         def listed(agent: Agent) -> dict[str, Any]:
@@ -147,7 +147,7 @@ class FolderApi(ApiPart):
         if mode not in MODES:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
-        tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
+        tools = agent.tools if agent.tools is not None else self.conductor.planner.tools.names()
         layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.planner.prompts)
         return {
             "agent": agent.name,
@@ -206,7 +206,7 @@ class FolderApi(ApiPart):
 
     async def _with_trust(self, use: Callable[[TrustStore], _T]) -> _T:
         """``use(store)`` in a worker thread; a broken store is CONFIG_INVALID."""
-        store = self.conductor.trust
+        store = self.conductor.planner.trust
         if store is None:
             raise RpcError(ErrorCode.INVALID_PARAMS, "this daemon keeps no trust store")
         try:

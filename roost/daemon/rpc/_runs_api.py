@@ -32,7 +32,6 @@ from ..providers import (
     Resolved,
     ToolSpec,
 )
-from ..runs._conductor import PromptBlocked
 from ..runs._plan import Compaction, Dispatch
 from ..runs._sessions import Session, SessionBusy
 from ..runs._settings import (
@@ -40,6 +39,7 @@ from ..runs._settings import (
     Asked,
     SettingsError,
 )
+from ..runs._tool_calls import PromptBlocked
 from ..storage._store import StoreError
 from ._api_part import ApiPart, Handler, checked_cwd, client_environ, planning
 from ._connection import Connection
@@ -87,7 +87,7 @@ class RunsApi(ApiPart):
             )
         fresh = session is None
         if session is None:
-            session = await self.conductor.create_session(cwd)
+            session = await self.conductor.sessions.create(cwd)
         try:
             with session.claim():
                 if params.get("attach"):
@@ -166,7 +166,7 @@ class RunsApi(ApiPart):
 
     def _resolve(self, model: str | None, config: Config, environ: Mapping[str, str]) -> Resolved:
         try:
-            return self.conductor.providers.resolve(model or config.default_model, config, environ)
+            return self.conductor.planner.providers.resolve(model or config.default_model, config, environ)
         except ProviderUnavailable as exc:
             raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
 
@@ -237,7 +237,7 @@ class RunsApi(ApiPart):
             sessions = [await self._session(params["session"])]
         else:
             sessions = self.conductor.sessions.loaded()
-        out = [row for session in sessions for row in self.conductor.pending(session)]
+        out = [row for session in sessions for row in session.pending()]
         return {"pending": out}
 
     async def compact(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:

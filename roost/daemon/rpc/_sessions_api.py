@@ -100,7 +100,7 @@ class SessionsApi(ApiPart):
 
     async def sessions_create(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         self._refuse_when_stopping()
-        session = await self.conductor.create_session(checked_cwd(params.get("cwd")))
+        session = await self.conductor.sessions.create(checked_cwd(params.get("cwd")))
         return {"session": session.id}
 
     async def sessions_fork(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class SessionsApi(ApiPart):
             raise RpcError(
                 ErrorCode.INVALID_PARAMS, f"session {parent.id} has seqs 1 to {last}: there is no seq {at} to fork at"
             )
-        session = await self.conductor.fork(parent, at)
+        session = await self.conductor.sessions.fork(parent, at)
         forked_at = self.conductor.store.parent(session.id)
         assert forked_at is not None
         return {

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from functools import partial
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import trio
 
@@ -59,15 +59,15 @@ from roost.loop import (
 from ..folder._trust import TrustStore
 from ..mcp import McpManager
 from ..providers import ProviderRegistry
-from ..sandbox import RunSandbox, Sandbox, Unsupported
+from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
 from ..tools import ProcessLedger, ToolRegistry
 from ._fanout import Fanout
-from ._hooks import HookEnv, run_prompt_hooks
 from ._model_calls import ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
 from ._recovery import recover
-from ._sessions import Held, LiveRun, Session, SessionTable, Track
+from ._live import LiveRun, live_run
+from ._sessions import Held, Session, SessionTable, Track
 from ._subagents import Subagents
 from ._tool_calls import ToolCalls, abort_of
 
@@ -77,10 +77,6 @@ log = logging.getLogger(__name__)
 SHUTDOWN_GRACE = 5.0
 #: Seconds between tries to store the end of a run that ended in memory only (a full disk).
 SETTLE_RETRY = 5.0
-
-
-class PromptBlocked(Exception):
-    """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
 
 
 class Conductor:
@@ -100,16 +96,13 @@ class Conductor:
     ) -> None:
         self.store = store
         self.mcp = mcp
-        #: The folders the user trusted (None: none, as in tests of other parts).
-        self.trust = trust
-        #: Where commands run (None: no sandbox works here; only runs in mode off run them).
-        self.sandbox = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.fanout = fanout
-        self.providers = providers
-        self.tools = tools
         self.ledger = ledger
-        self.planner = Planner(providers, tools, self.sandbox, nursery, mcp, trust)
-        self.sessions = SessionTable(store, self._settle, nursery)
+        # Where commands run: without a backend that works here, only runs in mode off
+        # run them. The folders the user trusted (None: none, as in tests of other parts).
+        confines = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
+        self.planner = Planner(providers, tools, confines, nursery, mcp, trust)
+        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         publish = fanout.publish
@@ -132,25 +125,6 @@ class Conductor:
         self._request_ids = await self.store.request_ids()
         await recover(self.store, self.sessions, self.planner, self.ledger, self._start, self.subagents)
 
-    def runs_in_flight(self) -> int:
-        """Sessions with a run in flight."""
-        return sum(1 for s in self.sessions.loaded() if s.state.run is not None)
-
-    async def create_session(self, cwd: str) -> Session:
-        """A new session; its first events are stored and published."""
-        session, stored = await self.sessions.create(cwd)
-        for event in stored:
-            self.fanout.publish(event.to_map())
-        return session
-
-    async def fork(self, parent: Session, at: int) -> Session:
-        """A fork of ``parent`` at seq ``at`` (or the last whole point before it: see
-        :meth:`SessionTable.fork`); its first events are stored and published."""
-        session, stored = await self.sessions.fork(parent, at)
-        for event in stored:
-            self.fanout.publish(event.to_map())
-        return session
-
     async def start_run(self, session: Session, plan: RunPlan) -> str:
         """Start the run ``plan`` prepared on ``session``; return its id once its first
         events are stored. A dispatch's UserPromptSubmit hooks see its task first, as it
@@ -165,7 +139,7 @@ class Conductor:
         first = plan.first
         if isinstance(first, Submit):
             typed = first.command["typed"] if first.command is not None else first.task
-            context, failures = await self._prompt_hooks(session, plan, typed)
+            context, failures = await self.tool_calls.task_hooks(session, plan, typed)
             plan = replace(plan, first=replace(first, context=context, hook_failures=failures))
         await self._start(session, plan)
         if isinstance(first, Submit) and first.request_id:
@@ -175,25 +149,6 @@ class Conductor:
     async def _start(self, session: Session, plan: RunPlan) -> None:
         session.track.plan = plan
         await self._nursery.start(self._run, session, plan.first)
-
-    async def _prompt_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """What the UserPromptSubmit hooks add to ``text`` and which of them failed. The
-        run is not started yet: a project's hooks run in a sandbox of their own.
-
-        Raises:
-            PromptBlocked: a hook refused the text.
-        """
-        confined = plan.confinement
-        cwd = session.state.cwd
-        root = plan.setup.root if plan.setup is not None else cwd
-        async with RunSandbox(confined, cwd, ledger=self.ledger) if confined else nullcontext() as box:
-            where = HookEnv(session.id, cwd, root, plan.settings.mode, plan.tool_environ, self.ledger, box)
-            prompt = await run_prompt_hooks(plan.hooks, text, where)
-        if prompt.failures:
-            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
-        if prompt.blocked is not None:
-            raise PromptBlocked(prompt.blocked)
-        return tuple(prompt.context), tuple(prompt.failures)
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -210,12 +165,9 @@ class Conductor:
         run, plan = session.state.run, session.track.plan
         if run is None or plan is None:
             raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
-        prompt = await run_prompt_hooks(plan.hooks, text, self.tool_calls.hook_env(session, session.track))
-        if prompt.failures:
-            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
-        if prompt.blocked is not None:
-            raise PromptBlocked(prompt.blocked)
-        await self.feed(session, Steer("\n\n".join((text, *prompt.context)), time.time()))
+        live = session.track.live
+        context, _ = await self.tool_calls.prompt_hooks(session, plan, text, live.sandbox if live is not None else None)
+        await self.feed(session, Steer("\n\n".join((text, *context)), time.time()))
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).
@@ -223,11 +175,7 @@ class Conductor:
         Raises:
             InvalidInput: no such open request.
         """
-        track = session.track
-        for sub in session.subruns.values():
-            if sub.state.run is not None and answer.call_id in sub.state.run.waiting:
-                track = sub
-        await self.feed(session, answer, track)
+        await self.feed(session, answer, session.asking(answer.call_id))
 
     async def abort(self, session: Session, reason: str = "aborted by the user", *, after_step: bool = False) -> str:
         """Abort the run in flight (and its sub-agents) and return its id; ``after_step``:
@@ -254,17 +202,6 @@ class Conductor:
         await self.feed(session, abort_of(session.track, reason))
         assert run is not None
         return run.id
-
-    def pending(self, session: Session) -> list[dict[str, Any]]:
-        """The open requests of the session's run and of its sub-agents."""
-        out = []
-        for track in session.tracks():
-            run = track.state.run
-            if run is None:
-                continue
-            for call_id, wait in run.waiting.items():
-                out.append({"session": session.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait})
-        return out
 
     async def shutdown(self) -> None:
         """Abort every run (their events are stored) and wait, bounded, for them to end.
@@ -296,7 +233,7 @@ class Conductor:
                 for done in waits:
                     await done.wait()
             with trio.move_on_after(SHUTDOWN_GRACE):
-                await self.providers.aclose()
+                await self.planner.providers.aclose()
             if self.mcp is not None:
                 await self.mcp.aclose()
 
@@ -431,52 +368,16 @@ class Conductor:
             raise unstored
         self.sessions.keep_snapshot(session)
 
-    @asynccontextmanager
-    async def live(self, session: Session, track: Track, caller: Track | None = None) -> AsyncIterator[LiveRun]:
-        """``track``'s run while the block lasts: its MCP servers held, its sandbox (its
-        caller's, when that one holds it; else its own, built at its first command and
-        ended with the run) and its nursery, kept on it as its :class:`LiveRun`."""
-        plan = track.plan
-        done = trio.Event()
-        live: LiveRun | None = None
-        shared = caller.live if caller is not None else None
-        try:
-            with self._holding(plan.mcp_servers if plan is not None else {}):
-                async with self._sandbox(session, track, shared) as box, trio.open_nursery() as nursery:
-                    live = track.live = LiveRun(nursery, box, done)
-                    if shared is not None:
-                        live.tool_limiter = shared.tool_limiter
-                    yield live
-        finally:
-            # Unless the track's next run has begun meanwhile (once this one's end was
-            # stored, while its tasks and its sandbox ended).
-            if live is not None and track.live is live:
-                track.live = None
-            done.set()
+    def live(self, session: Session, track: Track, caller: Track | None = None) -> AbstractAsyncContextManager[LiveRun]:
+        """``track``'s run while the block lasts (see :func:`live_run`); a sandbox that
+        cannot be built ends the run ``error``, saying why, before the command that needed
+        it reports (its commands never run unsandboxed instead)."""
 
-    @asynccontextmanager
-    async def _sandbox(self, session: Session, track: Track, shared: LiveRun | None) -> AsyncIterator[RunSandbox | None]:
-        """The sandbox of ``track``'s run: its caller's, when that one holds it (a sub-agent
-        with the same policy), else its own, built at its first command."""
-        confined = track.plan.confinement if track.plan is not None else None
-        caller_box = shared.sandbox if shared is not None else None
-        if confined is None or (caller_box is not None and caller_box.fits(confined)):
-            yield caller_box if confined is not None else None
-            return
-        failed = partial(self._sandbox_failed, session, track)
-        async with RunSandbox(confined, session.state.cwd, ledger=self.ledger, on_failure=failed) as box:
-            yield box
+        async def failed(why: str) -> None:
+            if track.state.run is not None:
+                await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
-    async def _sandbox_failed(self, session: Session, track: Track, why: str) -> None:
-        """``track``'s run cannot have its sandbox: it ends ``error``, saying why, before the
-        command that needed it reports (its commands never run unsandboxed instead)."""
-        run = track.state.run
-        if run is not None:
-            await self.feed_result(session, track, run.id, RunFailed(why, time.time()))
-
-    def _holding(self, servers: Any) -> AbstractContextManager[None]:
-        """Keeps a run's MCP servers running while it lasts (see ``McpManager.hold``)."""
-        return nullcontext() if self.mcp is None else self.mcp.hold(servers)
+        return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed)
 
 
 def _on_track(track: Track, events: tuple[Event, ...]) -> tuple[Event, ...]:

@@ -186,7 +186,7 @@ class Planner:
             ProviderError: the model's provider cannot be used here.
         """
         setup = await self.load_folder(request.cwd, request.environ)
-        task, command, asked = await self._expand(setup, request)
+        task, command, asked = await _expand(setup, request)
         try:
             settled = settle(
                 setup,
@@ -343,25 +343,6 @@ class Planner:
         settings = RunSettings(model.model_id, mode="compact", max_turns=1, keep_turns=keep)
         return RunPlan(settings, compact, model, setup=setup, environ=request.environ)
 
-    async def _expand(self, setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
-        """The task a dispatch runs, the custom command it was expanded from (if any), and
-        what it asks for once the command's front matter is counted."""
-        task, asked = request.task, request.asked
-        invocation = parse_invocation(task)
-        if invocation is None:
-            return (task[1:] if task.startswith("//") else task), None, asked
-        commands = await trio.to_thread.run_sync(load_commands, setup.cwd, request.environ, setup.trusted)
-        try:
-            found = commands.find(invocation[0])
-        except LookupError as exc:
-            raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
-        command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}
-        if found.model is not None and asked.model is UNSET:
-            if found.scope == "project" and is_test_model(found.model):
-                raise PlanError(f"{found.source}: a project's command cannot name {found.model}")
-            asked = replace(asked, model=found.model)
-        return found.expand(invocation[1]), command, asked
-
     async def _tools_of(
         self, agent: Agent, setup: FolderSetup
     ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig], tuple[str, ...]]:
@@ -434,6 +415,26 @@ class Planner:
         if servers:
             self._nursery.start_soon(self.mcp.ensure, servers)
         return servers
+
+
+async def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
+    """The task a dispatch runs, the custom command it was expanded from (if any), and
+    what it asks for once the command's front matter is counted."""
+    task, asked = request.task, request.asked
+    invocation = parse_invocation(task)
+    if invocation is None:
+        return (task[1:] if task.startswith("//") else task), None, asked
+    commands = await trio.to_thread.run_sync(load_commands, setup.cwd, request.environ, setup.trusted)
+    try:
+        found = commands.find(invocation[0])
+    except LookupError as exc:
+        raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
+    command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}
+    if found.model is not None and asked.model is UNSET:
+        if found.scope == "project" and is_test_model(found.model):
+            raise PlanError(f"{found.source}: a project's command cannot name {found.model}")
+        asked = replace(asked, model=found.model)
+    return found.expand(invocation[1]), command, asked
 
 
 def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:

@@ -33,38 +33,18 @@ from roost.loop import (
     step,
 )
 
-from ..sandbox import RunSandbox
 from ..storage._store import EventStore, SessionRow, StoreError
+from ._live import LiveRun
 from ._plan import RunPlan
 
 log = logging.getLogger(__name__)
 
-#: Tool calls of one step that may run at the same time.
-TOOL_CONCURRENCY = 8
 #: Events folded beyond a session's snapshot (about 7 ms of folding here) before a new one
 #: is written.
 SNAPSHOT_AFTER = 200
 #: The snapshots this daemon reads and writes: those of its own version and the loop's
 #: format (another version's are ignored, and replaced once folded past).
 SNAPSHOT_KEY = f"{roost.__version__} {SNAPSHOT_FORMAT}"
-
-
-@dataclass(eq=False)
-class LiveRun:
-    """What a track's run has exactly while it lasts."""
-
-    #: Its effects run here; cancelling it ends them all.
-    nursery: trio.Nursery
-    #: The sandbox its commands run in (None: unsandboxed): its own, built at its first
-    #: command, or its caller's when that one holds it.
-    sandbox: RunSandbox | None
-    #: Set once the run has ended and its tasks and sandbox with it.
-    done: trio.Event
-    #: Bounds the tool calls of one step that run at once (a sub-agent's count with its
-    #: caller's: they share it).
-    tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(TOOL_CONCURRENCY))
-    #: Text streamed so far by the model call in flight (kept if the run is aborted).
-    streamed: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -130,6 +110,25 @@ class Session:
     def tracks(self) -> tuple[Track, ...]:
         """The session's own track and its sub-agents'."""
         return (self.track, *self.subruns.values())
+
+    def asking(self, call_id: str) -> Track:
+        """The track whose run waits for a person's answer to ``call_id`` (the session's
+        own when none does: the loop then refuses the answer)."""
+        for track in self.subruns.values():
+            if track.state.run is not None and call_id in track.state.run.waiting:
+                return track
+        return self.track
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The open requests of the session's run and of its sub-agents."""
+        out = []
+        for track in self.tracks():
+            run = track.state.run
+            if run is None:
+                continue
+            for call_id, wait in run.waiting.items():
+                out.append({"session": self.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait})
+        return out
 
     def waits_for_a_person(self) -> bool:
         """Whether the run in flight, or one of its sub-agents, waits for a person."""
@@ -204,8 +203,16 @@ class SessionTable:
     the next time it is loaded, ``settle`` stores the end of that run first.
     """
 
-    def __init__(self, store: EventStore, settle: Settle | None = None, nursery: trio.Nursery | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        settle: Settle | None = None,
+        nursery: trio.Nursery | None = None,
+        publish: Callable[[dict[str, Any]], None] = lambda event: None,
+    ) -> None:
         self._store = store
+        #: Where a new session's first events go once stored (the fan-out).
+        self._publish = publish
         self._sessions: dict[str, Session] = {}
         self._loading = trio.Lock()
         self._settle = settle
@@ -219,6 +226,10 @@ class SessionTable:
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
         return list(self._sessions.values())
+
+    def runs_in_flight(self) -> int:
+        """Sessions with a run in flight."""
+        return sum(1 for s in self._sessions.values() if s.state.run is not None)
 
     def stored_only(self, session_id: str) -> bool:
         """Whether the session exists and is not in memory, with nothing to settle: no run
@@ -367,8 +378,8 @@ class SessionTable:
                 log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
         return [r for r in old if r.id in gone], kept
 
-    async def create(self, cwd: str) -> tuple[Session, list]:
-        """A new session in ``cwd``; returns it and its stored first events.
+    async def create(self, cwd: str) -> Session:
+        """A new session in ``cwd``; its first events are stored and published.
 
         Raises:
             StoreError: it could not be stored; there is no such session.
@@ -379,14 +390,16 @@ class SessionTable:
         stored = await self._store.create_session(session_id, cwd, now, transition.events)
         session = Session(Track(fold(stored, SessionState(session_id))))
         self._sessions[session_id] = session
-        return session, stored
+        for event in stored:
+            self._publish(event.to_map())
+        return session
 
-    async def fork(self, parent: Session, at: int) -> tuple[Session, list[Event]]:
+    async def fork(self, parent: Session, at: int) -> Session:
         """A new session whose history is ``parent``'s up to the last whole point at or
         before seq ``at`` (:func:`roost.loop.fork_point`: never between a tool call and
-        its result), shared in the store rather than copied; returns it and its own first
-        events: when the point is inside a run, that run ends there, ``aborted``, in the
-        fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
+        its result), shared in the store rather than copied; its own first events are stored
+        and published: when the point is inside a run, that run ends there, ``aborted``, in
+        the fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
 
         Raises:
             StoreError: it could not be stored; there is no such session.
@@ -404,7 +417,9 @@ class SessionTable:
         )
         session = Session(Track(fold(stored, state)))
         self._sessions[session_id] = session
-        return session, stored
+        for event in stored:
+            self._publish(event.to_map())
+        return session
 
     async def import_session(
         self, id: str, cwd: str, created: float, events: Sequence[Event], state: SessionState

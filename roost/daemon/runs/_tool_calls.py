@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import trio
@@ -34,9 +35,11 @@ from roost.loop import (
 )
 
 from ..mcp import McpManager
+from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
-from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_stop_hooks
+from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._model_calls import FeedResult
+from ._plan import RunPlan
 from ._sessions import Held, Session, Track
 
 log = logging.getLogger(__name__)
@@ -66,13 +69,39 @@ class ToolCalls:
     def hook_env(self, session: Session, track: Track) -> HookEnv:
         """Where the session's hooks run for ``track`` (a project's in its run's sandbox),
         and what they are told of it."""
-        cwd = session.state.cwd
-        plan, run = track.plan, track.state.run
-        root = plan.setup.root if plan is not None and plan.setup is not None else cwd
+        run = track.state.run
         mode = run.settings.mode if run is not None else "agent"
+        return self._where(session, track.plan, mode, track.live.sandbox if track.live is not None else None)
+
+    def _where(self, session: Session, plan: RunPlan | None, mode: str, sandbox: RunSandbox | None) -> HookEnv:
+        cwd = session.state.cwd
+        root = plan.setup.root if plan is not None and plan.setup is not None else cwd
         environ = plan.tool_environ if plan is not None else None
-        sandbox = track.live.sandbox if track.live is not None else None
         return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox)
+
+    async def task_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """:meth:`prompt_hooks` for the task of a run not started yet: a project's hooks run
+        in a sandbox of their own."""
+        confined = plan.confinement
+        async with RunSandbox(confined, session.state.cwd, ledger=self._ledger) if confined else nullcontext() as box:
+            return await self.prompt_hooks(session, plan, text, box)
+
+    async def prompt_hooks(
+        self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """What the UserPromptSubmit hooks add to a task or steering (``text``), and which of
+        them failed; a project's run in ``sandbox``.
+
+        Raises:
+            PromptBlocked: a hook refused the text.
+        """
+        where = self._where(session, plan, plan.settings.mode, sandbox)
+        prompt = await run_prompt_hooks(plan.hooks, text, where)
+        if prompt.failures:
+            log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
+        if prompt.blocked is not None:
+            raise PromptBlocked(prompt.blocked)
+        return tuple(prompt.context), tuple(prompt.failures)
 
     async def run_tool(self, session: Session, track: Track, effect: RunTool) -> None:
         """One tool call, between its PreToolUse and PostToolUse hooks."""
@@ -191,6 +220,10 @@ class ToolCalls:
             self._publish(Event(TOOL_PROGRESS, session.id, effect.run, time.time(), safe_text(data)).to_map())
 
         return on_progress
+
+
+class PromptBlocked(Exception):
+    """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
 
 
 def abort_of(track: Track, reason: str) -> Abort:
