@@ -14,7 +14,8 @@ from typing import Any, AsyncIterator, Callable
 import pytest
 import trio
 
-from roost.daemon.providers._anthropic import AnthropicProvider, _request_params
+from roost.daemon.providers._anthropic import AnthropicProvider
+from roost.daemon.providers._anthropic_wire import request_params as _request_params
 from roost.daemon.providers._sse import SSEDecoder
 from roost.daemon.providers._base import (
     ModelReply,

@@ -21,7 +21,8 @@ from roost.daemon.providers._base import (
     ProviderUnavailable,
     ToolSpec,
 )
-from roost.daemon.providers._openai import OpenAIProvider, _Fold
+from roost.daemon.providers._openai import OpenAIProvider
+from roost.daemon.providers._openai_wire import OpenAIFold as _Fold
 from roost.daemon.providers._sse import SSEDecoder
 from tests.fakes.openai_server import FakeOpenAIServer, serve_openai, transcript_events
 
