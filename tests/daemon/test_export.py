@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.rpc import _api
+from roost.daemon.rpc import _sessions_api
 from roost.daemon.storage import _export
 from roost.daemon.rpc._server import Daemon
 from roost.protocol import ErrorCode, RpcError
@@ -61,7 +61,7 @@ async def test_an_export_in_bounded_pages_imports_to_the_same_events(
     session = run["session"]
     # Small pages, so that the export takes many calls, each bounded.
     monkeypatch.setattr(_export, "PAGE_BYTES", 300)
-    monkeypatch.setattr(_api, "PAGE_EVENTS", 4)
+    monkeypatch.setattr(_sessions_api, "PAGE_EVENTS", 4)
     pages = []
     params: dict[str, Any] = {"session": session}
     while True:

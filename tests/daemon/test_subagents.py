@@ -10,9 +10,11 @@ from typing import Any
 import trio
 
 from roost.daemon.folder._agents import Agent
+from roost.daemon.folder._project import user_config_file
 from roost.daemon.rpc._server import Daemon
 from roost.daemon.runs._delegation import delegates, task_spec
 from roost.protocol.trio_client import TrioClient, open_client
+from tests.fakes.openai_server import serve_openai
 
 from .conftest import bash, events_until, finished, serving, text, trust, write_script
 
@@ -253,3 +255,39 @@ def test_the_task_tool_lists_the_agents_it_may_run() -> None:
     assert spec.input_schema["required"] == ["agent", "prompt"]
     long = task_spec(("x",), {"x": Agent("x", "y" * 1000)}).description
     assert long.endswith("- x: " + "y" * 399 + "…")
+
+
+async def test_a_resumed_sub_agent_whose_model_is_gone_keeps_its_sandbox(tmp_path: Path, project: Path) -> None:
+    # Attack: the sub-agent's model resolved at dispatch with the client's key; after a
+    # restart the daemon has no such key. Approving its open request must not run the
+    # command outside the sandbox the run recorded.
+    escaped = tmp_path / "escaped"
+    reply = {"content": "", "tool_calls": [{"id": "call_1", "name": "bash", "arguments": {"command": f"touch {escaped}"}}]}
+    lead = write_script(project, [call("helper", "touch it")], [text("all done")], name="lead.json")
+    agent_file(project, "lead", f"model: {lead}\ntools: [helper]")
+    with serve_openai([reply]) as server:
+        config = user_config_file()
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f'[providers.keyed]\nkind = "openai"\nbase_url = "{server.base_url}"\napi_key_env = "HELPER_KEY"\n'
+            'models = { small = "m" }\n'
+        )
+        # The user's own agent: its model is theirs to name.
+        folder = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "agents"
+        (folder / "helper.md").write_text("---\nname: helper\nmodel: keyed/small\ntools: [bash]\n---\nDo it.\n")
+        assert "HELPER_KEY" not in os.environ
+        environ = {**os.environ, "HELPER_KEY": "k"}
+        db = tmp_path / "roost.db"
+        async with serving(db) as d, open_client(d.socket_path) as c:
+            run = await c.call(
+                "dispatch", task="t", agent="lead", cwd=str(project), attach=True, ask=["bash"], env=environ
+            )
+            asked = (await events_until(c, lambda e: e.get("type") == "permission.requested"))[-1]
+        assert asked["path"] and asked["input"]["command"] == f"touch {escaped}"
+        async with serving(db) as d, open_client(d.socket_path) as c:
+            await c.call("attach", session=run["session"], since=asked["seq"])
+            await c.call("permission.respond", session=run["session"], call_id=asked["call_id"], decision="approve")
+            events = await events_until(c, finished(run["run"]))
+    # It ran, in the sandbox (a private /tmp), not in the daemon's world.
+    assert [e for e in events if e["type"] == "tool.finished" and e.get("call_id") == asked["call_id"]]
+    assert not escaped.exists()

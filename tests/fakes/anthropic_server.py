@@ -48,6 +48,8 @@ A **reply** (no ``"status"`` key), streamed as the documented SSE sequence
         "stall_seconds": None, # (None: until the server closes), then carry on
         "error_after": N,      # send N events, then an `event: error` with "error"
         "error": {"type": "overloaded_error", "message": "Overloaded"},
+        "malformed_after": N,  # send N events, then a content_block_delta whose JSON is cut
+                               # short ("malformed": its data instead), then carry on
         "headers": {...},      # extra response headers
     }
 
@@ -141,7 +143,12 @@ class _Handler(_http.FakeHandler):
             model = body.get("model", "claude-fake") if isinstance(body, dict) else "claude-fake"
             if isinstance(body, dict) and body.get("stream"):
                 events = [_sse(name, data) for name, data in _events(turn, model, n)]
-                self.send_events(turn, events, n, error_event=lambda: _sse("error", {
+                extra: dict[int, bytes] = {}
+                if turn.get("malformed_after") is not None:
+                    bad = turn.get("malformed", '{"type":"content_block_delta","index":0,'
+                                                '"delta":{"type":"text_delta","text":"wor')
+                    extra[turn["malformed_after"]] = f"event: content_block_delta\ndata: {bad}\n\n".encode()
+                self.send_events(turn, events, n, extra=extra, error_event=lambda: _sse("error", {
                     "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded",
                                                **turn.get("error", {})}}))
             else:

@@ -6,43 +6,21 @@ Design:
   by every session (a construction costs ~18 ms; the client keeps one connection pool).
   Importing this module costs ~0.9 s (the SDK), so the daemon's provider registry imports it
   lazily, on the first call that needs it.
-- The request is built from the neutral :class:`ModelRequest`; content blocks are copied by
-  whitelisting the API's fields, thinking blocks (and ``redacted_thinking``) go back exactly
-  as they came, so their signatures stay valid (the API rejects a thinking block whose text
-  or signature changed).
-- Extended thinking: ``request.think`` (a budget in tokens) becomes ``thinking: {"type":
-  "enabled", "budget_tokens": N}``. The API's minimum budget is 1024, so a smaller positive
-  budget is raised to 1024; ``None`` or a budget of 0 or less means no thinking. The API
-  also requires ``max_tokens > budget_tokens`` (the budget is part of the output): when the
-  request's ``max_tokens`` is not above the budget, ``max_tokens`` becomes budget + the
-  request's ``max_tokens``, so the answer after the thinking keeps the room the caller
-  asked for. (The sum may exceed a model's output limit; the API then answers 400, which
-  comes back as a :class:`ProviderError` naming the limit.)
-- Prompt caching: the cache prefix is read in the order tools, system, messages, and the API
-  caches up to each ``cache_control`` breakpoint (at most 4 per request). We set 3, each
-  ``{"type": "ephemeral"}``: on the last tool definition (the tools alone, for when the system
-  prompt changes), on the system prompt (sent as a list of one text block to carry it), and
-  on the last cacheable block of the last message (not a thinking block, which cannot carry
-  one). The last-message breakpoint moves forward every turn; the API finds the previous
-  turn's entry by looking back from it (up to 20 blocks), so a long session re-reads its
-  history from the cache and pays full price only for what the last turn added. For that
-  the history must be sent byte for byte the same each turn, so a message whose content is
-  a string is always sent as the one text block it stands for (it becomes a list when it
-  is last and carries the mark). The marks go on the copies sent, never on the request's
-  messages, and a ``cache_control`` arriving on a passed-through block is dropped, so the
-  count stays ours.
-- The body is built here as JSON bytes (:func:`json_body`, the SDK's own layout: the same
+- What is sent and how the answer is read are :mod:`._anthropic_wire`'s (sans IO: the
+  request body with its thinking budget and cache breakpoints, the fold of the stream's
+  events into the reply, the wording of error statuses); this module sends and reads.
+- The body is written as JSON bytes (:func:`json_body`, the SDK's own layout: the same
   bytes ``messages.create()`` would send) and sent with the SDK's lower-level
   ``client.post("/v1/messages", content=..., stream=True)``: the SDK still adds its headers
   and the key, resolves the base URL, retries, and turns error statuses into exceptions, but
   no longer walks and copies the whole history against its parameter types at every call
-  (``create()`` does: ~1 ms for a 40-message history). The SSE body of the successful response is then
-  read here, from ``response.aiter_bytes()`` inside ``aclosing``, through a small sans-IO
-  decoder (:class:`SSEDecoder`) and fold (:class:`_Fold`) working on plain dicts. Not the
-  SDK's event iterator, nor its ``MessageStream`` helper, because: (1) they stack more async
-  generators on httpx2's, and when iteration stops early (an ``event: error``, a malformed
-  event) those are left unfinished and trio reports each one with a ``ResourceWarning`` when
-  it is collected; (2) they build a pydantic model per event (~70 µs each), and
+  (``create()`` does: ~1 ms for a 40-message history). The SSE body of the successful
+  response is then read here, from ``response.aiter_bytes()`` inside ``aclosing``, through
+  a small sans-IO decoder (:class:`SSEDecoder`) and fold (:class:`AnthropicFold`) working
+  on plain dicts. Not the SDK's event iterator, nor its ``MessageStream`` helper, because:
+  (1) they stack more async generators on httpx2's, and when iteration stops early (an
+  ``event: error``, a malformed event) those are left unfinished and trio reports each one
+  with a ``ResourceWarning`` when it is collected; (2) they build a pydantic model per event (~70 µs each), and
   ``MessageStream`` re-parses the partial tool JSON at every ``input_json_delta`` (quadratic
   in the input size); (3) folding here lets us notice a stream that ends without
   ``message_stop``. httpx2 itself leaves one generator unfinished when its byte iterator is
@@ -73,23 +51,23 @@ Error mapping::
     APIConnectionError                    -> ProviderError "anthropic: cannot reach ..."
     httpx2.TimeoutException mid-stream    -> ProviderError "anthropic: stream timed out ..."
     httpx2.TransportError mid-stream      -> ProviderError "anthropic: stream cut off ..."
-    no message_stop / malformed events    -> ProviderError
+    no message_stop / malformed events    -> ProviderError (see :mod:`._anthropic_wire`)
     missing key at construction           -> ProviderUnavailable "ANTHROPIC_API_KEY is not set ..."
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Mapping
 
 import anthropic
 import httpx2
 from anthropic.types import Message, RawMessageStreamEvent
 
+from ._anthropic_wire import AnthropicFold, request_params, status_error
 from ._base import (
     DeltaCallback,
     ModelReply,
@@ -102,19 +80,6 @@ from ._transport import plain_transport
 from ._wire import after_retries, json_body, short
 
 __all__ = ["AnthropicProvider"]
-
-#: Statuses that mean the provider cannot be used as configured, not that this call failed.
-_UNAVAILABLE_STATUSES = frozenset({401, 403, 404})
-
-#: The smallest ``thinking.budget_tokens`` the API accepts.
-_MIN_THINKING_BUDGET = 1024
-
-#: Blocks that cannot carry ``cache_control``.
-_UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
-
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-               "cache_creation_input_tokens")
-
 
 #: What the SDK sends as the key to a server that needs none.
 _NO_KEY = "no-key-needed"
@@ -199,7 +164,7 @@ class AnthropicProvider:
         """
         if self._closed:
             raise ProviderError("anthropic: the provider is closed")
-        params = _request_params(request)
+        params = request_params(request)
         started = time.monotonic()
         first: float | None = None
         try:
@@ -227,7 +192,7 @@ class AnthropicProvider:
             raise ProviderError(f"anthropic: {type(exc).__name__}: {short(str(exc))}") from exc
 
         decoder = SSEDecoder()
-        fold = _Fold()
+        fold = AnthropicFold()
         failure: ProviderError | None = None
         async with stream:  # closes the response, also on error and cancellation
             try:
@@ -243,13 +208,13 @@ class AnthropicProvider:
                             continue
                         for name, data in decoder.feed(chunk):
                             try:
-                                delta = fold.feed(name, data)
+                                deltas = fold.feed(name, data)
                             except ProviderError as exc:
                                 failure = exc
                                 break
                             if first is None and fold.content_started:
                                 first = time.monotonic() - started
-                            if delta is not None:
+                            for delta in deltas:
                                 on_delta(*delta)
             except httpx2.TimeoutException as exc:
                 raise failure or ProviderError(
@@ -267,227 +232,6 @@ class AnthropicProvider:
         if not self._closed:
             self._closed = True
             await self._client.close()
-
-
-# -- request ----------------------------------------------------------------------------------
-
-
-def _request_params(request: ModelRequest) -> dict[str, Any]:
-    max_tokens = request.max_tokens
-    thinking: dict[str, Any] | None = None
-    if request.think is not None and request.think > 0:
-        budget = max(request.think, _MIN_THINKING_BUDGET)
-        if max_tokens <= budget:  # the API wants max_tokens > budget_tokens
-            max_tokens = budget + request.max_tokens
-        thinking = {"type": "enabled", "budget_tokens": budget}
-    # In the order messages.create() would send them.
-    params: dict[str, Any] = {
-        "max_tokens": max_tokens,
-        "messages": [_api_message(m) for m in request.messages],
-        "model": request.model,
-        "stream": True,
-    }
-    if request.system:
-        params["system"] = [{"type": "text", "text": request.system,
-                             "cache_control": _ephemeral()}]
-    if thinking is not None:
-        params["thinking"] = thinking
-    if request.tools:
-        params["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in request.tools
-        ]
-        params["tools"][-1]["cache_control"] = _ephemeral()
-    if params["messages"]:
-        _mark_last_block(params["messages"][-1])
-    return params
-
-
-def _ephemeral() -> dict[str, str]:
-    return {"type": "ephemeral"}
-
-
-def _mark_last_block(message: dict[str, Any]) -> None:
-    """Put a cache breakpoint on the message's last block that can carry one (in place: the
-    message is already our copy)."""
-    content = message["content"]
-    if isinstance(content, str):  # only an empty one, which the API rejects anyway
-        return
-    for block in reversed(content):
-        if block.get("type") not in _UNCACHEABLE:
-            block["cache_control"] = _ephemeral()
-            return
-
-
-def _api_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    content = message["content"]
-    if isinstance(content, str):
-        # As the one text block it stands for, so that a message is sent the same whether it
-        # is the last (where it carries the cache breakpoint) or history: same prefix bytes.
-        if not content:
-            return {"role": message["role"], "content": content}
-        return {"role": message["role"], "content": [{"type": "text", "text": content}]}
-    blocks = [_api_block(b) for b in content]
-    # The API rejects empty text blocks; a reply may have held one (text before a tool call).
-    blocks = [b for b in blocks if not (b["type"] == "text" and not b["text"])]
-    return {"role": message["role"], "content": blocks}
-
-
-def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
-    kind = block.get("type")
-    try:
-        if kind == "text":
-            return {"type": "text", "text": block["text"]}
-        if kind == "tool_use":
-            return {"type": "tool_use", "id": block["id"], "name": block["name"],
-                    "input": block["input"]}
-        if kind == "tool_result":
-            content = block.get("content", "")
-            out: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": block["tool_use_id"],
-                "content": content,
-            }
-            if block.get("is_error"):
-                out["is_error"] = True
-            return out
-        if kind == "thinking":
-            # Unchanged: the signature covers the thinking text.
-            return {"type": "thinking", "thinking": block["thinking"],
-                    "signature": block["signature"]}
-        if kind == "redacted_thinking":
-            return {"type": "redacted_thinking", "data": block["data"]}
-    except KeyError as exc:
-        raise ProviderError(
-            f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None
-    # A kind we do not know (an image, say): the API's own shape, passed through, less any
-    # cache breakpoint (we place those, and the API allows only 4).
-    return {k: v for k, v in block.items() if k != "cache_control"}
-
-
-# -- reply --------------------------------------------------------------------------------------
-
-
-class _Fold:
-    """Folds stream events into neutral blocks, stop reason and usage, sans IO.
-
-    :meth:`feed` returns the ``(kind, text)`` delta to report, if the event carries one, so
-    that the caller's ``on_delta`` runs outside the fold (its errors are not ours).
-    """
-
-    def __init__(self) -> None:
-        self._blocks: dict[int, dict[str, Any]] = {}
-        # Text, thinking and tool JSON arrive in pieces; joined once, at content_block_stop.
-        self._parts: dict[int, list[str]] = {}
-        self._stop_reason: str | None = None
-        self._usage: dict[str, int] = {}
-        self._stopped = False
-        #: Whether the reply's content has begun (its first block started).
-        self.content_started = False
-
-    def feed(self, name: str, data: str) -> tuple[str, str] | None:
-        if name == "ping":
-            return None
-        try:
-            event = json.loads(data)
-            kind = event.get("type", name)
-            if kind == "content_block_delta":
-                return self._delta(event["index"], event["delta"])
-            if kind == "content_block_start":
-                self._start_block(event["index"], event["content_block"])
-            elif kind == "content_block_stop":
-                self._stop_block(event["index"])
-            elif kind == "message_start":
-                self._take_usage(event["message"].get("usage"))
-            elif kind == "message_delta":
-                self._stop_reason = event["delta"].get("stop_reason")
-                # Counts on message_delta are cumulative: they replace message_start's.
-                self._take_usage(event.get("usage"))
-            elif kind == "message_stop":
-                self._stopped = True
-            elif kind == "error":
-                error = event.get("error") or {}
-                raise ProviderError(
-                    f"anthropic: {error.get('type', 'error')} during the stream: "
-                    f"{error.get('message', '')}"
-                )
-            # Unknown events: ignored, as the API's versioning policy asks.
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ProviderError(
-                f"anthropic: malformed {name} event ({type(exc).__name__}: {exc})") from None
-        return None
-
-    def _delta(self, index: int, delta: Mapping[str, Any]) -> tuple[str, str] | None:
-        dtype = delta["type"]
-        if dtype == "text_delta":
-            self._parts[index].append(delta["text"])
-            return ("text", delta["text"])
-        if dtype == "thinking_delta":
-            self._parts[index].append(delta["thinking"])
-            return ("reasoning", delta["thinking"])
-        if dtype == "input_json_delta":
-            self._parts[index].append(delta["partial_json"])
-        elif dtype == "signature_delta":
-            self._blocks[index]["signature"] = delta["signature"]
-        # citations_delta and unknown deltas: nothing the loop keeps.
-        return None
-
-    def _start_block(self, index: int, block: Mapping[str, Any]) -> None:
-        self.content_started = True
-        btype = block["type"]
-        if btype == "text":
-            self._blocks[index] = {"type": "text", "text": ""}
-            self._parts[index] = [block.get("text", "")]
-        elif btype == "thinking":
-            self._blocks[index] = {"type": "thinking", "thinking": "",
-                                   "signature": block.get("signature") or ""}
-            self._parts[index] = [block.get("thinking", "")]
-        elif btype == "tool_use":
-            self._blocks[index] = {"type": "tool_use", "id": block["id"], "name": block["name"],
-                                   "input": {}}
-            self._parts[index] = []
-        elif btype == "redacted_thinking":
-            self._blocks[index] = {"type": "redacted_thinking", "data": block["data"]}
-        else:
-            self._blocks[index] = dict(block)
-
-    def _stop_block(self, index: int) -> None:
-        block = self._blocks.get(index)
-        parts = self._parts.pop(index, None)
-        if block is None or parts is None:
-            return
-        joined = "".join(parts)
-        btype = block["type"]
-        if btype == "text":
-            block["text"] = joined
-        elif btype == "thinking":
-            block["thinking"] = joined
-        elif btype == "tool_use":
-            try:
-                args = json.loads(joined) if joined else {}
-            except ValueError as exc:
-                raise ProviderError(
-                    f"anthropic: tool_use {block['name']!r} input is not JSON ({exc})") from None
-            if not isinstance(args, dict):
-                raise ProviderError(
-                    f"anthropic: tool_use {block['name']!r} input is not an object")
-            block["input"] = args
-
-    def _take_usage(self, usage: Mapping[str, Any] | None) -> None:
-        if not usage:
-            return
-        for key in _USAGE_KEYS:
-            value = usage.get(key)
-            if value is not None:
-                self._usage[key] = int(value)
-
-    def reply(self) -> ModelReply:
-        if not self._stopped or self._parts:
-            raise ProviderError("anthropic: stream ended before message_stop")
-        if self._stop_reason is None:
-            raise ProviderError("anthropic: reply has no stop_reason")
-        content = tuple(self._blocks[i] for i in sorted(self._blocks))
-        return ModelReply(content=content, stop_reason=self._stop_reason, usage=dict(self._usage))
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -508,10 +252,5 @@ def _after_retries(request: httpx2.Request | None) -> str:
 
 
 def _status_error(exc: anthropic.APIStatusError) -> ProviderError:
-    etype = exc.type or "error"
-    message = exc.api_message or short(exc.message)
-    status = exc.status_code
-    text = f"anthropic: {status} {etype}: {message}{_after_retries(exc.request)}"
-    if status in _UNAVAILABLE_STATUSES:
-        return ProviderUnavailable(text)
-    return ProviderError(text)
+    return status_error(exc.status_code, exc.type, exc.api_message or short(exc.message),
+                        _retries_taken(exc.request))

@@ -33,13 +33,9 @@ from roost.loop import (
     step,
 )
 
-from ..folder._config import Hook
-from ..folder._setup import FolderSetup
-from ..mcp import McpServerConfig
-from ..providers import Resolved, ToolSpec
-from ..sandbox import Confinement, RunSandbox
-from ..storage._store import EventStore, StoreError
-from ._settings import RunSettings
+from ..storage._store import EventStore, SessionRow, StoreError
+from ._live import LiveRun
+from ._plan import RunPlan
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +48,34 @@ SNAPSHOT_KEY = f"{roost.__version__} {SNAPSHOT_FORMAT}"
 
 
 @dataclass(eq=False)
+class Track:
+    """One loop of a session: the session's own (``path`` empty) or a sub-agent's.
+
+    A sub-agent's events are the session's (same store, same seq numbers, same
+    subscribers), marked with ``path``, the chain of tool call ids that led to it; the
+    session's own state only counts them.
+    """
+
+    state: SessionState
+    path: tuple[str, ...] = ()
+    #: What its run in flight (or its last) was prepared with.
+    plan: RunPlan | None = None
+    #: Its run in flight (None: none, or it is winding down).
+    live: LiveRun | None = None
+    #: The data of its run.finished, once its run has ended.
+    finished: Mapping[str, Any] | None = None
+
+    @property
+    def agent(self) -> str:
+        """The name of the agent its run is (or was) of."""
+        return self.plan.settings.agent if self.plan is not None else "default"
+
+    def streamed(self) -> str:
+        """What the model call in flight has streamed so far."""
+        return "".join(self.live.streamed) if self.live is not None else ""
+
+
+@dataclass(eq=False)
 class Session:
     """One session the daemon has loaded.
 
@@ -59,44 +83,12 @@ class Session:
     the state always equals the fold of the stored log.
     """
 
-    state: SessionState
+    #: The session's own loop.
+    track: Track
     lock: trio.Lock = field(default_factory=trio.Lock)
-    #: The nursery of the run in flight (its effects run there) and a flag set when it ends.
-    run_nursery: trio.Nursery | None = None
-    run_done: trio.Event | None = None
-    #: The model of the run in flight, resolved at dispatch, and its thinking budget.
-    model: Resolved | None = None
-    think: int | None = None
-    #: The hooks of the run in flight (from the config at dispatch), and its system prompt.
-    hooks: tuple[Hook, ...] = ()
-    system: str = ""
-    #: Text streamed so far by the model call in flight (kept if the run is aborted).
-    streamed: list[str] = field(default_factory=list)
-    #: Bounds the tool calls of one step that run at once (set when a run starts).
-    tool_limiter: trio.CapacityLimiter | None = None
-    #: The run's tools that are agents, as the model sees them.
-    agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
-    #: The MCP servers the run's tools came from, by the names its folder's config gives
-    #: them: its MCP tools reach these servers and no others.
-    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
     #: Sub-agents running in this session, by path; and the bound on how many at once.
-    subruns: dict[tuple[str, ...], Subrun] = field(default_factory=dict)
+    subruns: dict[tuple[str, ...], Track] = field(default_factory=dict)
     subagent_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(4))
-    #: The session's own loop has no path (a sub-agent's is the chain of its call ids).
-    path: tuple[str, ...] = ()
-    #: What the folder's files said at the last dispatch (its sub-agents use the same).
-    setup: FolderSetup | None = None
-    #: The last dispatching client's environment, provider keys and all (memory only:
-    #: never stored, never logged), and the same without secrets, for tool processes
-    #: (None: the daemon's own, without secrets).
-    client_env: Mapping[str, str] = field(default_factory=dict)
-    environ: Mapping[str, str] | None = None
-    #: The sandbox the run's commands run in (None: unsandboxed), and, while the run lasts,
-    #: the run's own (built at its first command).
-    sandbox: Confinement | None = None
-    run_sandbox: RunSandbox | None = None
-    #: What the run in flight was set up with (its sub-agents inherit from it).
-    settings: RunSettings | None = None
     #: A run is being set up (see :meth:`claim`).
     claimed: bool = False
     #: The seq of the session's latest snapshot (0: none).
@@ -104,14 +96,46 @@ class Session:
 
     @property
     def id(self) -> str:
-        return self.state.id
+        return self.track.state.id
+
+    @property
+    def state(self) -> SessionState:
+        """The session's own state: the fold of its log."""
+        return self.track.state
+
+    @state.setter
+    def state(self, state: SessionState) -> None:
+        self.track.state = state
+
+    def tracks(self) -> tuple[Track, ...]:
+        """The session's own track and its sub-agents'."""
+        return (self.track, *self.subruns.values())
+
+    def asking(self, call_id: str) -> Track:
+        """The track whose run waits for a person's answer to ``call_id`` (the session's
+        own when none does: the loop then refuses the answer)."""
+        for track in self.subruns.values():
+            if track.state.run is not None and call_id in track.state.run.waiting:
+                return track
+        return self.track
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The open requests of the session's run and of its sub-agents."""
+        out = []
+        for track in self.tracks():
+            run = track.state.run
+            if run is None:
+                continue
+            for call_id, wait in run.waiting.items():
+                out.append({"session": self.id, "run": run.id, "call_id": call_id, "path": list(track.path), **wait.to_map()})
+        return out
 
     def waits_for_a_person(self) -> bool:
         """Whether the run in flight, or one of its sub-agents, waits for a person."""
         run = self.state.run
         if run is None:
             return False
-        return bool(run.waiting) or any(sub.state.run is not None and sub.state.run.waiting for sub in self.subruns.values())
+        return any(track.state.run is not None and track.state.run.waiting for track in self.tracks())
 
     @contextmanager
     def claim(self) -> Iterator[None]:
@@ -137,33 +161,26 @@ class SessionBusy(Exception):
     """The session has a run in flight, or one is being started."""
 
 
-@dataclass(eq=False)
-class Subrun:
-    """A sub-agent's loop inside a session: its own state, model and system prompt.
+class Held:
+    """``async with Held(lock)``: a trio lock or capacity limiter held for the block. A
+    free one is taken at once, without the scheduler pass of trio's own ``async with``: a
+    step takes the session's lock twice and its tool limiter once, and under load every
+    pass is a wait behind every other run's work."""
 
-    Its events are the session's (same store, same seq numbers, same subscribers), marked
-    with ``path``, the chain of tool call ids that led to it; the session's own state only
-    counts them.
-    """
+    __slots__ = ("_lock",)
 
-    path: tuple[str, ...]
-    state: SessionState
-    agent: str
-    model: Resolved | None = None
-    system: str = ""
-    think: int | None = None
-    agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
-    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
-    streamed: list[str] = field(default_factory=list)
-    run_nursery: trio.Nursery | None = None
-    #: The data of its run.finished, once its run has ended.
-    finished: Mapping[str, Any] | None = None
-    #: The sandbox its commands run in (None: unsandboxed), and, while its run lasts, the
-    #: run's own (its caller's, when that one holds it).
-    sandbox: Confinement | None = None
-    run_sandbox: RunSandbox | None = None
-    #: What its run was set up with (its own sub-agents inherit from it).
-    settings: RunSettings | None = None
+    def __init__(self, lock: trio.Lock | trio.CapacityLimiter) -> None:
+        self._lock = lock
+
+    async def __aenter__(self) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()  # as trio's: a cancelled task stops here
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 #: What a session id taken from a file may look like (else it gets a new one).
@@ -186,8 +203,16 @@ class SessionTable:
     the next time it is loaded, ``settle`` stores the end of that run first.
     """
 
-    def __init__(self, store: EventStore, settle: Settle | None = None, nursery: trio.Nursery | None = None) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        settle: Settle | None = None,
+        nursery: trio.Nursery | None = None,
+        publish: Callable[[dict[str, Any]], None] = lambda event: None,
+    ) -> None:
         self._store = store
+        #: Where a new session's first events go once stored (the fan-out).
+        self._publish = publish
         self._sessions: dict[str, Session] = {}
         self._loading = trio.Lock()
         self._settle = settle
@@ -201,6 +226,10 @@ class SessionTable:
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
         return list(self._sessions.values())
+
+    def runs_in_flight(self) -> int:
+        """Sessions with a run in flight."""
+        return sum(1 for s in self._sessions.values() if s.state.run is not None)
 
     def stored_only(self, session_id: str) -> bool:
         """Whether the session exists and is not in memory, with nothing to settle: no run
@@ -263,7 +292,7 @@ class SessionTable:
                     raise SessionNotFound(session_id)  # taken to be deleted meanwhile
                 start = restore(snap) if snap is not None else SessionState(session_id)
                 state = fold(events, start)
-                session = self._sessions[session_id] = Session(state, snapshot_seq=start.last_seq)
+                session = self._sessions[session_id] = Session(Track(state), snapshot_seq=start.last_seq)
                 self.keep_snapshot(session)
                 why = self.unsettled.get(session_id)
                 if why is not None and self._settle is not None and state.run is not None:
@@ -304,16 +333,53 @@ class SessionTable:
         sub-agents' lose their run, so that results still arriving are dropped; the next
         :meth:`get` loads it from the store again and settles it.
         """
-        if session.run_nursery is not None:
-            session.run_nursery.cancel_scope.cancel()
-        tracks: tuple[Session | Subrun, ...] = (session, *session.subruns.values())
-        for track in tracks:
+        if session.track.live is not None:
+            session.track.live.nursery.cancel_scope.cancel()
+        for track in session.tracks():
             track.state = replace(track.state, run=None)
         self._sessions.pop(session.id, None)
         self.unsettled[session.id] = why
 
-    async def create(self, cwd: str) -> tuple[Session, list]:
-        """A new session in ``cwd``; returns it and its stored first events.
+    async def prune(
+        self, idle_since: float, *, dry_run: bool = False, only: Iterable[str] | None = None
+    ) -> tuple[list[SessionRow], list[tuple[SessionRow, str]]]:
+        """Delete the sessions (of ``only``, if given) with no activity since
+        ``idle_since``, never one with a run in flight, nor one with a fork that stays;
+        return those deleted (with ``dry_run``: those that would be) and those kept, each
+        with why. Forks go before their parents. What they referred to stays stored until
+        :meth:`EventStore.collect_garbage`.
+        """
+        wanted = None if only is None else set(only)
+        every = await self._store.sessions()
+        old = [r for r in every if r.last_active < idle_since and (wanted is None or r.id in wanted)]
+        # A run open in the log is in flight too (its session is loaded, or settling).
+        open_ = set(await self._store.open_runs())
+        kept = [(r, "a run is in flight") for r in old if r.id in open_ or self.busy(r.id)]
+        going = {r.id for r in old} - {r.id for r, _ in kept}
+        forks: dict[str, list[str]] = {}
+        for row in every:
+            if row.parent is not None:
+                forks.setdefault(row.parent, []).append(row.id)
+        # A parent goes only with all its forks (the store keeps a fork's history there).
+        while stay := {s for s in going if any(f not in going for f in forks.get(s, ()))}:
+            going -= stay
+            kept += [(r, "it has forks that stay") for r in old if r.id in stay]
+        depth = {r.id: _depth(r.id, {x.id: x.parent for x in every}) for r in old}
+        old = sorted((r for r in old if r.id in going), key=lambda r: -depth[r.id])
+        if dry_run or not old:
+            return old, kept
+        taken = self.take(r.id for r in old)
+        try:
+            gone = set(await self._store.delete_sessions(taken, idle_since))
+        finally:
+            self.give_back(taken)
+        for row in old:
+            if row.id in gone:
+                log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
+        return [r for r in old if r.id in gone], kept
+
+    async def create(self, cwd: str) -> Session:
+        """A new session in ``cwd``; its first events are stored and published.
 
         Raises:
             StoreError: it could not be stored; there is no such session.
@@ -322,16 +388,18 @@ class SessionTable:
         now = time.time()
         transition = step(SessionState(session_id), CreateSession(session_id, cwd, now))
         stored = await self._store.create_session(session_id, cwd, now, transition.events)
-        session = Session(fold(stored, SessionState(session_id)))
+        session = Session(Track(fold(stored, SessionState(session_id))))
         self._sessions[session_id] = session
-        return session, stored
+        for event in stored:
+            self._publish(event.to_map())
+        return session
 
-    async def fork(self, parent: Session, at: int) -> tuple[Session, list[Event]]:
+    async def fork(self, parent: Session, at: int) -> Session:
         """A new session whose history is ``parent``'s up to the last whole point at or
         before seq ``at`` (:func:`roost.loop.fork_point`: never between a tool call and
-        its result), shared in the store rather than copied; returns it and its own first
-        events: when the point is inside a run, that run ends there, ``aborted``, in the
-        fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
+        its result), shared in the store rather than copied; its own first events are stored
+        and published: when the point is inside a run, that run ends there, ``aborted``, in
+        the fork (the parent's goes on). The fork's ``forked_at`` is ``last_seq`` minus those.
 
         Raises:
             StoreError: it could not be stored; there is no such session.
@@ -347,9 +415,11 @@ class SessionTable:
         stored = await self._store.create_session(
             session_id, state.cwd, now, first, parent=parent.id, forked_at=seq
         )
-        session = Session(fold(stored, state))
+        session = Session(Track(fold(stored, state)))
         self._sessions[session_id] = session
-        return session, stored
+        for event in stored:
+            self._publish(event.to_map())
+        return session
 
     async def import_session(
         self, id: str, cwd: str, created: float, events: Sequence[Event], state: SessionState
@@ -369,3 +439,11 @@ class SessionTable:
             first += step(state, Abort(time.time(), "the session was exported while this run was in flight")).events
         await self._store.create_session(session_id, cwd, created, first)
         return session_id
+
+
+def _depth(session: str, parents: Mapping[str, str | None]) -> int:
+    """How many forks deep ``session`` is (0: not a fork)."""
+    depth = 0
+    while (session := parents.get(session) or "") and depth < len(parents):
+        depth += 1
+    return depth

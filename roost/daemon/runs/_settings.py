@@ -11,8 +11,9 @@ Where a setting comes from, first that says something:
   narrower, and it never plans or runs the check.
 
 :func:`settle` builds one for both. What a run got is recorded in ``run.started`` (model,
-mode, turns, output limit, thinking, rules, limits, sandbox, tools), and a restarted daemon
-takes it from there (:func:`resumed`), never from the config as it is now.
+mode, turns, output limit, thinking, rules, limits, sandbox, tools: the loop's
+:class:`~roost.loop.RunSettings`), and a restarted daemon takes it from there, never from the
+config as it is now.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from __future__ import annotations
 import difflib
 import os
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Final, Mapping
+from typing import Any, Callable, Final, Mapping, Protocol
 
-from roost.loop import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, Guardrail, Policy, RunState
+from roost.loop import EXEC_ATTEMPTS, EXEC_TIME_BOX, MAX_TURNS, MODE, Policy, RunSettings
 from roost.protocol import MODES
 
 from ..folder._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
-from ..folder._config import ConfigError, parse_rules
+from ..folder._config import ConfigError, parse_rules, price_map
 from ..folder._setup import FolderSetup
 from ..providers import MAX_TOKENS, Resolved
 from ..sandbox import MODES as SANDBOX_MODES
@@ -119,26 +120,27 @@ class Asked:
 
 
 @dataclass(frozen=True, slots=True)
-class RunSettings:
-    """What one run is set up with."""
+class Settled:
+    """A run's settings as settled (the tools it is offered are the plan's to add), and
+    what they were settled from: the agent, the model resolved, the sandbox's policy."""
 
     agent: Agent
     model: Resolved
-    mode: str
-    max_turns: int
-    #: Output tokens each reply may have.
-    max_tokens: int
-    #: Thinking budget in tokens (None: off).
-    think: int | None
-    attempts: int
-    time_box: float
-    policy: Policy
-    guardrails: tuple[Guardrail, ...]
-    approval_timeout: float | None
-    context_window: int | None
-    compact_at: float
-    keep_turns: int
     sandbox: SandboxPolicy
+    settings: RunSettings
+
+
+class Caller(Protocol):
+    """What a sub-agent's settings take from its caller's run."""
+
+    @property
+    def settings(self) -> RunSettings: ...
+
+    @property
+    def model(self) -> Resolved | None: ...
+
+    @property
+    def sandbox(self) -> SandboxPolicy: ...
 
 
 #: Resolves a model id under a folder's config (with the client's keys).
@@ -151,8 +153,8 @@ def settle(
     *,
     resolve: Resolve,
     holds: Callable[[SandboxPolicy], bool] = lambda policy: False,
-    caller: RunSettings | None = None,
-) -> RunSettings:
+    caller: Caller | None = None,
+) -> Settled:
     """The settings of a run in ``setup``'s folder: a dispatch's (``asked``), or, with a
     ``caller``, a sub-agent's (``asked.agent`` names it).
 
@@ -161,6 +163,7 @@ def settle(
 
     Raises:
         SettingsError: an unknown agent, a model that cannot be used, a bad rule.
+        ProviderUnavailable: the model's provider cannot be used here.
     """
     config = setup.config
     agent = find_agent(setup, asked.agent)
@@ -186,55 +189,46 @@ def settle(
             tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox), sandbox.protected
         )
         guardrails = config.all_guardrails()
+        max_tokens = _first(asked.max_tokens, agent.max_tokens, MAX_TOKENS)
+        depth = 0
     else:
         _own_model(agent)
-        model = resolve(agent.model) if agent.model else caller.model
+        if agent.model:
+            model = resolve(agent.model)
+        elif caller.model is not None:
+            model = caller.model
+        else:
+            raise SettingsError("its caller's model cannot be used after the restart")
+        was = caller.settings
         # A sub-agent never plans or runs the check: it works, with or without approvals.
-        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if caller.mode in ("full", "exec") else "agent")
-        think = agent.think if agent.think is not None else caller.think
+        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if was.mode in ("full", "exec") else "agent")
+        think = agent.think if agent.think is not None else was.think
         sandbox = caller.sandbox.narrowed(agent.sandbox, agent.source)
-        policy = replace(caller.policy, rules=caller.policy.rules + agent.rules)
-        timeout, guardrails = caller.approval_timeout, caller.guardrails
-    return RunSettings(
-        agent=agent,
-        model=model,
+        policy = replace(was.policy, rules=was.policy.rules + agent.rules)
+        timeout, guardrails = was.approval_timeout, was.guardrails
+        # A sub-agent's agent, else its caller's limit.
+        max_tokens = _first(asked.max_tokens, agent.max_tokens, was.max_tokens or MAX_TOKENS)
+        # One deeper than its caller: how deep sub-agents nest is the loop's rule.
+        depth = was.depth + 1
+    settings = RunSettings(
+        model=model.model_id,
+        agent=agent.name,
         mode=mode,
         max_turns=_first(asked.max_turns, agent.max_turns, MAX_TURNS),
-        # A sub-agent's agent, else its caller's limit.
-        max_tokens=_first(asked.max_tokens, agent.max_tokens, caller.max_tokens if caller else MAX_TOKENS),
+        max_tokens=max_tokens,
         think=think,
         attempts=_first(asked.attempts, None, EXEC_ATTEMPTS),
         time_box=_first(asked.time_box, None, EXEC_TIME_BOX),
         policy=policy,
         guardrails=guardrails,
         approval_timeout=timeout,
+        price=price_map(model.price),
         context_window=config.context_window(model.model_id),
         compact_at=config.compact_at,
         keep_turns=config.keep_turns,
-        sandbox=sandbox,
+        depth=depth,
     )
-
-
-def resumed(setup: FolderSetup, run: RunState, model: Resolved) -> RunSettings:
-    """The settings a run left in flight had, as its ``run.started`` recorded them (the
-    agent's instructions from its folder; the model resolved again)."""
-    return RunSettings(
-        agent=setup.agents.agents.get(run.settings.agent) or find_agent(setup, None),
-        model=model,
-        mode=run.settings.mode,
-        max_turns=run.settings.max_turns,
-        max_tokens=run.settings.max_tokens or MAX_TOKENS,
-        think=run.settings.think,
-        attempts=run.settings.attempts,
-        time_box=(run.deadline - run.started) if run.deadline is not None else EXEC_TIME_BOX,
-        policy=run.settings.policy,
-        guardrails=run.settings.guardrails,
-        approval_timeout=run.settings.approval_timeout,
-        context_window=run.settings.context_window,
-        compact_at=run.settings.compact_at,
-        keep_turns=run.settings.keep_turns,
-        sandbox=SandboxPolicy.from_map(run.settings.sandbox) if run.settings.sandbox is not None else SandboxPolicy(),
-    )
+    return Settled(agent, model, sandbox, settings)
 
 
 def _own_model(agent: Agent) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, TypeVar

@@ -1,0 +1,78 @@
+"""A run while it lasts: its :class:`LiveRun` (nursery, sandbox, tool limiter, streamed
+text), made when the run starts and gone when it ends, with the MCP servers it uses held
+running meanwhile."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
+
+import trio
+
+from ..mcp import McpManager
+from ..sandbox import RunSandbox
+from ..tools import ProcessLedger
+
+if TYPE_CHECKING:
+    from ._sessions import Track
+
+#: Tool calls of one step that may run at the same time.
+TOOL_CONCURRENCY = 8
+
+
+@dataclass(eq=False)
+class LiveRun:
+    """What a track's run has exactly while it lasts."""
+
+    #: Its effects run here; cancelling it ends them all.
+    nursery: trio.Nursery
+    #: The sandbox its commands run in (None: unsandboxed): its own, built at its first
+    #: command, or its caller's when that one holds it.
+    sandbox: RunSandbox | None
+    #: Set once the run has ended and its tasks and sandbox with it.
+    done: trio.Event
+    #: Bounds the tool calls of one step that run at once (a sub-agent's count with its
+    #: caller's: they share it).
+    tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(TOOL_CONCURRENCY))
+    #: Text streamed so far by the model call in flight (kept if the run is aborted).
+    streamed: list[str] = field(default_factory=list)
+
+
+@asynccontextmanager
+async def live_run(
+    cwd: str,
+    track: Track,
+    caller: Track | None,
+    *,
+    mcp: McpManager | None,
+    ledger: ProcessLedger | None,
+    on_failure: Callable[[str], Awaitable[None]],
+) -> AsyncIterator[LiveRun]:
+    """``track``'s run while the block lasts: its MCP servers held, its sandbox (its
+    caller's, when that one holds it: a sub-agent with the same policy; else its own, built
+    at its first command, ``on_failure`` told why if it cannot be) and its nursery, kept on
+    it as its :class:`LiveRun`. A sub-agent's tool calls count with its caller's."""
+    plan = track.plan
+    done = trio.Event()
+    live: LiveRun | None = None
+    shared = caller.live if caller is not None else None
+    confined = plan.confinement if plan is not None else None
+    caller_box = shared.sandbox if shared is not None else None
+    own = None if confined is None or (caller_box is not None and caller_box.fits(confined)) else confined
+    try:
+        with mcp.hold(plan.mcp_servers) if mcp is not None and plan is not None else nullcontext():
+            async with (
+                RunSandbox(own, cwd, ledger=ledger, on_failure=on_failure) if own is not None else nullcontext()
+            ) as box, trio.open_nursery() as nursery:
+                sandbox = box if own is not None else (caller_box if confined is not None else None)
+                live = track.live = LiveRun(nursery, sandbox, done)
+                if shared is not None:
+                    live.tool_limiter = shared.tool_limiter
+                yield live
+    finally:
+        # Unless the track's next run has begun meanwhile (once this one's end was stored,
+        # while its tasks and its sandbox ended).
+        if live is not None and track.live is live:
+            track.live = None
+        done.set()

@@ -1,0 +1,217 @@
+"""The conductor's model calls: a run's next reply, and a compaction's summary.
+
+Each call streams from the track's resolved model, publishes its deltas live, and comes back
+as one input for the loop (``ModelFinished``, ``Summarized`` or, for any failure,
+``ModelFailed``). Before a reply is fed back, the paths its tool calls name are resolved
+(and, where a person may be asked, the diffs of its edits made), off the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Awaitable, Callable, Iterable, Mapping
+
+import trio
+
+from roost.loop import (
+    REASONING_DELTA,
+    TEXT_DELTA,
+    CallModel,
+    Event,
+    Input,
+    ModelFailed,
+    ModelFinished,
+    Summarize,
+    Summarized,
+    paths_named,
+    safe_text,
+)
+
+from ..folder._prompt import summary_text
+from ..providers import ModelReply, ModelRequest, ProviderError, ToolSpec
+from ..tools import ToolRegistry, change_preview, real_path
+from ._sessions import Session, Track
+
+log = logging.getLogger(__name__)
+
+#: Worker threads that find the real paths a reply's tool calls name (and the diffs a
+#: person is shown), all sessions together. Their own, so that a running step never waits
+#: behind other sessions' dispatches reading their folders in the daemon's shared threads;
+#: few, for the reason ``_server.WORKER_THREADS`` gives. At 1,000 sessions (bench/scale.py,
+#: runs taking turns) a step's overhead p99 was 108-183 ms with them, 129-508 ms without.
+LOOK_THREADS = 2
+#: Compaction: what the summarizing call is told, and how the summary is introduced to
+#: later calls (the last layer of their system prompt).
+SUMMARIZER = (
+    "You condense an agent's working conversation so that the agent can go on with less "
+    "context. Keep what it needs to continue: the task and the user's wishes, decisions made "
+    "and why, files read and changed (paths), commands run and what they showed, errors still "
+    "open, and what was about to happen next. Leave out what no longer matters. Plain text, "
+    "no preamble."
+)
+SUMMARIZE_REQUEST = "Summarize the conversation above for yourself, to continue the task from it."
+
+#: Feeds what an effect brought back to the track's run (see ``Conductor.feed_result``).
+FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
+#: The specs of the named tools, as the track's model is offered them.
+ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
+
+
+class ModelCalls:
+    """Performs CallModel and Summarize."""
+
+    def __init__(self, publish: Callable[[dict[str, Any]], None], feed_result: FeedResult, tool_specs: ToolSpecs) -> None:
+        self._publish = publish
+        self._feed_result = feed_result
+        self._tool_specs = tool_specs
+        self._look_threads = trio.CapacityLimiter(LOOK_THREADS)
+
+    async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
+        """The run's next reply."""
+        started = time.monotonic()
+        path = {"path": list(track.path)} if track.path else {}
+        # A new list for each call (see Conductor._perform): an abort keeps what it holds.
+        streamed = track.live.streamed if track.live is not None else []
+
+        def on_delta(kind: str, text: str) -> None:
+            if kind == "text":
+                streamed.append(text)
+            type = TEXT_DELTA if kind == "text" else REASONING_DELTA
+            data = {"text": safe_text(text), **path}
+            self._publish(Event(type, session.id, effect.run, time.time(), data).to_map())
+
+        plan = track.plan
+        settings = plan.settings if plan is not None else None
+        reply = await self._stream(
+            session,
+            track,
+            effect.model,
+            on_delta,
+            # The summary changes within a run: it is the last layer, after the cached prefix.
+            system="\n\n".join(p for p in (plan.system if plan else "", summary_text(effect.summary)) if p),
+            messages=effect.messages,
+            tools=tuple(self._tool_specs(effect.tools, track)),
+            think=settings.think if settings is not None else None,
+            **({"max_tokens": settings.max_tokens} if settings is not None and settings.max_tokens else {}),
+            number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
+        )
+        if isinstance(reply, ModelFailed):
+            result: Input = reply
+        else:
+            latency = time.monotonic() - started
+            resolved: Mapping[str, str] = {}
+            diffs: Mapping[str, str] = {}
+            if _names_paths(reply.content):
+                # A person may be asked about a change: show them what it would change.
+                run = track.state.run
+                asks = run is not None and run.settings.mode == "agent" and not run.settings.policy.yes
+                resolved, diffs = await trio.to_thread.run_sync(
+                    _look, track.state.cwd, reply.content, asks, limiter=self._look_threads
+                )
+            result = ModelFinished(
+                reply.content,
+                reply.stop_reason,
+                time.time(),
+                reply.usage,
+                latency,
+                resolved,
+                diffs,
+                ttft=reply.first_token,
+                retries=reply.retries,
+            )
+        await self._feed_result(session, track, effect.run, result)
+
+    async def summarize(self, session: Session, track: Track, effect: Summarize) -> None:
+        """A compaction's summary of the older history."""
+        messages = [dict(m) for m in effect.messages]
+        ask = {"type": "text", "text": SUMMARIZE_REQUEST}
+        messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
+        previous = f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else ""
+        reply = await self._stream(
+            session,
+            track,
+            effect.model,
+            lambda kind, text: None,
+            system=SUMMARIZER + previous,
+            messages=tuple(messages),
+            purpose="summary",
+            number=track.state.compactions,
+        )
+        if isinstance(reply, ModelFailed):
+            result: Input = reply
+        else:
+            text = "".join(b.get("text", "") for b in reply.content if b.get("type") == "text")
+            result = Summarized(text, time.time(), reply.usage)
+        await self._feed_result(session, track, effect.run, result)
+
+    async def _stream(
+        self, session: Session, track: Track, model: str, on_delta: Any, **request: Any
+    ) -> ModelReply | ModelFailed:
+        """One call of the track's resolved model; every failure comes back as ModelFailed."""
+        try:
+            resolved = track.plan.model if track.plan is not None else None
+            if resolved is None or resolved.model_id != model:
+                raise ProviderError(f"{model}: no provider resolved for this run")
+            call = ModelRequest(model=resolved.model, cwd=track.state.cwd, **request)
+            return await resolved.provider.stream(call, on_delta)
+        except ProviderError as exc:
+            return ModelFailed(exc.message, time.time())
+        except Exception as exc:
+            log.exception("session %s: model call failed", session.id)
+            return ModelFailed(f"internal error in the model call: {type(exc).__name__}: {exc}", time.time())
+
+
+def tool_specs(tools: ToolRegistry, mcp: Any, names: tuple[str, ...], track: Track) -> list[ToolSpec]:
+    """The specs of ``names`` as the track's model is offered them: built-ins, its agents,
+    and the MCP tools of its own servers (looked up at each call: a server's tool list may
+    change)."""
+    plan = track.plan
+    servers = plan.mcp_servers if plan is not None else {}
+    agents = plan.agent_specs if plan is not None else {}
+    found = {t.name: t for t in mcp.tools(servers, names)} if mcp is not None else {}
+    specs = []
+    for name in names:
+        tool = tools.get(name)
+        if tool is not None:
+            specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
+        elif name in agents:
+            specs.append(agents[name])
+        elif name in found:
+            specs.append(ToolSpec(name, found[name].description, found[name].input_schema))
+    return specs
+
+
+def _calls(content: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [
+        block
+        for block in content
+        if isinstance(block, Mapping) and block.get("type") == "tool_use" and isinstance(block.get("input"), Mapping)
+    ]
+
+
+def _names_paths(content: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a reply's calls name paths (most replies don't: no thread hop for them)."""
+    return any(paths_named(str(call.get("name", "")), call["input"]) for call in _calls(content))
+
+
+def _look(cwd: str, content: Iterable[Mapping[str, Any]], diffs: bool) -> tuple[dict[str, str], dict[str, str]]:
+    """Where the paths that a reply's calls name really lead (with the working directory and
+    the home folder), for ``step`` to decide on; and, with ``diffs``, what each edit or write
+    would change. Blocking: a few lstat calls, and reads of the files edited."""
+    calls = _calls(content)
+    named = {path for call in calls for path in paths_named(str(call.get("name", "")), call["input"])}
+    resolved = {}
+    for path in (*named, cwd, os.path.expanduser("~")):
+        try:
+            resolved[path] = real_path(cwd, path)
+        except (OSError, ValueError):
+            continue  # an impossible path (a NUL in it): decided as named, refused by the tool
+    changes = {}
+    if diffs:
+        for call in calls:
+            diff = change_preview(cwd, str(call.get("name", "")), call["input"])
+            if diff:
+                changes[str(call.get("id"))] = diff
+    return resolved, changes

@@ -1,0 +1,453 @@
+"""The run plan: everything a run starts with, prepared in one place.
+
+A run starts from a client's dispatch, a sub-agent call of a run in flight, a run an earlier
+daemon left in flight, or a compaction. :meth:`Planner.prepare` turns each into a
+:class:`RunPlan`: its settings (the loop's value, as ``run.started`` records them), the model
+resolved, the tools and agents the model is offered and the MCP servers they are on, the
+system prompt, the sandbox its commands run in, and the first input of its loop. The
+conductor only starts what a plan says (:meth:`Conductor.start_run`), so every kind of run
+is equipped the same way: one path for tools, one for the prompt, one for confinement.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import os
+import secrets
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+import trio
+
+from roost.loop import (
+    TASK,
+    Compact,
+    Interrupted,
+    RunSettings,
+    RunState,
+    StartSubagent,
+    Submit,
+)
+
+from ..folder._agents import Agent
+from ..folder._config import ConfigError
+from ..folder._custom_commands import load_commands, parse_invocation
+from ..folder._prompt import Layer, PromptCache, compose, render, sizes
+from ..folder._setup import FolderSetup, load_folder
+from ..folder._trust import NO_TRUST, TrustError, TrustStore
+from ..mcp import McpManager, McpServerConfig
+from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec
+from ..sandbox import Confinement, Sandbox, SandboxPolicy
+from ..tools import ToolRegistry
+from ._delegation import agent_specs, delegates
+from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A client's dispatch: a task (as typed: it may name a custom command) for a folder."""
+
+    cwd: str
+    task: str
+    asked: Asked
+    #: The dispatching terminal's environment, provider keys and all (memory only).
+    environ: Mapping[str, str]
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentCall:
+    """A run's call of an agent: the sub-agent runs under its caller's plan."""
+
+    caller: RunPlan
+    call: StartSubagent
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A run an earlier daemon left in flight, set up again as its ``run.started`` recorded
+    it; ``resumed`` are its calls whose sub-agents go on."""
+
+    cwd: str
+    run: RunState
+    resumed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """``roost compact``: summarize an idle session's older history."""
+
+    cwd: str
+    model: str | None
+    keep_turns: int | None
+    environ: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    """Everything one run starts with (see the module's docstring)."""
+
+    #: What ``run.started`` records (for a recorded run: what it recorded).
+    settings: RunSettings
+    #: The first input of the run's loop: a Submit, a Compact, or Interrupted.
+    first: Submit | Compact | Interrupted
+    #: The model resolved (None: a recorded run's could not be resolved again; its next
+    #: call fails, saying so).
+    model: Resolved | None = None
+    #: The sandbox's policy (a sub-agent's is its caller's or narrower), and what the
+    #: run's commands run under (None: unsandboxed).
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)
+    confinement: Confinement | None = None
+    system: str = ""
+    #: The run's tools that are agents, as the model sees them.
+    agent_specs: Mapping[str, ToolSpec] = field(default_factory=dict)
+    #: The MCP servers the run's tools came from, by the names its folder's config gives
+    #: them: its MCP tools reach these servers and no others.
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    #: What the folder's files said (None: they could not be read again after a restart).
+    setup: FolderSetup | None = None
+    #: The dispatching client's environment (the daemon's own after a restart), and the
+    #: same without secrets, for the processes the run starts.
+    environ: Mapping[str, str] = field(default_factory=dict)
+    tool_environ: Mapping[str, str] | None = None
+    #: A sub-agent whose history begins with its caller's (its agent says ``fork``).
+    fork: bool = False
+
+    @property
+    def run(self) -> str:
+        """The run's id."""
+        return self.first.run if not isinstance(self.first, Interrupted) else ""
+
+    @property
+    def hooks(self) -> tuple[Any, ...]:
+        """The hooks of the run's folder (config and Claude Code's settings)."""
+        return self.setup.hooks if self.setup is not None else ()
+
+
+class PlanError(Exception):
+    """A request that cannot make a run; the message says why (a client's mistake)."""
+
+
+class Planner:
+    """Prepares runs: reads the folder, settles the settings, equips the run."""
+
+    def __init__(
+        self,
+        providers: ProviderRegistry,
+        tools: ToolRegistry,
+        sandbox: Sandbox,
+        nursery: trio.Nursery,
+        mcp: McpManager | None = None,
+        trust: TrustStore | None = None,
+    ) -> None:
+        self.providers = providers
+        self.tools = tools
+        self.sandbox = sandbox
+        self.mcp = mcp
+        self.trust = trust
+        #: What composing system prompts read from files that did not change since.
+        self.prompts = PromptCache()
+        self._nursery = nursery
+
+    async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
+        """What ``cwd``'s files say for a run, under the user's trust as it is now.
+
+        Raises:
+            ConfigError: a config file (or the trust store) cannot be used.
+        """
+
+        def load() -> FolderSetup:
+            try:
+                trust = self.trust.snapshot() if self.trust is not None else NO_TRUST
+            except TrustError as exc:
+                raise ConfigError(str(exc)) from None
+            return load_folder(cwd, environ, trust, self.sandbox.hidden)
+
+        return await trio.to_thread.run_sync(load)
+
+    def resolve(self, model: str | None, setup: FolderSetup, environ: Mapping[str, str]) -> Resolved:
+        """``model`` (None: the config's default) resolved under the folder's config.
+
+        Raises:
+            ProviderError: its provider cannot be used here (ProviderUnavailable).
+        """
+        return self.providers.resolve(model or setup.config.default_model, setup.config, environ)
+
+    async def dispatch(self, request: Dispatch) -> RunPlan:
+        """The plan of a client's dispatch.
+
+        Raises:
+            ConfigError: the folder's config cannot be used.
+            PlanError: the task names an unknown command, or the settings cannot make a run.
+            ProviderError: the model's provider cannot be used here.
+        """
+        setup = await self.load_folder(request.cwd, request.environ)
+        task, command, asked = await _expand(setup, request)
+        try:
+            settled = settle(
+                setup,
+                asked,
+                resolve=lambda model: self.resolve(model, setup, request.environ),
+                holds=self.sandbox.holds,
+            )
+        except SettingsError as exc:
+            raise PlanError(str(exc)) from None
+        tools, specs, servers, team = await self._tools_of(settled.agent, setup)
+        mode = settled.settings.mode
+        settings = replace(
+            self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox),
+            check=_check_command(request.cwd) if mode == "exec" else None,
+            stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
+        )
+        layers = await self._layers(settled.agent, settings, request.cwd, setup)
+        first = Submit(
+            "r" + secrets.token_hex(6),
+            task,
+            time.time(),
+            settings,
+            request_id=request.request_id,
+            prompt=tuple(sizes(layers)),
+            untrusted=setup.untrusted_notice(),
+            # What a project's files put in the prompt meets the input guardrails (an API
+            # key in AGENTS.md must not reach the model any more than one in a tool result).
+            instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
+            command=command,
+        )
+        return RunPlan(
+            settings,
+            first,
+            settled.model,
+            settled.sandbox,
+            self.sandbox.confine(settled.sandbox),
+            render(layers),
+            specs,
+            servers,
+            setup,
+            request.environ,
+            setup.tool_environment(request.environ),
+        )
+
+    async def subagent(self, request: SubagentCall) -> RunPlan:
+        """The plan of a sub-agent a run calls (in its caller's folder, as its caller's
+        client set it up).
+
+        Raises:
+            PlanError: the agent cannot run (the message is the call's result).
+        """
+        caller, call = request.caller, request.call
+        setup = caller.setup
+        if setup is None:
+            raise PlanError(f"the {call.name} agent cannot run: the session's folder was not read")
+        try:
+            settled = settle(
+                setup,
+                Asked(agent=call.name),
+                resolve=lambda model: self.resolve(model, setup, caller.environ),
+                caller=caller,
+            )
+        except (SettingsError, ProviderError) as exc:
+            raise PlanError(f"the {call.name} agent cannot run: {exc}") from None
+        tools, specs, servers, team = await self._tools_of(settled.agent, setup)
+        # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
+        # sandboxed caller it is sandboxed too, or its commands fail.
+        sandboxed = caller.settings.sandbox is not None
+        confined = self.sandbox.confine(settled.sandbox) if sandboxed else None
+        settings = self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox if sandboxed else None)
+        if confined is None and settings.policy.sandboxed:
+            settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
+        layers = await self._layers(settled.agent, settings, setup.cwd, setup)
+        first = Submit(
+            "r" + secrets.token_hex(6),
+            call.message,
+            time.time(),
+            settings,
+            prompt=tuple(sizes(layers)),
+            instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
+        )
+        return replace(
+            caller,
+            settings=settings,
+            first=first,
+            model=settled.model,
+            sandbox=settled.sandbox,
+            confinement=confined,
+            system=render(layers),
+            agent_specs=specs,
+            mcp_servers=servers,
+            fork=settled.agent.fork,
+        )
+
+    async def recorded(self, request: Recorded, setup: FolderSetup | None) -> RunPlan:
+        """The plan of a run left in flight, as its ``run.started`` recorded it: the same
+        settings, sandbox, sub-agent and MCP tools; the agent's instructions from its
+        folder (``setup``: None when the folder cannot be read now) and the model resolved
+        again (the daemon's own environment standing in for the dispatching terminal's).
+        Where either fails the run keeps its sandbox; its next model call fails."""
+        settings = request.run.settings
+        policy = SandboxPolicy.from_map(settings.sandbox) if settings.sandbox is not None else SandboxPolicy()
+        plan = RunPlan(
+            settings,
+            Interrupted(time.time(), request.resumed),
+            sandbox=policy,
+            # As the run was told when it started: sandboxed stays sandboxed, or fails.
+            confinement=self.sandbox.confine(policy) if settings.sandbox is not None else None,
+            environ=os.environ,
+        )
+        if setup is None:
+            return plan
+        plan = replace(plan, setup=setup, tool_environ=setup.tool_environment(os.environ))
+        try:
+            model = self.resolve(settings.model, setup, os.environ)
+        except ProviderError as exc:
+            log.warning("%s: the %s agent's run cannot go on: %s", request.cwd, settings.agent, exc)
+            return plan
+        agent = setup.agents.agents.get(settings.agent)
+        if agent is None:
+            agent = find_agent(setup, None)
+        layers = await self._layers(agent, settings, request.cwd, setup)
+        return replace(
+            plan,
+            model=model,
+            system=render(layers),
+            agent_specs=agent_specs(settings.subagents, settings.delegates, setup.agents.agents),
+            mcp_servers=self._resume_mcp(setup, settings.tools),
+            fork=agent.fork,
+        )
+
+    async def compaction(self, request: Compaction) -> RunPlan:
+        """The plan of a compaction: the session's model (or the one asked for) summarizes.
+
+        Raises:
+            ConfigError: the folder's config cannot be used.
+            PlanError: ``keep_turns`` is negative, or the model cannot be used.
+            ProviderError: the model's provider cannot be used here.
+        """
+        setup = await self.load_folder(request.cwd, request.environ)
+        keep = request.keep_turns if request.keep_turns is not None else setup.config.keep_turns
+        if keep < 0:
+            raise PlanError("keep_turns must not be negative")
+        try:
+            settled = settle(
+                setup,
+                Asked(model=request.model or UNSET),
+                resolve=lambda model: self.resolve(model, setup, request.environ),
+            )
+        except SettingsError as exc:
+            raise PlanError(str(exc)) from None
+        model = settled.model
+        compact = Compact("r" + secrets.token_hex(6), time.time(), model.model_id, keep)
+        settings = RunSettings(model.model_id, mode="compact", max_turns=1, keep_turns=keep)
+        return RunPlan(settings, compact, model, setup=setup, environ=request.environ)
+
+    async def _tools_of(
+        self, agent: Agent, setup: FolderSetup
+    ) -> tuple[tuple[str, ...], dict[str, ToolSpec], dict[str, McpServerConfig], tuple[str, ...]]:
+        """The tools a run of ``agent`` gets (its allow list, or every built-in and ``task``),
+        those of them that run agents, as the model sees them, the MCP servers the others
+        are on, and the agents its ``task`` may run (see ``_delegation``)."""
+        mcp_names, servers = await self._mcp_tools(agent, setup)
+        names = self.tools.names() + mcp_names
+        agents = setup.agents.agents
+        team = delegates(agent, agents)
+        if agent.tools is None:
+            specs = agent_specs((TASK,), team, agents)
+            return names + tuple(specs), specs, servers, team
+        specs = agent_specs((n for n in agent.tools if n not in names), team, agents)
+        offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
+        return offered + tuple(specs), specs, servers, team
+
+    async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
+        """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers
+        (of the folder's config) they are on, starting those that are not running yet
+        (bounded: a server that fails to start is reported by ``mcp.list`` and blocks
+        nothing)."""
+        if self.mcp is None:
+            return (), {}
+        servers = dict(setup.mcp)
+        for problem in setup.mcp_config.problems:
+            log.warning("MCP config: %s", problem)
+        if agent.tools is not None:
+            servers = _servers_of(servers, agent.tools)
+        if not servers:
+            return (), {}
+        await self.mcp.ensure(servers)
+        return tuple(t.name for t in self.mcp.tools(servers)), servers
+
+    def _equipped(
+        self,
+        settings: RunSettings,
+        tools: tuple[str, ...],
+        specs: Mapping[str, ToolSpec],
+        servers: Mapping[str, McpServerConfig],
+        team: tuple[str, ...],
+        sandbox: SandboxPolicy | None,
+    ) -> RunSettings:
+        """``settings`` with the run's tools: which are agents, which only read, and the
+        sandbox as ``run.started`` records it (None: not said)."""
+        return replace(
+            settings,
+            tools=tools,
+            subagents=tuple(specs),
+            delegates=team,
+            read_only=self._read_only(tools, servers),
+            sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
+        )
+
+    def _read_only(self, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
+        """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP
+        tools their server marks ``readOnlyHint``."""
+        mcp = {t.name for t in self.mcp.tools(servers) if t.read_only} if self.mcp is not None else set()
+        return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
+
+    async def _layers(self, agent: Agent, settings: RunSettings, cwd: str, setup: FolderSetup) -> list[Layer]:
+        return await compose(agent, settings.mode, cwd, tools=settings.tools, trusted=setup.trusted, cache=self.prompts)
+
+    def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
+        """The servers of the folder's config that a resumed run's MCP tools are on, started
+        in the background (the daemon does not wait for them to listen)."""
+        if self.mcp is None:
+            return {}
+        servers = _servers_of(setup.mcp, tools)
+        if servers:
+            self._nursery.start_soon(self.mcp.ensure, servers)
+        return servers
+
+
+async def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
+    """The task a dispatch runs, the custom command it was expanded from (if any), and
+    what it asks for once the command's front matter is counted."""
+    task, asked = request.task, request.asked
+    invocation = parse_invocation(task)
+    if invocation is None:
+        return (task[1:] if task.startswith("//") else task), None, asked
+    commands = await trio.to_thread.run_sync(load_commands, setup.cwd, request.environ, setup.trusted)
+    try:
+        found = commands.find(invocation[0])
+    except LookupError as exc:
+        raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
+    command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}
+    if found.model is not None and asked.model is UNSET:
+        if found.scope == "project" and is_test_model(found.model):
+            raise PlanError(f"{found.source}: a project's command cannot name {found.model}")
+        asked = replace(asked, model=found.model)
+    return found.expand(invocation[1]), command, asked
+
+
+def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
+    """The servers that ``tools`` (``server__tool`` names or ``server__*`` globs) are on."""
+    wanted = {t.split("__", 1)[0] for t in tools if "__" in t}
+    return {name: config for name, config in servers.items() if name in wanted}
+
+
+def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
+    """Whether an agent's tool list (``time__*``, ``everything__echo``) covers an MCP tool."""
+    return "__" in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
+
+
+def _check_command(cwd: str) -> str | None:
+    """The project's check, run after each exec attempt: ``check.sh`` in the session's folder."""
+    return "bash ./check.sh" if os.path.isfile(os.path.join(cwd, "check.sh")) else None
