@@ -73,6 +73,12 @@ class RunSettings:
     #: sub-agent, 2 for that one's, ... (how deep its own calls may still nest).
     depth: int = 0
 
+    def previews(self) -> bool:
+        """Whether a person may be asked about the calls of a reply, and so is shown what
+        each change would change (the daemon reads the files edited before the reply is
+        stepped): in agent mode, unless every call is approved beforehand."""
+        return self.mode == Mode.AGENT and not self.policy.yes
+
     def problem(self) -> str | None:
         """Why these settings cannot start a run (None: they can)."""
         if self.max_turns < 1:

@@ -111,3 +111,9 @@ def test_a_run_started_stored_before_settings_were_one_value_still_folds() -> No
         "exec", "./check.sh", 3, 4
     )
     assert (EXEC_ATTEMPTS, EXEC_TIME_BOX) == (RunSettings("m").attempts, RunSettings("m").time_box)
+
+
+def test_a_reply_is_previewed_where_a_person_may_be_asked_about_it() -> None:
+    assert RunSettings("m", mode="agent").previews()
+    assert not RunSettings("m", mode="agent", policy=Policy(yes=True)).previews()
+    assert not any(RunSettings("m", mode=mode).previews() for mode in ("plan", "full", "exec"))

@@ -104,11 +104,10 @@ class ModelCalls:
             resolved: Mapping[str, str] = {}
             diffs: Mapping[str, str] = {}
             if _names_paths(reply.content):
-                # A person may be asked about a change: show them what it would change.
                 run = track.state.run
-                asks = run is not None and run.settings.mode == "agent" and not run.settings.policy.yes
+                previews = run is not None and run.settings.previews()
                 resolved, diffs = await trio.to_thread.run_sync(
-                    _look, track.state.cwd, reply.content, asks, limiter=self._look_threads
+                    _look, track.state.cwd, reply.content, previews, limiter=self._look_threads
                 )
             result = ModelFinished(
                 reply.content,
