@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, Mapping
 
 from ._guardrails import Guardrail
-from ._modes import NO_TOOLS_MODES, Mode
+from ._modes import NO_APPROVAL_MODES, NO_TOOLS_MODES, Mode
 from ._permissions import Policy
 
 #: The defaults of a run where neither its dispatch, its agent nor the config says.
@@ -72,6 +72,14 @@ class RunSettings:
     #: How deep among sub-agents the run is: 0 for a session's own run, 1 for its
     #: sub-agent, 2 for that one's, ... (how deep its own calls may still nest).
     depth: int = 0
+
+    def subagent_mode(self, asked: str | None) -> str:
+        """The mode of a sub-agent this run calls, whose agent asks for ``asked``: a
+        sub-agent never plans or runs the check; it works, with approvals unless its caller
+        has none."""
+        if asked in (Mode.AGENT, Mode.FULL):
+            return asked
+        return Mode.FULL if self.mode in NO_APPROVAL_MODES else Mode.AGENT
 
     def previews(self) -> bool:
         """Whether a person may be asked about the calls of a reply, and so is shown what

@@ -117,3 +117,11 @@ def test_a_reply_is_previewed_where_a_person_may_be_asked_about_it() -> None:
     assert RunSettings("m", mode="agent").previews()
     assert not RunSettings("m", mode="agent", policy=Policy(yes=True)).previews()
     assert not any(RunSettings("m", mode=mode).previews() for mode in ("plan", "full", "exec"))
+
+
+def test_a_sub_agent_works_with_approvals_unless_its_caller_has_none() -> None:
+    agent, full, exec_, plan = (RunSettings("m", mode=mode) for mode in ("agent", "full", "exec", "plan"))
+    assert [caller.subagent_mode(None) for caller in (agent, full, exec_, plan)] == ["agent", "full", "full", "agent"]
+    # Its own agent's mode holds, but never plan or exec.
+    assert agent.subagent_mode("full") == "full" and full.subagent_mode("agent") == "agent"
+    assert full.subagent_mode("plan") == "full" and agent.subagent_mode("exec") == "agent"

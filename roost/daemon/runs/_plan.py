@@ -25,6 +25,7 @@ from roost.loop import (
     TASK,
     Compact,
     Interrupted,
+    Mode,
     RunSettings,
     RunState,
     StartSubagent,
@@ -200,7 +201,7 @@ class Planner:
         mode = settled.settings.mode
         settings = replace(
             self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox),
-            check=_check_command(request.cwd) if mode == "exec" else None,
+            check=_check_command(request.cwd) if mode == Mode.EXEC else None,
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
         layers = await self._layers(settled.agent, settings, request.cwd, setup)

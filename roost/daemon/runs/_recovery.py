@@ -15,7 +15,7 @@ import time
 from dataclasses import replace
 from typing import Any, Awaitable, Callable, Mapping
 
-from roost.loop import Event, Interrupted, SessionState, fold
+from roost.loop import Event, Interrupted, Mode, SessionState, fold
 
 from ..folder._config import ConfigError
 from ..storage._store import EventStore, StoreError
@@ -49,7 +49,7 @@ async def recover(
             continue
         subruns = await _waiting_subruns(store, session)
         setup = None
-        if run.waiting or run.settings.mode == "exec" or subruns:
+        if run.waiting or run.settings.mode == Mode.EXEC or subruns:
             # The dispatching terminal is gone: the daemon's own environment stands in.
             try:
                 setup = await planner.load_folder(session.state.cwd, os.environ)

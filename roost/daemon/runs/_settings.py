@@ -200,8 +200,7 @@ def settle(
         else:
             raise SettingsError("its caller's model cannot be used after the restart")
         was = caller.settings
-        # A sub-agent never plans or runs the check: it works, with or without approvals.
-        mode = agent.mode if agent.mode in ("agent", "full") else ("full" if was.mode in ("full", "exec") else "agent")
+        mode = was.subagent_mode(agent.mode)
         think = agent.think if agent.think is not None else was.think
         sandbox = caller.sandbox.narrowed(agent.sandbox, agent.source)
         policy = replace(was.policy, rules=was.policy.rules + agent.rules)
