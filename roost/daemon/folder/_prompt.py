@@ -48,7 +48,7 @@ import trio
 
 from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
-from ._files import FileRefused, read_head
+from ._files import FileRefused, one_pass, read_head
 from ._project import claude_home, find_skills, memory_files, one_root, project_root
 
 T = TypeVar("T")
@@ -225,7 +225,7 @@ async def compose(
     skills = "skill" in tools and mode != "plan"
 
     def in_thread() -> list[Layer]:
-        with one_root():
+        with one_root(), one_pass():
             root = project_root(cwd) or Path(cwd)
             files = cache.known_files(root)
             return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache)

@@ -21,6 +21,7 @@ from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, load_agents
 from ._claude_settings import ClaudeSettings, load_claude_settings
 from ._config import Config, Hook, load_config
+from ._files import one_pass
 from ._project import one_root, project_root
 from ._scripts import Word, argv_words, named_files, one_reading, project_files, shell_words
 from ._trust import Trust, Widening
@@ -101,7 +102,7 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
     Raises:
         ConfigError: a config file cannot be used.
     """
-    with one_root(), one_reading():
+    with one_root(), one_reading(), one_pass():
         root = project_root(cwd) or Path(cwd)
         config = load_config(cwd, environ, trust)
         agents = load_agents(cwd, trust)
