@@ -67,7 +67,9 @@ from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._waits import HumanWait, PermissionWait, Wait
 from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
-from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, Transition, step
+from ._step_builder import InvalidInput
+from ._step_replies import TASK
 
 __all__ = [
     "ASK_HUMAN",
