@@ -10,7 +10,8 @@ from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_
 from ._patterns import glob_matcher
 from ._regex import PatternError, Regex, linear_regex
 from ._plan import parse_plan
-from ._shell_lines import WILD, Command, Judgement, escape, judge
+from ._shell_lines import Command, Judgement, escape, judge
+from ._shell_words import WILD
 from ._permissions import (
     ASK_HUMAN,
     CLAUDE_TOOL_NAMES,

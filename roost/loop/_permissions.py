@@ -61,7 +61,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ._shell_lines import WILD, Command, escape, judge
+from ._shell_lines import Command, escape, judge
+from ._shell_words import WILD
 from ._modes import NO_APPROVAL_MODES, Mode
 from ._patterns import glob_matcher
 from ._regex import Regex, linear_regex
