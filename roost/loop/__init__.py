@@ -12,21 +12,9 @@ from ._regex import PatternError, Regex, linear_regex
 from ._plan import parse_plan
 from ._shell_lines import Command, Judgement, escape, judge
 from ._shell_words import WILD
-from ._permissions import (
-    ASK_HUMAN,
-    CLAUDE_TOOL_NAMES,
-    TODO,
-    USER_CONFIGURATION,
-    USER_TOOLCHAINS,
-    WEB_FETCH,
-    Decision,
-    Policy,
-    Rule,
-    RuleError,
-    decide,
-    parse_rule,
-    paths_named,
-)
+from ._permission_rules import CLAUDE_TOOL_NAMES, WEB_FETCH, Rule, RuleError, parse_rule
+from ._permission_paths import USER_CONFIGURATION, USER_TOOLCHAINS
+from ._permissions import ASK_HUMAN, TODO, Decision, Policy, decide, paths_named
 from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
 from ._effects import (

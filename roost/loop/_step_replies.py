@@ -13,7 +13,8 @@ from ._effects import RunTool, StartClock, StartSubagent
 from ._guardrails import OUTPUT, reply_texts, tripped
 from ._inputs import ModelFailed, ModelFinished
 from ._modes import COMPACT_MODE, Mode
-from ._permissions import ALLOW, ASK, ASK_HUMAN, DENY, Decision, decide
+from ._permission_rules import ALLOW, ASK, DENY
+from ._permissions import ASK_HUMAN, Decision, decide
 from ._plan import parse_plan
 from ._state import Phase, RunState
 from ._step_builder import Builder, changes, warn
