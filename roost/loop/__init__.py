@@ -10,22 +10,11 @@ from ._guardrails import GUARDRAIL_ACTIONS, SECRET_PATTERNS, Guardrail, secrets_
 from ._patterns import glob_matcher
 from ._regex import PatternError, Regex, linear_regex
 from ._plan import parse_plan
-from ._shell_lines import WILD, Command, Judgement, escape, judge
-from ._permissions import (
-    ASK_HUMAN,
-    CLAUDE_TOOL_NAMES,
-    TODO,
-    USER_CONFIGURATION,
-    USER_TOOLCHAINS,
-    WEB_FETCH,
-    Decision,
-    Policy,
-    Rule,
-    RuleError,
-    decide,
-    parse_rule,
-    paths_named,
-)
+from ._shell_lines import Command, Judgement, escape, judge
+from ._shell_words import WILD
+from ._permission_rules import CLAUDE_TOOL_NAMES, WEB_FETCH, Rule, RuleError, parse_rule
+from ._permission_paths import USER_CONFIGURATION, USER_TOOLCHAINS
+from ._permissions import ASK_HUMAN, TODO, Decision, Policy, decide, paths_named
 from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
 from ._effects import (
@@ -67,7 +56,9 @@ from ._state import Phase, RunState, SessionState, apply, cost, fold
 from ._waits import HumanWait, PermissionWait, Wait
 from ._fork import fork_point, unanswered, whole
 from ._snapshot import SNAPSHOT_FORMAT, SNAPSHOTS_WORK, NotSnapshottable, restore, snapshot
-from ._step import PHASE_INPUTS, TASK, InvalidInput, Transition, step
+from ._step import PHASE_INPUTS, Transition, step
+from ._step_builder import InvalidInput
+from ._step_replies import TASK
 
 __all__ = [
     "ASK_HUMAN",

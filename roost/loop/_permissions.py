@@ -50,6 +50,10 @@ request shows: for bash, each command the line runs that no rule allowed, as an 
 whole, or one with ``$X`` in it (approve it once); for ``web_fetch``, its host.
 With ``Policy.sandboxed`` (a working sandbox and ``[sandbox] auto_allow``) agent mode
 allows the bash calls no rule asks about or denies.
+
+This module decides (:class:`Policy`, :func:`decide`, the mode presets); a rule's syntax and
+what it matches are ``_permission_rules``'s, paths and the user's configuration
+``_permission_paths``'s.
 """
 
 from __future__ import annotations
@@ -61,214 +65,36 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ._shell_lines import WILD, Command, escape, judge
 from ._modes import NO_APPROVAL_MODES, Mode
 from ._patterns import glob_matcher
-from ._regex import Regex, linear_regex
+from ._permission_paths import USER_CONFIGURATION, absolute, inside, normal, rule_path
+from ._permission_rules import (
+    ALLOW,
+    ASK,
+    DENY,
+    PATH_TOOLS,
+    SEARCH_TOOLS,
+    WEB_FETCH,
+    Rule,
+    allows,
+    narrows,
+    origin,
+    tool_matches,
+)
+from ._shell_lines import Command, escape, judge
+from ._shell_words import WILD
 from ._urls import UrlError, web_address
-
-ALLOW, ASK, DENY = "allow", "ask", "deny"
-ACTIONS = (ALLOW, ASK, DENY)
 
 #: The tool a person answers instead of a program.
 ASK_HUMAN = "ask_human"
-#: The tool that fetches a web page (decided on its URL), and the model's checklist.
-WEB_FETCH = "web_fetch"
+#: The model's checklist, and its memory.
 TODO = "todo"
 REMEMBER = "remember"
-#: Tools whose main argument is a path, with the input key that holds it.
-_PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
-_SEARCH_TOOLS = frozenset({"glob", "grep"})
 #: File tools that change a file: they ask before changing a protected one.
 _WRITE_TOOLS = frozenset({"write", "edit"})
 #: Allowed without asking in agent mode: reading, and roost's own notes (skills, memory,
 #: the checklist, which lives only in the session's events).
-_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", REMEMBER, TODO}) | _SEARCH_TOOLS
-#: The toolchains a user installs under the home folder: the programs their PATH and their
-#: projects run.
-USER_TOOLCHAINS = (
-    ".local/bin",
-    ".local/lib",
-    ".local/share/uv/python",
-    ".local/share/uv/tools",
-    ".local/share/pipx",
-    ".local/pipx",
-    ".local/share/mise",
-    ".local/share/pnpm",
-    ".local/share/virtualenvs",
-    ".virtualenvs",
-    ".pyenv",
-    ".conda",
-    "miniconda3",
-    "miniforge3",
-    "mambaforge",
-    "anaconda3",
-    ".nvm",
-    ".volta",
-    ".bun",
-    ".deno",
-    ".yarn",
-    ".cargo",
-    ".rustup",
-    "go",
-    ".rbenv",
-    ".gem",
-    ".sdkman",
-    ".asdf",
-    ".gradle/wrapper",
-    ".dotnet",
-    ".ghcup",
-    ".cabal",
-    ".stack",
-    ".opam",
-    ".elan",
-    ".juliaup",
-)
-#: The user's configuration, under the home folder: what the user's tools run or obey later
-#: (settings, shell startup files, the toolchains). ``write`` and ``edit`` ask before
-#: changing it in every mode; the sandbox keeps it read-only where a session's folder
-#: holds the home.
-USER_CONFIGURATION = (
-    ".claude",
-    ".config",
-    ".local/share/applications",
-    ".gitconfig",
-    ".git-templates",
-    ".profile",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".bash_aliases",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".cshrc",
-    ".tcshrc",
-    ".kshrc",
-    ".mkshrc",
-    ".inputrc",
-    ".pam_environment",
-    ".xprofile",
-    ".xsession",
-    ".xsessionrc",
-    ".xinitrc",
-    ".vimrc",
-    ".vim",
-    ".emacs",
-    ".emacs.d",
-    ".tmux.conf",
-    ".screenrc",
-    ".pydistutils.cfg",
-    ".condarc",
-    ".roost",
-    *USER_TOOLCHAINS,
-)
-
-_RULE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
-
-
-class RuleError(ValueError):
-    """A rule that cannot be parsed."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One permission rule: an action, a tool glob, and a pattern on the main argument."""
-
-    action: str
-    tool: str
-    pattern: str | None = None
-    #: Where the rule came from (a config file, ``dispatch``, ``session``), for messages.
-    source: str = ""
-
-    def __str__(self) -> str:
-        return self.tool if self.pattern is None else f"{self.tool}({self.pattern})"
-
-    def to_map(self) -> dict[str, Any]:
-        """The rule as stored in ``run.started``."""
-        return {"action": self.action, "rule": str(self), "source": self.source}
-
-    @classmethod
-    def from_map(cls, m: Mapping[str, Any]) -> Rule:
-        """The rule back from its map."""
-        return parse_rule(m["rule"], m["action"], m.get("source", ""))
-
-
-def parse_rule(text: str, action: str, source: str = "") -> Rule:
-    """``bash(git status*)`` as a Rule.
-
-    Raises:
-        RuleError: not ``TOOL`` or ``TOOL(PATTERN)``, or an unknown action.
-    """
-    if action not in ACTIONS:
-        raise RuleError(f"unknown action {action!r} (allow, ask or deny)")
-    match = _RULE.match(text) if isinstance(text, str) else None
-    if match is None:
-        raise RuleError(f"{text!r} is not a rule: write TOOL or TOOL(PATTERN), e.g. bash(git status*)")
-    tool, pattern = match.group(1), match.group(2)
-    if pattern is not None:
-        pattern = pattern.strip()
-        if not pattern:
-            raise RuleError(f"{text!r}: the pattern in parentheses is empty")
-    if tool[:1].isupper() or tool.startswith("mcp__"):
-        tool, pattern = _from_claude(text, tool, pattern)
-    return Rule(action, tool, pattern, source)
-
-
-#: roost's tools by Claude Code's names for them (a hook is told the first).
-CLAUDE_TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
-    "bash": ("Bash",),
-    "read": ("Read",),
-    "write": ("Write",),
-    "edit": ("Edit", "MultiEdit"),
-    "glob": ("Glob", "LS"),
-    "grep": ("Grep",),
-    "web_fetch": ("WebFetch",),
-    "todo": ("TodoWrite",),
-    "task": ("Task", "Agent"),
-    "ask_human": ("AskUserQuestion",),
-    "skill": ("Skill",),
-}
-#: Claude Code's rules on these apply to every tool that edits a file.
-_CLAUDE_EDITS = frozenset({"Edit", "MultiEdit", "Write"})
-
-
-def _from_claude(text: str, tool: str, pattern: str | None) -> tuple[str, str | None]:
-    """A rule in Claude Code's syntax as roost's: ``Bash(npm test:*)``, ``Read(./.env)``,
-    ``Edit(//abs/**)`` (``//`` starts an absolute path, a leading ``/`` is the project's
-    folder), ``WebFetch(domain:host)``, ``mcp__server__tool``.
-
-    Raises:
-        RuleError: a tool roost does not have, or a pattern Claude Code would not match.
-    """
-    if tool.startswith("mcp__"):
-        server, _, name = tool[5:].partition("__")
-        if not server:
-            raise RuleError(f"{text!r} names no MCP server")
-        return f"{server}__{name or '*'}", pattern
-    if tool in _CLAUDE_EDITS:
-        roost = "write|edit"
-    else:
-        roost = next((r for r, names in CLAUDE_TOOL_NAMES.items() if tool in names), "")
-    if not roost:
-        known = ", ".join(n for names in CLAUDE_TOOL_NAMES.values() for n in names)
-        raise RuleError(f"{text!r}: roost has no tool Claude Code calls {tool} (it knows {known})")
-    if pattern is None or roost == "bash":
-        return roost, pattern
-    if roost == WEB_FETCH:
-        if not pattern.startswith("domain:") or not pattern[7:]:
-            raise RuleError(f"{text!r}: Claude Code's WebFetch rules name a host as domain:HOST")
-        return roost, pattern[7:]
-    if roost in _PATH_TOOLS or roost == "write|edit":
-        if pattern.startswith("//"):
-            pattern = pattern[1:]
-        elif pattern.startswith("/"):
-            pattern = pattern[1:] or "."
-        return roost, pattern
-    raise RuleError(f"{text!r}: Claude Code's {tool} takes no pattern")
+_READ_TOOLS = frozenset({"read", ASK_HUMAN, "skill", REMEMBER, TODO}) | SEARCH_TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,8 +168,8 @@ def decide(
     judging = _Judging(policy, mode, policy.rules + session_rules, cwd, resolved or {})
     if name == "bash" and isinstance(input.get("command"), str):
         verdict = judging.bash(input["command"])
-    elif name in _PATH_TOOLS and isinstance(input.get(_PATH_TOOLS[name], "."), str):
-        verdict = judging.path(name, input.get(_PATH_TOOLS[name], "."))
+    elif name in PATH_TOOLS and isinstance(input.get(PATH_TOOLS[name], "."), str):
+        verdict = judging.path(name, input.get(PATH_TOOLS[name], "."))
     elif name == WEB_FETCH and isinstance(input.get("url"), str):
         verdict = judging.web(input["url"])
     else:
@@ -360,7 +186,7 @@ def paths_named(name: str, input: Mapping[str, Any]) -> tuple[str, ...]:
     if name == "bash":
         command = input.get("command")
         return judge(command).writes if isinstance(command, str) else ()
-    key = _PATH_TOOLS.get(name)
+    key = PATH_TOOLS.get(name)
     path = input.get(key, ".") if key is not None else None
     return (path,) if isinstance(path, str) else ()
 
@@ -393,7 +219,7 @@ class _Judging:
     def first(self, action: str, tool: str, test: Any) -> Rule | None:
         """The first rule of ``action`` about ``tool`` for which ``test(rule)`` holds."""
         for rule in self.rules:
-            if rule.action == action and _tool_matches(rule, tool) and test(rule):
+            if rule.action == action and tool_matches(rule, tool) and test(rule):
                 return rule
         return None
 
@@ -403,7 +229,7 @@ class _Judging:
         for action in (DENY, ASK, ALLOW):
             hit = self.first(action, name, lambda r: r.pattern is None)
             if hit is not None:
-                return _Verdict(action, f"{name}: rule {action} {hit}{_origin(hit)}", (name,) if action == ASK else ())
+                return _Verdict(action, f"{name}: rule {action} {hit}{origin(hit)}", (name,) if action == ASK else ())
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
         if name in _READ_TOOLS and read:
@@ -418,10 +244,10 @@ class _Judging:
         """A file tool's call on ``path`` (or, ``in_bash``, a redirection writing it, judged
         as a ``write`` is, except that the sandbox, not a question, holds what it does to a
         protected path)."""
-        named = _absolute(path, self.cwd, self.home)
-        real = _normal(self.resolved.get(path, named))
+        named = absolute(path, self.cwd, self.home)
+        real = normal(self.resolved.get(path, named))
         shown = named if real == named else f"{named} (which is {real})"
-        outside = not _inside(real, self.root)
+        outside = not inside(real, self.root)
 
         def denies(rule: Rule) -> bool:
             return self.path_matches(rule, real, self.root, self.real_home) or (
@@ -439,7 +265,7 @@ class _Judging:
                 hit = self.first(action, tool, lambda r: self.path_matches(r, real, self.root, self.real_home))
         if hit is not None:
             # An ask rule would outdo an approval for the session: once only.
-            return _Verdict(hit.action, f"{tool} {shown}: rule {hit.action} {hit}{_origin(hit)}", (), outside)
+            return _Verdict(hit.action, f"{tool} {shown}: rule {hit.action} {hit}{origin(hit)}", (), outside)
         # Inside the project, the tool for the session; outside, only the path asked about.
         offer = (f"{tool}({escape(real)})",) if outside else (f"{tool}({escape(self.root)}/**)",)
         if self.auto:
@@ -455,7 +281,7 @@ class _Judging:
         that holds ``real`` or ``named`` (None: none does). One that holds the working
         directory itself protects nothing here: the user chose to work in it."""
         for path in self.protected:
-            if (_inside(real, path) or _inside(named, path)) and not _inside(self.root, path):
+            if (inside(real, path) or inside(named, path)) and not inside(self.root, path):
                 return path
         return None
 
@@ -470,15 +296,15 @@ class _Judging:
         does; ``write(**)`` or the session's ``write(<folder>/**)`` does not)."""
         if rule.pattern is None or not self.path_matches(rule, real, self.root, self.real_home):
             return False
-        pattern = _rule_path(rule.pattern, self.root, self.real_home)
+        pattern = rule_path(rule.pattern, self.root, self.real_home)
         head = re.split(r"[*?\[]", pattern, maxsplit=1)
         literal = head[0] if len(head) == 1 else posixpath.dirname(head[0] + "x")
-        return _inside(literal, guarded)
+        return inside(literal, guarded)
 
     def path_matches(self, rule: Rule, subject: str, cwd: str, home: str) -> bool:
         if rule.pattern is None:
             return True
-        pattern = _rule_path(rule.pattern, cwd, home)
+        pattern = rule_path(rule.pattern, cwd, home)
         # ``dir/**`` covers the folder itself too (a glob or grep of ``~/.ssh``).
         return glob_matcher(pattern)(subject) or (rule.pattern.endswith("/**") and subject == pattern[:-3])
 
@@ -503,7 +329,7 @@ class _Judging:
             hit = self.first(action, WEB_FETCH, matches)
             if hit is not None:
                 # An ask rule would outdo an approval for the session: once only.
-                return _Verdict(action, f"{WEB_FETCH} {address.url}: rule {action} {hit}{_origin(hit)}")
+                return _Verdict(action, f"{WEB_FETCH} {address.url}: rule {action} {hit}{origin(hit)}")
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
         return _Verdict(ASK, f"{WEB_FETCH} asks in {self.mode} mode", (f"{WEB_FETCH}({escape(address.host)})",))
@@ -513,12 +339,12 @@ class _Judging:
     def bash(self, line: str) -> _Verdict:
         judged = judge(line)
         for command in judged.commands:
-            hit = self.first(DENY, "bash", lambda r: _narrows(r, command))
+            hit = self.first(DENY, "bash", lambda r: narrows(r, command))
             if hit is not None:
-                return _Verdict(DENY, f"bash {_shown(command)}: rule deny {hit}{_origin(hit)}")
+                return _Verdict(DENY, f"bash {_shown(command)}: rule deny {hit}{origin(hit)}")
         hit = self.first(DENY, "bash", lambda r: r.pattern is None)
         if hit is not None:
-            return _Verdict(DENY, f"bash: rule deny {hit}{_origin(hit)}")
+            return _Verdict(DENY, f"bash: rule deny {hit}{origin(hit)}")
         writes = [self.path("write", w, in_bash=True) for w in judged.writes]
         denied = next((w for w in writes if w.action == DENY), None)
         if denied is not None:
@@ -528,18 +354,18 @@ class _Judging:
             hit = self.first(DENY, "bash", lambda r: True)
             if hit is not None and (self.policy.yes or self.auto):
                 # Nobody will be asked, and the deny rules may not see what it runs.
-                why = f"roost cannot judge this line whole ({judged.reason}), so it can't be checked against the deny rules (rule deny {hit}{_origin(hit)})"
+                why = f"roost cannot judge this line whole ({judged.reason}), so it can't be checked against the deny rules (rule deny {hit}{origin(hit)})"
                 return _Verdict(DENY, why, outside=outside)
             why = f"roost cannot judge this line whole ({judged.reason}), so no rule allows it: approve it once if it is fine"
             return _Verdict(ASK, why, outside=outside)
         for command in judged.commands:
-            hit = self.first(ASK, "bash", lambda r: r.pattern is None or _narrows(r, command))
+            hit = self.first(ASK, "bash", lambda r: r.pattern is None or narrows(r, command))
             if hit is not None:
                 # An approval for the session could not outdo the ask rule: once only.
-                return _Verdict(ASK, f"bash {_shown(command)}: rule ask {hit}{_origin(hit)}", outside=outside)
+                return _Verdict(ASK, f"bash {_shown(command)}: rule ask {hit}{origin(hit)}", outside=outside)
         asking = [w for w in writes if w.action == ASK]
         commands = [c for c in judged.commands if not c.wrapper]
-        allowed = {c: self.first(ALLOW, "bash", lambda r: _allows(r, c)) for c in commands}
+        allowed = {c: self.first(ALLOW, "bash", lambda r: allows(r, c)) for c in commands}
         unmatched = [c for c, rule in allowed.items() if rule is None]
         # A line that runs nothing (``x=1``, ``> f``) needs bash itself allowed.
         idle = not commands and self.first(ALLOW, "bash", lambda r: r.pattern is None) is None
@@ -562,117 +388,5 @@ class _Judging:
         return _Verdict(ASK, f"bash asks in {self.mode} mode{detail}", offer, outside)
 
 
-def _tool_matches(rule: Rule, name: str) -> bool:
-    """Whether ``rule`` is about the tool ``name``: its tool glob (or one of several,
-    ``write|edit``) matches; a ``read`` rule covers ``glob`` and ``grep`` too: they read
-    the files they search."""
-    return any(
-        fnmatch.fnmatchcase(name, tool) or (tool == "read" and name in _SEARCH_TOOLS) for tool in rule.tool.split("|")
-    )
-
-
-def _origin(rule: Rule) -> str:
-    return f" (from {rule.source})" if rule.source else ""
-
-
 def _shown(command: Command) -> str:
     return command.written.replace(WILD, "…")
-
-
-def _narrows(rule: Rule, command: Command) -> bool:
-    """Whether a deny or ask rule is about ``command``: it could be what the rule names,
-    by its name alone or by its path as written."""
-    if rule.pattern is None:
-        return True
-    full, could_start = _command_regexes(rule.pattern)
-    for text in dict.fromkeys((command.text, command.written)):
-        if WILD in text:
-            if could_start.fullmatch(text[: text.index(WILD)]):
-                return True
-        elif full.fullmatch(text):
-            return True
-    return False
-
-
-def _allows(rule: Rule, command: Command) -> bool:
-    """Whether an allow rule covers ``command`` as written, whatever its unknown parts are:
-    only a ``*`` of the pattern can stand for them."""
-    if rule.pattern is None:
-        return True
-    return _command_regexes(rule.pattern)[0].fullmatch(command.written) is not None
-
-
-@functools.lru_cache(maxsize=1024)
-def _command_regexes(pattern: str) -> tuple[Regex, Regex]:
-    """A command pattern as a regex of whole texts, and as one of the texts that some
-    continuation could make match (for a command whose end is unknown)."""
-    pattern = " ".join(pattern.split())
-    if _NAME_STAR.fullmatch(pattern):
-        # ``ls*`` is the command ls with any arguments, as ``ls:*`` is: not lsattr.
-        pattern = pattern[:-1] + ":*"
-    atoms = [re.escape(c) for c in pattern[:-2]] + [r"(?: .*)?"] if pattern.endswith(":*") else _glob_atoms(pattern)
-    could_start = ""
-    for atom in reversed(atoms):
-        could_start = f"(?:{atom}{could_start})?"
-    # Linear (RE2): a project's deny rule may be ``a*a*a*a*...b``.
-    return linear_regex("".join(atoms), dot_all=True), linear_regex(could_start, dot_all=True)
-
-
-def _glob_atoms(pattern: str) -> list[str]:
-    # As fnmatch, except that WILD (text only known when the line runs) is matched by * alone.
-    atoms: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if not atoms or atoms[-1] != ".*":
-                atoms.append(".*")
-        elif c == "?":
-            atoms.append(f"[^{WILD}]")
-        elif c == "[":
-            start = i + 2 if pattern[i + 1 : i + 2] == "!" else i + 1
-            close = pattern.find("]", start + 1 if pattern[start : start + 1] == "]" else start)
-            if close == -1:
-                atoms.append(re.escape(c))
-            else:
-                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", pattern[start:close])
-                # A negated class never matches WILD (RE2 has no lookahead to say so).
-                atoms.append(f"[^{body}{WILD}]" if start == i + 2 else f"[{body}]")
-                i = close
-        else:
-            atoms.append(re.escape(c))
-        i += 1
-    return atoms
-
-
-#: A command name and a star: the command with any arguments.
-_NAME_STAR = re.compile(r"[^\s*?\[\]:]+\*")
-
-_PROC_ROOT = re.compile(r"/proc/(?:self|thread-self)/root(?=/|$)")
-
-
-@functools.lru_cache(maxsize=1024)
-def _rule_path(pattern: str, cwd: str, home: str) -> str:
-    """A rule's path pattern made absolute (decided again for every file a search walks)."""
-    return _absolute(pattern, cwd, home)
-
-
-def _absolute(path: str, cwd: str, home: str) -> str:
-    if path == "~" or path.startswith("~/"):
-        path = (home or "/") + path[1:]
-    return _normal(posixpath.join(cwd, path))
-
-
-def _normal(path: str) -> str:
-    """``path`` normalised: ``a/../b``, ``//x`` and ``/proc/self/root/x`` name what they lead to."""
-    path = posixpath.normpath(path)
-    if path.startswith("//"):
-        path = "/" + path.lstrip("/")
-    while match := _PROC_ROOT.match(path):
-        path = posixpath.normpath("/" + path[match.end() :])
-    return path
-
-
-def _inside(path: str, cwd: str) -> bool:
-    root = posixpath.normpath(cwd)
-    return path == root or path.startswith(root.rstrip("/") + "/")

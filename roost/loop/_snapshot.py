@@ -18,7 +18,7 @@ import hashlib
 from dataclasses import fields
 from typing import Any, Mapping
 
-from ._permissions import Rule
+from ._permission_rules import Rule
 from ._state import SessionState
 
 #: Fields kept as they are (strings, numbers, None).

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from . import _events as ev
 from ._events import Event
 from ._modes import COMPACT_MODE, NO_TOOLS_MODES
-from ._permissions import ALLOW, Rule, parse_rule
+from ._permission_rules import ALLOW, Rule, parse_rule
 from ._settings import RunSettings
 from ._waits import HumanWait, PermissionWait, Wait
 

@@ -15,9 +15,9 @@ from roost.loop import (
     SessionState,
     Submit,
     fold,
+    parse_rule,
     step,
 )
-from roost.loop._permissions import parse_rule
 
 _names = st.sampled_from(("read", "write", "bash", "glob", "task", "reviewer", "time__now"))
 _tools = st.lists(_names, unique=True).map(tuple)
