@@ -1,7 +1,7 @@
 """The slash commands: names, arguments, help, and how their arguments complete.
 
-Only the table and the parsing live here; what each command does is the shell's
-(``Shell._cmd_NAME``). A command may be typed as any unique prefix of its name. Any other
+Only the table and the parsing live here; what each built-in does is in :mod:`._builtins`
+(``Builtins._cmd_NAME``). A command may be typed as any unique prefix of its name. Any other
 ``/name`` is a custom command (``.claude/commands``), which the daemon expands: a built-in
 of that exact name comes first, then a custom command of that name, then the built-ins
 that ``name`` begins.

@@ -16,8 +16,8 @@ attempt; the task waits out the backoff (0.5 s doubling to 30 s, back to 0.5 s o
 connection has stayed up 10 s) and connects again. ``stop()`` makes the task leave its
 contexts normally (so an HTTP session is terminated with DELETE, and a stdio server gets the
 SDK's close-stdin, SIGTERM, SIGKILL sequence); ``cancel()`` is the last resort.
-Each attempt appends to the server's log file: our notes, the server's stderr (stdio) and the
-log messages it sends.
+Each attempt appends to the server's log file (:class:`ServerLog`): our notes, the server's
+stderr (stdio) and the log messages it sends.
 
 This module imports the ``mcp`` SDK: the manager imports it when it starts its first server.
 """
@@ -25,7 +25,6 @@ This module imports the ``mcp`` SDK: the manager imports it when it starts its f
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -41,11 +40,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 import roost
-from roost.daemon._paths import ensure_private_dir, private_opener
 from roost.daemon.tools import ToolResult
 
 from ._config import McpServerConfig
 from ._process import MARKER, find_child
+from ._server_log import ServerLog
 from ._status import State, log_file, status_map
 from ._tools import McpTool, mcp_tool, qualified_name, tool_result
 
@@ -57,8 +56,6 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 #: Seconds a connection must have stayed up for the backoff to start again from 0.5 s.
 STABLE_AFTER = 10.0
-#: A log file over this size is moved to ``NAME.log.1`` when the server (re)starts.
-LOG_ROTATE_BYTES = 1 << 20
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _CLIENT = mcp_types.Implementation(name="roost", version=roost.__version__)
 
@@ -87,7 +84,7 @@ class ServerLink:
         #: Set when ``run`` has returned.
         self.done = trio.Event()
         self._session: ClientSession | None = None
-        self._log: TextIO | None = None
+        self._log = ServerLog(self.log_path, config.name)
         self._marker: str | None = None  # a stdio server's ROOST_MCP_SERVER value (see _process)
         self._scope = trio.CancelScope()
         self._startup = trio.CancelScope()
@@ -178,11 +175,11 @@ class ServerLink:
                     await self._changed.wait()
                 session = self._session
                 if self.state != "ready" or session is None:
-                    return ToolResult(self._unavailable(server), is_error=True, meta=meta)
+                    return ToolResult(_unavailable(server, self.state, self.error), is_error=True, meta=meta)
                 try:
                     result = await session.call_tool(tool, dict(arguments), progress_callback=progress)
                 except MCPError as exc:
-                    return ToolResult(self._mcp_error(server, shown, exc), is_error=True, meta=meta)
+                    return ToolResult(_call_error(server, shown, exc), is_error=True, meta=meta)
                 except Exception as exc:  # a malformed result, an unexpected result kind
                     log.exception("MCP call %s failed", shown)
                     return ToolResult(f"{shown} failed: {type(exc).__name__}: {exc}", is_error=True, meta=meta)
@@ -214,21 +211,20 @@ class ServerLink:
             if self._lost and not (self._stopping or self._restarting):
                 self.error = "the connection closed (the server exited or closed its output)"
         except* Exception as group:
-            self.error = self._describe(group)
+            self.error = _start_error(self.config, group)
         finally:
             self._session, self.tools, self.pid = None, [], None
         if self.error and not (self._stopping or self._restarting):
             # A server that keeps failing the same way is retried for ever: say it once.
             log.log(logging.DEBUG if self.error == before else logging.WARNING,
                     "MCP server %s (%s): %s", self.config.name, self.log_path.name, self.error)
-            self._note(self.error)
+            self._log.note(self.error)
         return trio.current_time() - ready_at[0] if ready_at else None
 
     async def _connect_and_serve(self, ready_at: list[float]) -> None:
         async with AsyncExitStack() as stack:
-            self._log = stack.enter_context(self._open_log())
-            stack.callback(setattr, self, "_log", None)
-            read, write = await stack.enter_async_context(await self._transport(stack))
+            errlog = stack.enter_context(self._log.attempt())
+            read, write = await stack.enter_async_context(await self._transport(stack, errlog))
             session = await stack.enter_async_context(
                 ClientSession(
                     _WatchedStream(read, self._on_end),
@@ -253,7 +249,7 @@ class ServerLink:
                 self.pid = await trio.to_thread.run_sync(find_child, self._marker)
             self._session, self.tools, self.error = session, tools, None
             ready_at.append(trio.current_time())
-            self._note(f"ready: {len(tools)} tools")
+            self._log.note(f"ready: {len(tools)} tools")
             self._set("ready")
             try:
                 await self._serve(session)
@@ -262,12 +258,13 @@ class ServerLink:
                 self._session, self.tools, self.pid = None, [], None
                 self._set("starting")
 
-    async def _transport(self, stack: AsyncExitStack) -> Any:
-        """The transport's context manager (an HTTP client is entered on ``stack`` first)."""
+    async def _transport(self, stack: AsyncExitStack, errlog: TextIO) -> Any:
+        """The transport's context manager (an HTTP client is entered on ``stack`` first; a
+        stdio server's stderr goes to ``errlog``)."""
         config = self.config
         if config.transport == "http":
             assert config.url is not None
-            self._note(f"connecting to {config.url} (attempt {self.attempts})")
+            self._log.note(f"connecting to {config.url} (attempt {self.attempts})")
             client = await stack.enter_async_context(
                 httpx2.AsyncClient(headers=dict(config.headers), timeout=_HTTP_TIMEOUT)
             )
@@ -277,10 +274,9 @@ class ServerLink:
         params = StdioServerParameters(
             command=config.command, args=list(config.args), env={**config.env, MARKER: marker}, cwd=config.cwd
         )
-        self._note(f"starting {' '.join([config.command, *config.args])} (attempt {self.attempts})")
+        self._log.note(f"starting {' '.join([config.command, *config.args])} (attempt {self.attempts})")
         self._marker = marker
-        assert self._log is not None  # opened for this attempt
-        return stdio_client(params, errlog=self._log)
+        return stdio_client(params, errlog=errlog)
 
     async def _serve(self, session: ClientSession) -> None:
         """Until stop, restart or the end of the connection; refresh the tools when told."""
@@ -290,10 +286,10 @@ class ServerLink:
                 try:
                     with trio.fail_after(START_TIMEOUT):
                         self.tools = await self._list_tools(session)
-                    self._note(f"tool list changed: {len(self.tools)} tools")
+                    self._log.note(f"tool list changed: {len(self.tools)} tools")
                 except Exception as exc:
                     # The old list stays; a lost connection shows up as _lost next.
-                    self._note(f"tools/list after a change failed: {exc!r}")
+                    self._log.note(f"tools/list after a change failed: {exc!r}")
                 continue
             await self._wake.wait()
             self._wake = trio.Event()
@@ -319,7 +315,7 @@ class ServerLink:
         for tool in listed:
             mapped = mcp_tool(self.config.name, tool)
             if mapped.name in tools:
-                self._note(f"tool {tool.name!r} left out: its name clashes with {tools[mapped.name].tool!r}")
+                self._log.note(f"tool {tool.name!r} left out: its name clashes with {tools[mapped.name].tool!r}")
                 continue
             tools[mapped.name] = mapped
         return list(tools.values())
@@ -332,64 +328,20 @@ class ServerLink:
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
-            self._note(f"transport error: {message!r}")
+            self._log.note(f"transport error: {message!r}")
         elif getattr(message, "method", None) == "notifications/tools/list_changed":
             self._stale = True
             self._wake.set()
 
     async def _on_log(self, params: Any) -> None:
-        self._note(f"[{params.level}] {params.logger + ': ' if params.logger else ''}{params.data}")
+        self._log.note(f"[{params.level}] {params.logger + ': ' if params.logger else ''}{params.data}")
 
-    # -- helpers -----------------------------------------------------------------------------
+    # -- the state ---------------------------------------------------------------------------
 
     def _set(self, state: State) -> None:
         self.state = state
         self._changed.set()
         self._changed = trio.Event()
-
-    def _open_log(self) -> TextIO:
-        ensure_private_dir(self.log_path.parent)
-        try:
-            if self.log_path.stat().st_size > LOG_ROTATE_BYTES:
-                self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
-        except FileNotFoundError:
-            pass
-        # A real file: the SDK hands it to the child as its stderr.
-        return open(self.log_path, "a", encoding="utf-8", buffering=1, opener=private_opener)
-
-    def _note(self, line: str) -> None:
-        text = f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} roost: {line}\n"
-        try:
-            if self._log is not None:
-                self._log.write(text)
-            else:  # between attempts
-                with open(self.log_path, "a", encoding="utf-8", opener=private_opener) as f:
-                    f.write(text)
-        except OSError as exc:  # a log that cannot be written must not stop the server
-            log.warning("MCP server %s: cannot write %s: %s", self.config.name, self.log_path, exc)
-
-    def _describe(self, group: BaseExceptionGroup[Exception]) -> str:
-        first = _leaves(group)[0]
-        if isinstance(first, OSError) and self.config.transport == "stdio" and first.filename is not None:
-            return f"cannot start {self.config.command!r}: {first.strerror} ({first.filename})"
-        if isinstance(first, MCPError):
-            if first.code == mcp_types.CONNECTION_CLOSED:
-                return "the server closed the connection before it was ready (see its log)"
-            return f"MCP error {first.code}: {first.message}"
-        return f"{type(first).__name__}: {first}"
-
-    def _unavailable(self, server: str) -> str:
-        why = f": {self.error}" if self.error else ""
-        if self.state == "failed":
-            return (f"MCP server {server} is not available (it failed to start{why}); "
-                    "it is retried in the background")
-        return f"MCP server {server} is {self.state}{why}"
-
-    def _mcp_error(self, server: str, shown: str, exc: MCPError) -> str:
-        if exc.code == mcp_types.CONNECTION_CLOSED:
-            return (f"{shown}: the connection to MCP server {server} was lost during the call; "
-                    "it is being restarted, try again shortly")
-        return f"{shown}: MCP error {exc.code}: {exc.message}"
 
 
 class _WatchedStream:
@@ -450,6 +402,38 @@ class _Progress:
 
     def close(self) -> None:
         self._on_progress = None
+
+
+# -- what a failure says ---------------------------------------------------------------------
+
+
+def _start_error(config: McpServerConfig, group: BaseExceptionGroup[Exception]) -> str:
+    """Why an attempt failed, from what ended it."""
+    first = _leaves(group)[0]
+    if isinstance(first, OSError) and config.transport == "stdio" and first.filename is not None:
+        return f"cannot start {config.command!r}: {first.strerror} ({first.filename})"
+    if isinstance(first, MCPError):
+        if first.code == mcp_types.CONNECTION_CLOSED:
+            return "the server closed the connection before it was ready (see its log)"
+        return f"MCP error {first.code}: {first.message}"
+    return f"{type(first).__name__}: {first}"
+
+
+def _unavailable(server: str, state: State, error: str | None) -> str:
+    """A call's error result while the server is not ready."""
+    why = f": {error}" if error else ""
+    if state == "failed":
+        return (f"MCP server {server} is not available (it failed to start{why}); "
+                "it is retried in the background")
+    return f"MCP server {server} is {state}{why}"
+
+
+def _call_error(server: str, shown: str, exc: MCPError) -> str:
+    """A call's error result when the server answered it with an error (or the call was lost)."""
+    if exc.code == mcp_types.CONNECTION_CLOSED:
+        return (f"{shown}: the connection to MCP server {server} was lost during the call; "
+                "it is being restarted, try again shortly")
+    return f"{shown}: MCP error {exc.code}: {exc.message}"
 
 
 def _leaves(group: BaseExceptionGroup[Exception]) -> list[Exception]:
