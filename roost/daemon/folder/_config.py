@@ -107,9 +107,9 @@ from ._config_tables import (
     strings,
     table,
 )
-from ._files import read_bounded
 from ._project import project_config_file, user_config_file
-from ._scripts import scripts, shell_words
+from ._reading import FolderFiles
+from ._scripts import shell_words
 from ._trust import NO_TRUST, Script, Trust, Widening, digest
 
 #: The model used when nothing names one.
@@ -274,7 +274,8 @@ BUILTIN_WINDOWS: Mapping[str, int] = {"anthropic": 200_000, "openai": 128_000}
 def load_config(
     cwd: str | None = None, environ: Mapping[str, str] = os.environ, trust: Trust = NO_TRUST
 ) -> Config:
-    """Built-ins, then the user file, then the project file for ``cwd``.
+    """Built-ins, then the user file, then the project file for ``cwd``: the config alone
+    (a folder's whole setup reads it with the rest: see :func:`config_from`).
 
     ``environ`` is the dispatching client's environment (``ROOST_MODEL``,
     ``ANTHROPIC_BASE_URL``, ...); ``trust`` says whether the project file may widen.
@@ -284,6 +285,17 @@ def load_config(
         ConfigError: a file cannot be read, is not valid TOML, or has a value of the wrong
             kind (trusted or not: a broken file is reported, never half-read).
     """
+    return config_from(FolderFiles(cwd, environ, trust))
+
+
+def config_from(files: FolderFiles) -> Config:
+    """Built-ins, then the user file, then the project file, as one reading of a folder
+    has them (see :func:`load_config`).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
+    environ = files.environ
     config = Config(
         providers=_builtin_providers(environ),
         default_model=environ.get("ROOST_MODEL") or BUILTIN_DEFAULT_MODEL,
@@ -291,7 +303,7 @@ def load_config(
     )
     user = user_config_file()
     if user.is_file():
-        parsed = _parse(user, _read(user))
+        parsed = _parse(user, _read(files, user, own=True))
         config = replace(
             _merge(config, parsed, str(user)),
             tool_env_pass=passed(parsed, str(user)),
@@ -299,21 +311,21 @@ def load_config(
             sandbox=sandbox_table(parsed, str(user), None),
             fetch_private=fetch_private(parsed, str(user)),
         )
-    project = project_config_file(cwd)
+    project = project_config_file(files.root)
     if project is not None:
-        root = project.parent.parent
-        data = _read(project, within=None if trust.has_folder(root) else root)
+        root = os.fspath(project.parent.parent)
+        data = _read(files, project)
         parsed = _parse(project, data)
         # Checked whole first: an error anywhere in the file is an error, trusted or not.
         _merge(config, parsed, str(project))
         passed(parsed, str(project))
         # Not a widening to trust: whatever the project's [sandbox] says, it only narrows.
-        sandbox = sandbox_table(parsed, str(project), str(root))
-        trusted = trust.covers(project, data)
+        sandbox = sandbox_table(parsed, str(project), root)
+        trusted = files.covers(project)
 
         def runs(command: str) -> tuple[Script, ...]:
             # A hook runs in the session's folder, and is written for the project's root.
-            return scripts(shell_words(command), root, (cwd or os.fspath(root), os.fspath(root)), trust)
+            return files.scripts(shell_words(command), (files.cwd or root, root))
 
         widening = _widening(parsed, str(project), digest(data), trusted, runs)
         if trusted:
@@ -376,9 +388,9 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     return providers
 
 
-def _read(path: Path, *, within: Path | None = None) -> bytes:
+def _read(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
     try:
-        return read_bounded(path, within=within)
+        return files.read(path, own=own)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 

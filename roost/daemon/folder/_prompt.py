@@ -49,7 +49,7 @@ import trio
 from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
 from ._files import FileRefused, read_head
-from ._project import claude_home, find_skills, memory_files, one_root, project_root
+from ._project import Place, claude_home, find_skills, memory_files
 
 T = TypeVar("T")
 
@@ -206,29 +206,27 @@ def _listing_signature(root: Path, repository: Repository) -> tuple[tuple[int, .
 async def compose(
     agent: Agent,
     mode: str,
-    cwd: str,
+    place: Place,
     summary: str = "",
     *,
     tools: Collection[str],
-    trusted: bool = False,
     cache: PromptCache | None = None,
 ) -> list[Layer]:
-    """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
-    empty ones are left out.
+    """The layers for a run of ``agent`` in ``mode`` at ``place`` (the session's folder and
+    its project, as its folder's setup found them) that is offered ``tools``; empty ones
+    are left out.
 
-    ``trusted``: the user trusts the folder (its skills may link outside it). Files are read
-    in a worker thread, so a large project never blocks the daemon. ``cache``: keeps what
-    did not change for the next run (None: everything is read).
+    A trusted project's skills may link outside it. Files are read in a worker thread, so
+    a large project never blocks the daemon. ``cache``: keeps what did not change for the
+    next run (None: everything is read).
     """
     cache = cache if cache is not None else PromptCache(entries=0)
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
 
     def in_thread() -> list[Layer]:
-        with one_root():
-            root = project_root(cwd) or Path(cwd)
-            files = cache.known_files(root)
-            return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache)
+        files = cache.known_files(place.root)
+        return _layers(agent, mode, place, files, summary, skills, cache)
 
     # One worker thread for everything: the file list is read, not asked of git.
     return await trio.to_thread.run_sync(in_thread)
@@ -237,14 +235,13 @@ async def compose(
 def _layers(
     agent: Agent,
     mode: str,
-    cwd: str,
-    root: Path,
+    place: Place,
     files: list[str],
     summary: str,
-    trusted: bool,
     skills: bool,
     cache: PromptCache,
 ) -> list[Layer]:
+    root = place.root
     # A project's instruction and memory files, and what they import, are read only inside
     # the project, trusted or not: a trusted folder's CLAUDE.md that later imports
     # @~/.aws/credentials, or an AGENTS.md that becomes a link to ~/.ssh/id_rsa, is no
@@ -253,9 +250,9 @@ def _layers(
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
-        Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
-        _instructions(root, Path(cwd), within, cache),
-        _skills(root, trusted) if skills else Layer("skills", ""),
+        Layer("bootstrap", _bootstrap(place.cwd, root), "this machine"),
+        _instructions(root, Path(place.cwd), within, cache),
+        _skills(root, place.trusted) if skills else Layer("skills", ""),
         _memory(root, within, cache),
         _repo_map(root, files, cache),
         Layer("summary", summary_text(summary), "compaction"),
@@ -408,7 +405,7 @@ def imports(text: str) -> list[str]:
 
 
 def _skills(root: Path, trusted: bool) -> Layer:
-    skills = find_skills(str(root), trusted)
+    skills = find_skills(root, trusted)
     if not skills:
         return Layer("skills", "")
     # The project's skills first: when the list is cut, the user's many go first.
@@ -438,7 +435,7 @@ def _one_line(text: str) -> str:
 
 def _memory(root: Path, within: Path | None, cache: PromptCache) -> Layer:
     parts, sources = [], []
-    for scope, path in memory_files(str(root)).items():
+    for scope, path in memory_files(root).items():
         bound = None if scope == "user" else within
         text = cache.derived(f"text {bound}", path, lambda: _read(path, bound))
         if text:

@@ -54,13 +54,7 @@ from roost.protocol import (
 
 from ..folder._agents import Agent, unknown_tools
 from ..folder._config import Config, ConfigError, price_map
-from ..folder._custom_commands import (
-    CommandSet,
-    CustomCommand,
-    UnknownCommand,
-    load_commands,
-    parse_invocation,
-)
+from ..folder._custom_commands import CustomCommand, UnknownCommand, parse_invocation
 from ..folder._prompt import compose, render
 from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
@@ -344,7 +338,7 @@ class Api:
         task, command = params["task"], None
         invocation = parse_invocation(task)
         if invocation is not None:
-            found = await self._command(setup, environ, invocation[0])
+            found = _command(setup, invocation[0])
             task = found.expand(invocation[1])
             command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": params["task"]}
             if found.model is not None and asked.model is UNSET:
@@ -392,14 +386,6 @@ class Api:
             await self.conductor.prune(math.inf, only=[session.id])
         except StoreError as exc:
             log.warning("session %s, made for a run that could not start, stays: %s", session.id, exc)
-
-    async def _command(self, setup: FolderSetup, environ: Mapping[str, str], name: str) -> CustomCommand:
-        """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""
-        commands = await _commands(setup, environ)
-        try:
-            return commands.find(name)
-        except UnknownCommand as exc:
-            raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
     def _settle(self, setup: FolderSetup, asked: Asked, environ: Mapping[str, str]) -> RunSettings:
         sandbox = self.conductor.sandbox
@@ -642,8 +628,7 @@ class Api:
         }
 
     async def commands_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        environ = _environ(params)
-        commands = await _commands(await self._folder(_cwd(params.get("cwd")), environ), environ)
+        commands = (await self._folder(_cwd(params.get("cwd")), _environ(params))).commands
         return {"commands": commands.describe(), "problems": list(commands.problems)}
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -669,7 +654,7 @@ class Api:
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.tools.names()
-        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.prompts)
+        layers = await compose(agent, mode, setup.place, summary, tools=tools, cache=self.conductor.prompts)
         return {
             "agent": agent.name,
             "mode": mode,
@@ -838,9 +823,12 @@ def _pruned(row: SessionRow) -> dict[str, Any]:
     }
 
 
-async def _commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSet:
-    """The folder's custom commands, read in a worker thread."""
-    return await trio.to_thread.run_sync(load_commands, setup.cwd, environ, setup.trusted)
+def _command(setup: FolderSetup, name: str) -> CustomCommand:
+    """The custom command ``/name`` of the folder (INVALID_PARAMS, listing them, if none)."""
+    try:
+        return setup.commands.find(name)
+    except UnknownCommand as exc:
+        raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
 
 
 def _widening_files(setup: FolderSetup) -> dict[str, str]:

@@ -249,8 +249,7 @@ class Conductor:
         child.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         child.mcp_servers = self._resume_mcp(setup, run.tools)
         if settings is not None:
-            cwd = session.state.cwd
-            layers = await compose(settings.agent, run.mode, cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
+            layers = await compose(settings.agent, run.mode, setup.place, tools=run.tools, cache=self.prompts)
             sandbox = self.sandbox.confine(settings.sandbox) if run.sandbox is not None else None
             self._set_up(child, settings, sandbox, render(layers))
         return child
@@ -265,7 +264,7 @@ class Conductor:
             log.warning("session %s: the waiting run cannot go on: %s", session.id, exc)
             return
         settings = resumed(setup, run, model)
-        layers = await compose(settings.agent, run.mode, session.state.cwd, tools=run.tools, trusted=setup.trusted, cache=self.prompts)
+        layers = await compose(settings.agent, run.mode, setup.place, tools=run.tools, cache=self.prompts)
         session.agent_specs = agent_specs(run.subagents, run.delegates, setup.agents.agents)
         session.mcp_servers = self._resume_mcp(setup, run.tools)
         self._set_up(session, settings, session.sandbox, render(layers))
@@ -380,7 +379,7 @@ class Conductor:
         if prompt.blocked is not None:
             raise PromptBlocked(prompt.blocked)
         tools, session.agent_specs, session.mcp_servers, team = await self._tools_of(agent, setup)
-        layers = await compose(agent, mode, session.state.cwd, tools=tools, trusted=setup.trusted, cache=self.prompts)
+        layers = await compose(agent, mode, setup.place, tools=tools, cache=self.prompts)
         submit = self._submit(
             settings,
             run="r" + secrets.token_hex(6),
@@ -969,7 +968,7 @@ class Conductor:
             raise _SubagentError(f"the {effect.name} agent cannot run: {exc}") from None
         agent = settings.agent
         tools, specs, servers, team = await self._tools_of(agent, setup)
-        layers = await compose(agent, settings.mode, cwd, tools=tools, trusted=setup.trusted, cache=self.prompts)
+        layers = await compose(agent, settings.mode, setup.place, tools=tools, cache=self.prompts)
         state = SessionState(session.id, cwd=cwd, created=time.time())
         if agent.fork:
             # The caller's history up to the reply that made this call.
