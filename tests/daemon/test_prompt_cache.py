@@ -208,3 +208,16 @@ async def test_a_prompt_looks_for_its_project_once_and_sees_a_new_repository(
     assert looks == [str(work)]
     (project / ".git").mkdir()
     assert "Project: " + str(project) in (await layers(work, cache))["bootstrap"]
+
+
+async def test_the_branch_is_what_head_says_at_each_run(project: Path) -> None:
+    git(project, "init", "-q", "-b", "feature-x")
+    cache = PromptCache()
+    assert "Git branch: feature-x" in (await layers(project, cache))["bootstrap"]
+    git(project, "checkout", "-q", "-b", "other")
+    assert "Git branch: other" in (await layers(project, cache))["bootstrap"]
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "first")
+    git(project, "checkout", "-q", "--detach")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout
+    assert f"Git branch: {head[:12]}" in (await layers(project, cache))["bootstrap"]

@@ -141,20 +141,15 @@ class PromptCache:
                     self._files.popitem(last=False)
         return value
 
-    def known_files(self, root: Path) -> list[str]:
+    def known_files(self, root: Path, repository: Repository | None) -> list[str]:
         """The project's files the repo map can show (:func:`mapped_files`, at most
         :data:`REPO_MAP_FILES`): those kept while the folder itself (and in a git work
-        tree its git index and ``HEAD``) is unchanged, for at most
+        tree, ``repository``, its git index and ``HEAD``) is unchanged, for at most
         :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes none
         of those); else in a git work tree the files git lists (read without git), and
         anywhere else a walk (at most :data:`WALK_LIMIT` files, none under a dot or
         vendored folder). Blocking: run it in a thread.
         """
-        try:
-            repository = find_repository(root)
-        except UnreadableRepository as exc:
-            log.warning("%s is mapped without git: %s", root, exc)
-            repository = None
         # Taken before listing: a change made meanwhile shows at the next run.
         signature = (_signature(root),) if repository is None else _listing_signature(root, repository)
         with self._lock:
@@ -225,8 +220,13 @@ async def compose(
     skills = "skill" in tools and mode != "plan"
 
     def in_thread() -> list[Layer]:
-        files = cache.known_files(place.root)
-        return _layers(agent, mode, place, files, summary, skills, cache)
+        try:
+            repository = find_repository(place.root)
+        except UnreadableRepository as exc:
+            log.warning("%s is mapped without git: %s", place.root, exc)
+            repository = None
+        files = cache.known_files(place.root, repository)
+        return _layers(agent, mode, place, repository, files, summary, skills, cache)
 
     # One worker thread for everything: the file list is read, not asked of git.
     return await trio.to_thread.run_sync(in_thread)
@@ -236,6 +236,7 @@ def _layers(
     agent: Agent,
     mode: str,
     place: Place,
+    repository: Repository | None,
     files: list[str],
     summary: str,
     skills: bool,
@@ -250,7 +251,7 @@ def _layers(
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
-        Layer("bootstrap", _bootstrap(place.cwd, root), "this machine"),
+        Layer("bootstrap", _bootstrap(place.cwd, root, repository), "this machine"),
         _instructions(root, Path(place.cwd), within, cache),
         _skills(root, place.trusted) if skills else Layer("skills", ""),
         _memory(root, within, cache),
@@ -277,7 +278,7 @@ def sizes(layers: list[Layer]) -> list[dict[str, object]]:
     return [{"name": layer.name, "chars": len(layer.text), "source": layer.source} for layer in layers]
 
 
-def _bootstrap(cwd: str, root: Path) -> str:
+def _bootstrap(cwd: str, root: Path, repository: Repository | None) -> str:
     facts = [
         f"OS: {platform.system()} {platform.release()}",
         f"Python: {platform.python_version()}",
@@ -286,19 +287,29 @@ def _bootstrap(cwd: str, root: Path) -> str:
     ]
     if Path(cwd) != root:
         facts.append(f"Working directory: {cwd}")
-    branch = _git_branch(root)
+    branch = _git_branch(root, repository)
     if branch:
         facts.append(f"Git branch: {branch}")
     return "Facts about this session:\n" + "\n".join(f"- {fact}" for fact in facts)
 
 
-def _git_branch(root: Path) -> str | None:
-    # Read, not run: no git process for every run.
-    try:
-        head = read_head(root / ".git" / "HEAD", 4096, within=root).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
+def _git_branch(root: Path, repository: Repository | None) -> str | None:
+    # Read, not run: no git process for every run. The project's own .git (inside it) was
+    # read when its repository was found: its HEAD is not read again.
+    if repository is not None and repository.head and _own_git_dir(root, repository):
+        head = repository.head
+    else:
+        try:
+            head = read_head(root / ".git" / "HEAD", 4096, within=root).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else head[:12]
+
+
+def _own_git_dir(root: Path, repository: Repository) -> bool:
+    """Whether ``repository``'s git folder is the project's ``.git``, inside the project."""
+    real = Path(os.path.realpath(root))
+    return repository.git_dir == Path(os.path.realpath(root / ".git")) and repository.git_dir.is_relative_to(real)
 
 
 def _instructions(root: Path, cwd: Path, within: Path | None, cache: PromptCache) -> Layer:
