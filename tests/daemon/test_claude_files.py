@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roost.daemon.folder._agents import load_agents
-from roost.daemon.folder._project import find_skills, one_root, project_root
+from roost.daemon.folder._agents import agents_from, load_agents
+from roost.daemon.folder._project import find_skills, project_root
 from roost.daemon.folder._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
+from roost.daemon.folder._reading import FolderFiles
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -171,19 +172,16 @@ def test_the_project_root_is_found_by_version_control_first(tmp_path: Path) -> N
     assert project_root(str(home())) == home()
 
 
-def test_one_root_looks_once_within_and_again_after(tmp_path: Path) -> None:
+def test_one_reading_sees_one_project_and_the_next_reading_the_new_one(tmp_path: Path) -> None:
     work = tmp_path / "work" / "src"
     work.mkdir(parents=True)
-    with one_root():
-        assert project_root(str(work)) == work
-        # Made meanwhile: what is read together still sees one project.
-        (tmp_path / "work" / ".git").mkdir()
-        assert project_root(str(work)) == work
-    # The scope is gone: the next look sees the repository.
-    assert project_root(str(work)) == tmp_path / "work"
-    with one_root():
-        assert project_root(str(work)) == tmp_path / "work"
-        assert project_root(str(tmp_path / "work")) == tmp_path / "work"
+    files = FolderFiles(str(work), {})
+    # Made meanwhile: what is read together still sees one project.
+    (tmp_path / "work" / ".git").mkdir()
+    write(tmp_path / "work" / ".claude" / "agents" / "helper.md", agent("helper"))
+    assert files.place.root == work and "helper" not in agents_from(files).agents
+    # The next reading sees the repository.
+    assert "helper" in load_agents(str(work)).agents
 
 
 async def test_trust_is_recorded_for_the_folder_not_for_home(client: TrioClient) -> None:

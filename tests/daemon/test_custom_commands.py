@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from roost.daemon.folder._custom_commands import CustomCommand, load_commands, parse_invocation
+from roost.daemon.folder._trust import Trust
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -96,7 +97,7 @@ def test_an_untrusted_projects_command_may_not_lead_out_of_it(project: Path, tmp
     (root / "leak.md").symlink_to(secret)
     found = load_commands(str(project), os.environ)
     assert sorted(found.commands) == ["ok"] and "leak.md" in found.problems[0]
-    assert sorted(load_commands(str(project), os.environ, trusted=True).commands) == ["leak", "ok"]
+    assert sorted(load_commands(str(project), os.environ, Trust({str(project): {}})).commands) == ["leak", "ok"]
 
 
 async def test_dispatch_expands_a_command_and_records_what_was_typed(client: TrioClient, project: Path) -> None:

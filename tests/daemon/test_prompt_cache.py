@@ -12,6 +12,7 @@ import pytest
 from roost.daemon.folder import _prompt
 from roost.daemon.folder._agents import BUILTIN_AGENTS, DEFAULT_AGENT
 from roost.daemon.folder._prompt import PromptCache, compose
+from roost.daemon.folder._reading import FolderFiles
 from roost.daemon.tools import list_files
 
 AGENT = BUILTIN_AGENTS[DEFAULT_AGENT]
@@ -38,7 +39,9 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str, owner: Any = _prompt) -
 
 
 async def layers(cwd: Path, cache: PromptCache) -> dict[str, str]:
-    return {layer.name: layer.text for layer in await compose(AGENT, "agent", str(cwd), tools=("skill",), cache=cache)}
+    """The layers of a run in ``cwd``, its folder found as a dispatch finds it."""
+    place = FolderFiles(str(cwd), os.environ).place
+    return {layer.name: layer.text for layer in await compose(AGENT, "agent", place, tools=("skill",), cache=cache)}
 
 
 def git(folder: Path, *args: str) -> None:
@@ -200,7 +203,21 @@ async def test_a_prompt_looks_for_its_project_once_and_sees_a_new_repository(
     looks = counting(monkeypatch, "_look_for_root", _project)
     cache = PromptCache()
     assert "Project: " + str(work) in (await layers(work, cache))["bootstrap"]
-    # The layers, the skills and the memory files all ask where the project is.
+    # The folder is looked for once; the layers, the skills and the memory files start
+    # from what was found.
     assert looks == [str(work)]
     (project / ".git").mkdir()
     assert "Project: " + str(project) in (await layers(work, cache))["bootstrap"]
+
+
+async def test_the_branch_is_what_head_says_at_each_run(project: Path) -> None:
+    git(project, "init", "-q", "-b", "feature-x")
+    cache = PromptCache()
+    assert "Git branch: feature-x" in (await layers(project, cache))["bootstrap"]
+    git(project, "checkout", "-q", "-b", "other")
+    assert "Git branch: other" in (await layers(project, cache))["bootstrap"]
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "first")
+    git(project, "checkout", "-q", "--detach")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project, capture_output=True, text=True).stdout
+    assert f"Git branch: {head[:12]}" in (await layers(project, cache))["bootstrap"]

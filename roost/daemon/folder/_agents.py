@@ -46,15 +46,8 @@ from roost.protocol import MODES
 
 from ..sandbox import MODES as SANDBOX_MODES
 from ._claude import roost_tool
-from ._files import read_bounded
-from ._project import (
-    AGENT_FILES,
-    FrontMatterError,
-    agent_dirs,
-    agent_files,
-    project_root,
-    split_front_matter,
-)
+from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, split_front_matter
+from ._reading import FolderFiles
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.
@@ -132,22 +125,27 @@ class AgentSet:
 
 
 def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
-    """Every agent for a session in ``cwd``. Reads files: call it in a worker thread."""
+    """Every agent for a session in ``cwd``: the agents alone (a folder's whole setup
+    reads them with the rest: see :func:`agents_from`). Reads files: call it in a worker
+    thread."""
+    return agents_from(FolderFiles(cwd, {}, trust))
+
+
+def agents_from(files: FolderFiles) -> AgentSet:
+    """Every agent for a session in the folder ``files`` reads."""
     agents = dict(BUILTIN_AGENTS)
     problems: list[str] = []
     widening: list[Widening] = []
-    root = project_root(cwd)
-    for folder in agent_dirs(cwd):
+    for folder in agent_dirs(files.root):
         if not folder.path.is_dir():
             continue
-        within = None if folder.own or root is None or trust.has_folder(root) else root
-        files = agent_files(folder.path)
-        if len(files) > AGENT_FILES:
+        paths = agent_files(folder.path)
+        if len(paths) > AGENT_FILES:
             problems.append(f"{folder.path}: more than {AGENT_FILES} agent files; the rest are not read")
-            files = files[:AGENT_FILES]
-        for path in files:
+            paths = paths[:AGENT_FILES]
+        for path in paths:
             try:
-                data = read_bounded(path, within=within)
+                data = files.read(path, own=folder.own)
                 agent = parse_agent(data.decode("utf-8-sig"), str(path))
             except AgentError as exc:
                 problems.append(str(exc))
@@ -157,7 +155,7 @@ def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
                 agent = replace(agent, from_project=not folder.own)
                 widens = None if folder.own else _widens(agent)
                 if widens is not None:
-                    item = Widening("agent", agent.name, widens, str(path), digest(data), trust.covers(path, data))
+                    item = Widening("agent", agent.name, widens, str(path), digest(data), files.covers(path))
                     widening.append(item)
                     if not item.trusted:
                         continue

@@ -39,9 +39,9 @@ from roost.loop import Rule, escape
 
 from ._claude import tool_matcher
 from ._config import ConfigError, Hook, parse_rules
-from ._files import read_bounded
-from ._project import project_root
-from ._scripts import scripts, shell_words
+from ._project import claude_user_dir
+from ._reading import FolderFiles
+from ._scripts import shell_words
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The Claude Code events roost runs hooks for, and roost's kind of each.
@@ -78,24 +78,30 @@ class ClaudeSettings:
     default_mode: str | None = None
 
 
-def claude_user_dir(environ: Mapping[str, str]) -> Path:
-    """The user's Claude Code folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    return Path(environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude"))
-
-
 def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> ClaudeSettings:
-    """The hooks for a session in ``cwd``. Reads files: call it in a worker thread.
+    """The hooks and rules for a session in ``cwd``: Claude Code's settings alone (a
+    folder's whole setup reads them with the rest: see :func:`claude_settings_from`).
+    Reads files: call it in a worker thread.
 
     Raises:
         ConfigError: a settings file cannot be read, is not JSON, or has hooks of the wrong
             shape (trusted or not: a broken file is reported, never half-read).
     """
-    user = claude_user_dir(environ) / "settings.json"
+    return claude_settings_from(FolderFiles(cwd, environ, trust))
+
+
+def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
+    """The hooks and rules of Claude Code's settings for the folder ``files`` reads.
+
+    Raises:
+        ConfigError: as :func:`load_claude_settings`.
+    """
+    user = claude_user_dir(files.environ) / "settings.json"
     hooks: list[Hook] = []
     rules: list[Rule] = []
     mode: str | None = None
     if os.path.lexists(user):
-        mine = _settings(user, _read(user, None))
+        mine = _settings(user, _read(files, user, own=True))
         hooks += _hooks(user, mine)
         for action in ("allow", "deny", "ask"):
             rules += _rules(user, mine, action)
@@ -103,14 +109,15 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
         mode, edits = _default_mode(user, mine)
         rules += edits
     widening: list[Widening] = []
-    root = project_root(cwd) or Path(cwd)
+    place = files.place
+    root = os.fspath(place.root)
     for name in ("settings.json", "settings.local.json"):
-        path = root / ".claude" / name
+        path = place.root / ".claude" / name
         # A project at the home folder: its .claude is the user's own (read above).
         if not os.path.lexists(path) or _same(path, user):
             continue
-        data = _read(path, None if trust.has_folder(root) else root)
-        trusted = trust.covers(path, data)
+        data = _read(files, path)
+        trusted = files.covers(path)
         settings = _settings(path, data)
         rules += _rules(path, settings, "deny") + _rules(path, settings, "ask")
         theirs, edits = _default_mode(path, settings)
@@ -125,7 +132,7 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
                 widening.append(Widening("default mode", theirs, "defaultMode", str(path), digest(data), False))
         for hook in _hooks(path, settings):
             # A hook runs in the session's folder, and is written for the project's root.
-            runs = scripts(shell_words(hook.command), root, (cwd, os.fspath(root)), trust)
+            runs = files.scripts(shell_words(hook.command), (place.cwd, root))
             item = Widening(
                 "hook",
                 f"{hook.event} {hook.match or '*'}",
@@ -141,9 +148,9 @@ def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO
     return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules), mode)
 
 
-def _read(path: Path, within: Path | None) -> bytes:
+def _read(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
     try:
-        return read_bounded(path, within=within)
+        return files.read(path, own=own)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 

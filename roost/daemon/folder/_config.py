@@ -91,24 +91,25 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from roost.loop import (
-    GUARDRAIL_ACTIONS,
-    Guardrail,
-    PatternError,
-    Rule,
-    RuleError,
-    linear_regex,
-    parse_rule,
-    secrets_guardrails,
-)
+from roost.loop import Guardrail, Rule, secrets_guardrails
 
-from ..runs._environ import INHERIT, EnvPolicy
-from ..sandbox import MODES as SANDBOX_MODES
+from ..runs._environ import EnvPolicy
 from ..sandbox import SandboxConfig
 from ._claude import tool_matcher
-from ._files import read_bounded
+from ._config_tables import (
+    ConfigError,
+    env_policy,
+    fetch_private,
+    guardrail,
+    parse_rules,
+    passed,
+    sandbox_table,
+    strings,
+    table,
+)
 from ._project import project_config_file, user_config_file
-from ._scripts import scripts, shell_words
+from ._reading import FolderFiles
+from ._scripts import shell_words
 from ._trust import NO_TRUST, Script, Trust, Widening, digest
 
 #: The model used when nothing names one.
@@ -153,10 +154,6 @@ class Hook:
         if self.event is not None:
             return tool_matcher(self.match)(tool)
         return fnmatch.fnmatchcase(tool, self.match)
-
-
-class ConfigError(Exception):
-    """A config file that cannot be used; the message names the file (and line)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +274,8 @@ BUILTIN_WINDOWS: Mapping[str, int] = {"anthropic": 200_000, "openai": 128_000}
 def load_config(
     cwd: str | None = None, environ: Mapping[str, str] = os.environ, trust: Trust = NO_TRUST
 ) -> Config:
-    """Built-ins, then the user file, then the project file for ``cwd``.
+    """Built-ins, then the user file, then the project file for ``cwd``: the config alone
+    (a folder's whole setup reads it with the rest: see :func:`config_from`).
 
     ``environ`` is the dispatching client's environment (``ROOST_MODEL``,
     ``ANTHROPIC_BASE_URL``, ...); ``trust`` says whether the project file may widen.
@@ -287,6 +285,17 @@ def load_config(
         ConfigError: a file cannot be read, is not valid TOML, or has a value of the wrong
             kind (trusted or not: a broken file is reported, never half-read).
     """
+    return config_from(FolderFiles(cwd, environ, trust))
+
+
+def config_from(files: FolderFiles) -> Config:
+    """Built-ins, then the user file, then the project file, as one reading of a folder
+    has them (see :func:`load_config`).
+
+    Raises:
+        ConfigError: as :func:`load_config`.
+    """
+    environ = files.environ
     config = Config(
         providers=_builtin_providers(environ),
         default_model=environ.get("ROOST_MODEL") or BUILTIN_DEFAULT_MODEL,
@@ -294,34 +303,34 @@ def load_config(
     )
     user = user_config_file()
     if user.is_file():
-        parsed = _parse(user, _read(user))
+        parsed = _parse(user, _read(files, user, own=True))
         config = replace(
             _merge(config, parsed, str(user)),
-            tool_env_pass=_passed(parsed, str(user)),
-            tool_env=_env_policy(parsed, str(user)),
-            sandbox=_sandbox(parsed, str(user), None),
-            fetch_private=_fetch_private(parsed, str(user)),
+            tool_env_pass=passed(parsed, str(user)),
+            tool_env=env_policy(parsed, str(user)),
+            sandbox=sandbox_table(parsed, str(user), None),
+            fetch_private=fetch_private(parsed, str(user)),
         )
-    project = project_config_file(cwd)
+    project = project_config_file(files.root)
     if project is not None:
-        root = project.parent.parent
-        data = _read(project, within=None if trust.has_folder(root) else root)
+        root = os.fspath(project.parent.parent)
+        data = _read(files, project)
         parsed = _parse(project, data)
         # Checked whole first: an error anywhere in the file is an error, trusted or not.
         _merge(config, parsed, str(project))
-        _passed(parsed, str(project))
+        passed(parsed, str(project))
         # Not a widening to trust: whatever the project's [sandbox] says, it only narrows.
-        sandbox = _sandbox(parsed, str(project), str(root))
-        trusted = trust.covers(project, data)
+        sandbox = sandbox_table(parsed, str(project), root)
+        trusted = files.covers(project)
 
         def runs(command: str) -> tuple[Script, ...]:
             # A hook runs in the session's folder, and is written for the project's root.
-            return scripts(shell_words(command), root, (cwd or os.fspath(root), os.fspath(root)), trust)
+            return files.scripts(shell_words(command), (files.cwd or root, root))
 
         widening = _widening(parsed, str(project), digest(data), trusted, runs)
         if trusted:
             config = _merge(config, parsed, str(project))
-            config = replace(config, tool_env_pass=(*config.tool_env_pass, *_passed(parsed, str(project))))
+            config = replace(config, tool_env_pass=(*config.tool_env_pass, *passed(parsed, str(project))))
             # A hook whose script changed since the file was trusted does not run.
             changed = {item.detail for item in widening if item.kind == "hook" and not item.trusted}
             kept = [hook for hook in config.hooks if hook.source != str(project) or hook.command not in changed]
@@ -351,7 +360,7 @@ def _widening(
         items.append(("guardrail off", "secrets", "the built-in secrets guardrail is switched off"))
     for kind, entries in data.get("hooks", {}).items():
         items += [("hook", f"{kind} {entry.get('match', '*')}", entry["command"]) for entry in entries]
-    items += [("secret passed to tools", name, "") for name in _passed(data, source)]
+    items += [("secret passed to tools", name, "") for name in passed(data, source)]
     found = []
     for kind, name, detail in items:
         ran = runs(detail) if kind == "hook" else ()
@@ -369,75 +378,6 @@ def _narrowing(data: Mapping[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def _sandbox(data: Mapping[str, Any], where: str, root: str | None) -> SandboxConfig:
-    """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
-    folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
-    table = _table(data, "sandbox", where)
-    unknown = set(table) - {"mode", "writable", "network", "hide", "auto_allow", "readable"}
-    if unknown:
-        raise ConfigError(
-            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow, readable)"
-        )
-    mode = table.get("mode")
-    if mode is not None and mode not in SANDBOX_MODES:
-        raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
-    for key in ("network", "auto_allow"):
-        if key in table and not isinstance(table[key], bool):
-            raise ConfigError(f"{where}: [sandbox] {key} must be true or false")
-    for key in ("writable", "hide", "readable"):
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
-            raise ConfigError(f"{where}: [sandbox] {key} must be a list of paths")
-    writable, readable = table.get("writable"), table.get("readable")
-    return SandboxConfig(
-        mode=mode,
-        writable=tuple(writable) if writable is not None else None,
-        readable=tuple(readable) if readable is not None else None,
-        network=table.get("network"),
-        hide=tuple(table.get("hide", ())),
-        auto_allow=table.get("auto_allow"),
-        source=where,
-        root=root,
-    )
-
-
-def _passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    return _names(_table(_table(data, "tools", where), "env", f"{where}: [tools]"), "pass", where)
-
-
-def _names(env: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
-    names = env.get(key, [])
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise ConfigError(f"{where}: [tools.env] {key} must be a list of variable names")
-    return tuple(names)
-
-
-def _env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
-    """The user's ``[tools.env]`` (its ``pass`` is read by :func:`_passed`)."""
-    env = _table(_table(data, "tools", where), "env", f"{where}: [tools]")
-    unknown = set(env) - {"pass", "inherit", "exclude", "include_only", "set"}
-    if unknown:
-        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} (pass, inherit, exclude, include_only, set)")
-    inherit = env.get("inherit", "all")
-    if inherit not in INHERIT:
-        raise ConfigError(f"{where}: [tools.env] inherit must be one of {', '.join(INHERIT)}")
-    values = env.get("set", {})
-    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
-        raise ConfigError(f"{where}: [tools.env] set must be a table of strings")
-    return EnvPolicy(inherit, _names(env, "exclude", where), _names(env, "include_only", where), dict(values))
-
-
-def _fetch_private(data: Mapping[str, Any], where: str) -> bool:
-    table = _table(_table(data, "tools", where), "web_fetch", f"{where}: [tools]")
-    unknown = set(table) - {"allow_private"}
-    if unknown:
-        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} (allow_private)")
-    allowed = table.get("allow_private", False)
-    if not isinstance(allowed, bool):
-        raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
-    return allowed
-
-
 def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     providers = dict(BUILTIN_PROVIDERS)
     for name, variable in (("anthropic", "ANTHROPIC_BASE_URL"), ("openai", "OPENAI_BASE_URL")):
@@ -448,9 +388,9 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     return providers
 
 
-def _read(path: Path, *, within: Path | None = None) -> bytes:
+def _read(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
     try:
-        return read_bounded(path, within=within)
+        return files.read(path, own=own)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 
@@ -467,8 +407,8 @@ def _parse(path: Path, data: bytes) -> Mapping[str, Any]:
 def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:
     where = source
     providers = dict(config.providers)
-    for name, entry in _table(data, "providers", where).items():
-        entry = _table({"p": entry}, "p", f"{where} [providers.{name}]")
+    for name, entry in table(data, "providers", where).items():
+        entry = table({"p": entry}, "p", f"{where} [providers.{name}]")
         base = providers.get(name)
         kind = _str(entry, "kind", where, name) or (base.kind if base else None)
         if kind not in KINDS:
@@ -486,17 +426,17 @@ def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:
                 updates[key] = cast(value)
         for key in ("headers", "models"):
             if key in entry:
-                table = _strings(entry[key], f"{where}: [providers.{name}] {key}")
-                updates[key] = {**getattr(merged, key), **table}
+                given = strings(entry[key], f"{where}: [providers.{name}] {key}")
+                updates[key] = {**getattr(merged, key), **given}
         if "api_key" in entry:
             raise ConfigError(
                 f"{where}: [providers.{name}] api_key is not read from files; "
                 "set api_key_env to the name of an environment variable instead"
             )
         providers[name] = replace(merged, **updates)
-    aliases = {**config.aliases, **_strings(data.get("models", {}), f"{where}: [models]")}
+    aliases = {**config.aliases, **strings(data.get("models", {}), f"{where}: [models]")}
     prices = dict(config.prices)
-    for model, entry in _table(data, "prices", where).items():
+    for model, entry in table(data, "prices", where).items():
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: [prices.\"{model}\"] must be a table")
         try:
@@ -520,7 +460,7 @@ def _merge(config: Config, data: Mapping[str, Any], source: str) -> Config:
 
 def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config:
     """``[permissions]``, ``[guardrails]`` and ``[hooks]``: rules and hooks add up across files."""
-    permissions = _table(data, "permissions", where)
+    permissions = table(data, "permissions", where)
     rules = list(config.rules)
     for action in ("allow", "ask", "deny"):
         values = permissions.get(action, [])
@@ -530,20 +470,20 @@ def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config
     timeout = permissions.get("approval_timeout", config.approval_timeout)
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
         raise ConfigError(f"{where}: [permissions] approval_timeout must be a number of seconds > 0")
-    rails = _table(data, "guardrails", where)
+    rails = table(data, "guardrails", where)
     secrets = rails.get("secrets", config.secrets)
     if not isinstance(secrets, bool):
         raise ConfigError(f"{where}: [guardrails] secrets must be true or false")
     guardrails = list(config.guardrails)
     for i, entry in enumerate(rails.get("rules", [])):
-        guardrails.append(_guardrail(entry, f"{where}: [[guardrails.rules]] #{i + 1}"))
+        guardrails.append(guardrail(entry, f"{where}: [[guardrails.rules]] #{i + 1}"))
     hooks = list(config.hooks)
-    for kind, entries in _table(data, "hooks", where).items():
+    for kind, entries in table(data, "hooks", where).items():
         if kind not in HOOK_KINDS or not isinstance(entries, list):
             raise ConfigError(f"{where}: hooks are [[hooks.pre_tool]] and [[hooks.post_tool]] entries")
         for i, entry in enumerate(entries):
             hooks.append(_hook(kind, entry, f"{where}: [[hooks.{kind}]] #{i + 1}", where))
-    compaction = _table(data, "compaction", where)
+    compaction = table(data, "compaction", where)
     compact_at = compaction.get("at", config.compact_at)
     keep_turns = compaction.get("keep_turns", config.keep_turns)
     if not isinstance(compact_at, (int, float)) or isinstance(compact_at, bool) or not 0 < compact_at <= 1:
@@ -551,7 +491,7 @@ def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config
     if not isinstance(keep_turns, int) or isinstance(keep_turns, bool) or keep_turns < 0:
         raise ConfigError(f"{where}: [compaction] keep_turns must be a whole number >= 0")
     windows = dict(config.context_windows)
-    for model, size in _table(data, "context_windows", where).items():
+    for model, size in table(data, "context_windows", where).items():
         if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ConfigError(f"{where}: [context_windows] \"{model}\" must be a number of tokens")
         windows[model] = size
@@ -568,35 +508,6 @@ def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config
     )
 
 
-def parse_rules(values: Any, action: str, source: str) -> list[Rule]:
-    """Rule strings (``bash(git status*)``) of one action; ConfigError names the bad one."""
-    if not isinstance(values, list):
-        raise ConfigError(f"{source}: {action} rules must be a list")
-    rules = []
-    for text in values:
-        try:
-            rules.append(parse_rule(text, action, source))
-        except RuleError as exc:
-            raise ConfigError(f"{source}: {action}: {exc}") from None
-    return rules
-
-
-def _guardrail(entry: Any, where: str) -> Guardrail:
-    if not isinstance(entry, dict) or not isinstance(entry.get("pattern"), str):
-        raise ConfigError(f"{where} needs pattern = a regular expression")
-    on = entry.get("on", "input")
-    if on not in ("input", "output"):
-        raise ConfigError(f"{where}: on must be input or output")
-    action = entry.get("action", "stop")
-    if action not in GUARDRAIL_ACTIONS:
-        raise ConfigError(f"{where}: action must be {' or '.join(GUARDRAIL_ACTIONS)}")
-    try:
-        linear_regex(entry["pattern"])
-    except PatternError as exc:
-        raise ConfigError(f"{where}: pattern cannot be used: {exc}") from None
-    return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")), action)
-
-
 def _hook(kind: str, entry: Any, where: str, source: str) -> Hook:
     if not isinstance(entry, dict) or not isinstance(entry.get("command"), str) or not entry["command"].strip():
         raise ConfigError(f"{where} needs command = a shell command")
@@ -609,21 +520,8 @@ def _hook(kind: str, entry: Any, where: str, source: str) -> Hook:
     return Hook(kind, match, entry["command"], float(timeout), source)
 
 
-def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
-    value = data.get(key, {})
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {key} must be a table")
-    return value
-
-
 def _str(entry: Mapping[str, Any], key: str, where: str, name: str) -> str | None:
     value = entry.get(key)
     if value is not None and not isinstance(value, str):
         raise ConfigError(f"{where}: [providers.{name}] {key} must be a string")
     return value
-
-
-def _strings(value: Any, where: str) -> dict[str, str]:
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise ConfigError(f"{where} must be a table of strings")
-    return dict(value)

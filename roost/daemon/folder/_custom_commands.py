@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._claude import model_id
-from ._claude_settings import claude_user_dir
-from ._files import read_bounded
-from ._project import FrontMatterError, project_root, split_front_matter
+from ._project import FrontMatterError, claude_user_dir, split_front_matter
+from ._reading import FolderFiles
+from ._trust import NO_TRUST, Trust
 
 #: Bytes a command file may have, and command files read per folder.
 COMMAND_LIMIT = 256 * 1024
@@ -158,26 +158,33 @@ def parse_invocation(text: str) -> tuple[str, str] | None:
     return match.group(1), (match.group(2) or "").strip()
 
 
-def load_commands(cwd: str, environ: Mapping[str, str], trusted: bool = False) -> CommandSet:
-    """The commands for a session in ``cwd`` (``trusted``: the user trusted its project, so
-    its command files may lead out of it). Reads files: call it in a worker thread."""
+def load_commands(cwd: str, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> CommandSet:
+    """The commands for a session in ``cwd``: the commands alone (a folder's whole setup
+    reads them with the rest: see :func:`commands_from`). Reads files: call it in a worker
+    thread."""
+    return commands_from(FolderFiles(cwd, environ, trust))
+
+
+def commands_from(files: FolderFiles) -> CommandSet:
+    """The commands for a session in the folder ``files`` reads (a trusted project's
+    command files may lead out of it)."""
     commands: dict[str, CustomCommand] = {}
     problems: list[str] = []
-    user = claude_user_dir(environ) / "commands"
-    root = project_root(cwd) or Path(cwd)
-    project = root / ".claude" / "commands"
-    folders: list[tuple[Path, str, Path | None]] = [(user, "user", None)]
+    user = claude_user_dir(files.environ) / "commands"
+    project = files.place.root / ".claude" / "commands"
+    folders: list[tuple[Path, str]] = [(user, "user")]
     # A project at the home folder: its .claude is the user's own.
     if os.path.realpath(project) != os.path.realpath(user):
-        folders.append((project, "project", None if trusted else root))
-    for folder, scope, within in folders:
+        folders.append((project, "project"))
+    for folder, scope in folders:
         for path in _files(folder, problems):
             name = ":".join(path.relative_to(folder).with_suffix("").parts)
             if not all(_PART.fullmatch(part) for part in name.split(":")):
                 problems.append(f"{path}: a command's name is letters, digits, _ - and . (folders: a :)")
                 continue
             try:
-                commands[name] = _parse(name, read_bounded(path, COMMAND_LIMIT, within=within), str(path), scope)
+                data = files.read(path, COMMAND_LIMIT, own=scope == "user")
+                commands[name] = _parse(name, data, str(path), scope)
             except FrontMatterError as exc:
                 problems.append(str(exc))
             except (OSError, UnicodeDecodeError) as exc:

@@ -16,10 +16,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 #: What opens a file: ``os.open`` or one with its own rules (``open(2)``'s path and flags).
 Opener = Callable[[str, int], int]
@@ -96,56 +94,13 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-@contextmanager
-def one_pass() -> Iterator[None]:
-    """Within it, each file is opened once: what was read is kept and served again.
-
-    For what is read together (a folder's setup, a run's prompt): parts that need the same
-    file (the project's config for its settings and its MCP servers, git's ``HEAD`` for the
-    file list and the branch) get one reading of it. A read that must stay ``within`` a
-    folder is checked where the path leads now, and served only what was read from there.
-    Scoped to the calling context and undone on exit, so no later reading sees old bytes.
-    """
-    token = _PASS.set({})
-    try:
-        yield
-    finally:
-        _PASS.reset(token)
-
-
-#: What :func:`one_pass` keeps, by path: the bytes read (None: no such file), the limit
-#: they were read with, and where the path led.
-_PASS: ContextVar[dict[str, tuple[bytes | None, int, str]] | None] = ContextVar("roost_file_pass", default=None)
-
-
 def _read(path: str | os.PathLike[str], limit: int, within: Path | None, opener: Opener) -> bytes:
-    real = None
     if within is not None:
         # Most files looked for are not there: a stat says so for less than two realpaths.
         os.stat(path)
         real = os.path.realpath(path)
         if not Path(real).is_relative_to(os.path.realpath(within)):
             raise FileRefused(errno.EACCES, f"{path} leads outside {within} (to {real}); it is not read")
-    kept = _PASS.get() if opener is os.open else None
-    key = os.fspath(path)
-    if kept is not None and key in kept:
-        data, read, led = kept[key]
-        if data is None:
-            raise FileNotFoundError(errno.ENOENT, f"{path}: no such file")
-        if (len(data) < read or limit <= read) and (real is None or real == led):
-            return data[:limit]
-    try:
-        data = _read_fd(path, limit, opener)
-    except FileNotFoundError:
-        if kept is not None:
-            kept[key] = (None, limit, "")
-        raise
-    if kept is not None:
-        kept[key] = (data, limit, real if real is not None else os.path.realpath(path))
-    return data
-
-
-def _read_fd(path: str | os.PathLike[str], limit: int, opener: Opener) -> bytes:
     fd = open_regular(path, opener=opener)
     try:
         chunks, size = [], 0

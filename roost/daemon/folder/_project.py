@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import contextmanager
-from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import platformdirs
 
@@ -69,48 +68,41 @@ def claude_home() -> Path:
     return Path.home() / ".claude"
 
 
-#: The roots :func:`one_root` keeps, by working directory (None: each call looks).
-_ROOTS: ContextVar[dict[str, Path] | None] = ContextVar("roost_project_roots", default=None)
+def claude_user_dir(environ: Mapping[str, str]) -> Path:
+    """The user's Claude Code folder as Claude Code finds its settings and commands:
+    ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
+    return Path(environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude"))
 
 
-@contextmanager
-def one_root() -> Iterator[None]:
-    """Within it, :func:`project_root` looks once for each folder.
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a session works: its folder, and the project it is in, as one reading of the
+    folder found them (see ``_reading``)."""
 
-    For what is read together (a folder's setup, a run's prompt): every part then sees one
-    project, and a dispatch does not walk up to ``/`` a dozen times (outside a repository,
-    ~60 us each). Scoped to the calling context and undone on exit, so a long-lived task
-    never keeps a root that has since changed.
-    """
-    token = _ROOTS.set({})
-    try:
-        yield
-    finally:
-        _ROOTS.reset(token)
+    cwd: str
+    #: The project's root (see :func:`project_root`).
+    root: Path
+    #: The user trusted the project (its files may lead out of it).
+    trusted: bool = False
 
 
 def project_root(cwd: str | None) -> Path | None:
     """The project ``cwd`` is in: the nearest folder at or above it under version control,
     else the nearest with ``.roost`` or ``.claude`` (never ``$HOME`` for its ``.claude``),
-    else ``cwd`` itself."""
+    else ``cwd`` itself.
+
+    A reading of a folder looks once (see ``_reading``) and hands the root on: outside a
+    repository each look walks up to ``/``.
+    """
     if not cwd:
         return None
-    kept = _ROOTS.get()
-    if kept is None:
-        return _look_for_root(cwd)
-    root = kept.get(cwd)
-    if root is None:
-        root = kept[cwd] = _look_for_root(cwd)
-        # A root is its own root (the skill and memory folders are looked for from it).
-        kept[os.fspath(root)] = root
-    return root
+    return _look_for_root(cwd)
 
 
 def _look_for_root(cwd: str) -> Path:
     start = Path(cwd)
     folders = (start, *start.parents)
-    # Joined as strings: a dispatch asks this about a dozen times, and outside a repository
-    # each walks up to /; Path joins were ~40% of it.
+    # Joined as strings: Path joins were ~40% of a look.
     names = [os.fspath(folder) for folder in folders]
     for folder, name in zip(folders, names):
         if any(os.path.lexists(os.path.join(name, marker)) for marker in VCS_MARKERS):
@@ -127,9 +119,8 @@ def _is_home(folder: Path) -> bool:
     return os.path.realpath(folder) == os.path.realpath(Path.home())
 
 
-def project_config_file(cwd: str | None) -> Path | None:
-    """The project's ``.roost/config.toml`` (at its root), if there is one."""
-    root = project_root(cwd)
+def project_config_file(root: Path | None) -> Path | None:
+    """The ``.roost/config.toml`` of the project at ``root``, if there is one."""
     if root is None:
         return None
     path = root / ".roost" / "config.toml"
@@ -137,21 +128,21 @@ def project_config_file(cwd: str | None) -> Path | None:
     return path if os.path.lexists(path) else None
 
 
-def agent_dirs(cwd: str | None) -> list[Folder]:
+def agent_dirs(root: Path | None) -> list[Folder]:
     """Where agent files are read, lowest precedence first: ``~/.claude/agents``,
-    ``~/.config/roost/agents``, then the project's ``.claude/agents`` and ``.roost/agents``."""
-    return _folders(cwd, "agents")
+    ``~/.config/roost/agents``, then the ``.claude/agents`` and ``.roost/agents`` of the
+    project at ``root`` (None: no project)."""
+    return _folders(root, "agents")
 
 
-def skill_dirs(cwd: str) -> list[Folder]:
+def skill_dirs(root: Path) -> list[Folder]:
     """Folders holding skill folders (each with a SKILL.md), lowest precedence first, as
     :func:`agent_dirs`."""
-    return _folders(cwd, "skills")
+    return _folders(root, "skills")
 
 
-def _folders(cwd: str | None, kind: str) -> list[Folder]:
+def _folders(root: Path | None, kind: str) -> list[Folder]:
     own = [claude_home() / kind, user_config_file().parent / kind]
-    root = project_root(cwd)
     project = [root / ".claude" / kind, root / ".roost" / kind] if root is not None else []
     # A project at $HOME (a dotfiles repository) has the user's ~/.claude as its own: it
     # stays the user's.
@@ -174,16 +165,17 @@ def agent_files(folder: Path) -> list[Path]:
     return found
 
 
-def find_skills(cwd: str, trusted: bool = False) -> dict[str, Skill]:
-    """Skills by name; later folders override earlier.
+def find_skills(root: str | os.PathLike[str], trusted: bool = False) -> dict[str, Skill]:
+    """The skills of the project at ``root`` and the user's, by name; later folders
+    override earlier.
 
     A SKILL.md whose front matter cannot be read is named after its folder; one that is not
     a regular file, or (unless the folder is ``trusted``) leads out of the project, is left
     out. Reads files: call it in a worker thread.
     """
     found: dict[str, Skill] = {}
-    root = project_root(cwd)
-    for folder in skill_dirs(cwd):
+    root = Path(root)
+    for folder in skill_dirs(root):
         if not folder.path.is_dir():
             continue
         within = None if trusted or folder.own else root
@@ -206,9 +198,9 @@ def read_skill(path: Path, within: Path | None) -> str:
     return read_head(path, SKILL_LIMIT, within=within).decode("utf-8", errors="replace").removeprefix("\ufeff")
 
 
-def memory_files(cwd: str) -> dict[str, Path]:
-    """The memory files: ``user`` (in the config dir) and ``project`` (in ``.roost/``)."""
-    root = project_root(cwd) or Path(cwd)
+def memory_files(root: Path) -> dict[str, Path]:
+    """The memory files: ``user`` (in the config dir) and ``project`` (in the ``.roost/`` of
+    the project at ``root``)."""
     return {"user": user_config_file().parent / "MEMORY.md", "project": root / ".roost" / "MEMORY.md"}
 
 

@@ -48,8 +48,8 @@ import trio
 
 from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
-from ._files import FileRefused, one_pass, read_head
-from ._project import claude_home, find_skills, memory_files, one_root, project_root
+from ._files import FileRefused, read_head
+from ._project import Place, claude_home, find_skills, memory_files
 
 T = TypeVar("T")
 
@@ -141,20 +141,15 @@ class PromptCache:
                     self._files.popitem(last=False)
         return value
 
-    def known_files(self, root: Path) -> list[str]:
+    def known_files(self, root: Path, repository: Repository | None) -> list[str]:
         """The project's files the repo map can show (:func:`mapped_files`, at most
         :data:`REPO_MAP_FILES`): those kept while the folder itself (and in a git work
-        tree its git index and ``HEAD``) is unchanged, for at most
+        tree, ``repository``, its git index and ``HEAD``) is unchanged, for at most
         :data:`LISTING_MAX_AGE` seconds (a file added or removed deeper down changes none
         of those); else in a git work tree the files git lists (read without git), and
         anywhere else a walk (at most :data:`WALK_LIMIT` files, none under a dot or
         vendored folder). Blocking: run it in a thread.
         """
-        try:
-            repository = find_repository(root)
-        except UnreadableRepository as exc:
-            log.warning("%s is mapped without git: %s", root, exc)
-            repository = None
         # Taken before listing: a change made meanwhile shows at the next run.
         signature = (_signature(root),) if repository is None else _listing_signature(root, repository)
         with self._lock:
@@ -206,29 +201,32 @@ def _listing_signature(root: Path, repository: Repository) -> tuple[tuple[int, .
 async def compose(
     agent: Agent,
     mode: str,
-    cwd: str,
+    place: Place,
     summary: str = "",
     *,
     tools: Collection[str],
-    trusted: bool = False,
     cache: PromptCache | None = None,
 ) -> list[Layer]:
-    """The layers for a run of ``agent`` in ``mode`` in ``cwd`` that is offered ``tools``;
-    empty ones are left out.
+    """The layers for a run of ``agent`` in ``mode`` at ``place`` (the session's folder and
+    its project, as its folder's setup found them) that is offered ``tools``; empty ones
+    are left out.
 
-    ``trusted``: the user trusts the folder (its skills may link outside it). Files are read
-    in a worker thread, so a large project never blocks the daemon. ``cache``: keeps what
-    did not change for the next run (None: everything is read).
+    A trusted project's skills may link outside it. Files are read in a worker thread, so
+    a large project never blocks the daemon. ``cache``: keeps what did not change for the
+    next run (None: everything is read).
     """
     cache = cache if cache is not None else PromptCache(entries=0)
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
     skills = "skill" in tools and mode != "plan"
 
     def in_thread() -> list[Layer]:
-        with one_root(), one_pass():
-            root = project_root(cwd) or Path(cwd)
-            files = cache.known_files(root)
-            return _layers(agent, mode, cwd, root, files, summary, trusted, skills, cache)
+        try:
+            repository = find_repository(place.root)
+        except UnreadableRepository as exc:
+            log.warning("%s is mapped without git: %s", place.root, exc)
+            repository = None
+        files = cache.known_files(place.root, repository)
+        return _layers(agent, mode, place, repository, files, summary, skills, cache)
 
     # One worker thread for everything: the file list is read, not asked of git.
     return await trio.to_thread.run_sync(in_thread)
@@ -237,14 +235,14 @@ async def compose(
 def _layers(
     agent: Agent,
     mode: str,
-    cwd: str,
-    root: Path,
+    place: Place,
+    repository: Repository | None,
     files: list[str],
     summary: str,
-    trusted: bool,
     skills: bool,
     cache: PromptCache,
 ) -> list[Layer]:
+    root = place.root
     # A project's instruction and memory files, and what they import, are read only inside
     # the project, trusted or not: a trusted folder's CLAUDE.md that later imports
     # @~/.aws/credentials, or an AGENTS.md that becomes a link to ~/.ssh/id_rsa, is no
@@ -253,9 +251,9 @@ def _layers(
     layers = [
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
-        Layer("bootstrap", _bootstrap(cwd, root), "this machine"),
-        _instructions(root, Path(cwd), within, cache),
-        _skills(root, trusted) if skills else Layer("skills", ""),
+        Layer("bootstrap", _bootstrap(place.cwd, root, repository), "this machine"),
+        _instructions(root, Path(place.cwd), within, cache),
+        _skills(root, place.trusted) if skills else Layer("skills", ""),
         _memory(root, within, cache),
         _repo_map(root, files, cache),
         Layer("summary", summary_text(summary), "compaction"),
@@ -280,7 +278,7 @@ def sizes(layers: list[Layer]) -> list[dict[str, object]]:
     return [{"name": layer.name, "chars": len(layer.text), "source": layer.source} for layer in layers]
 
 
-def _bootstrap(cwd: str, root: Path) -> str:
+def _bootstrap(cwd: str, root: Path, repository: Repository | None) -> str:
     facts = [
         f"OS: {platform.system()} {platform.release()}",
         f"Python: {platform.python_version()}",
@@ -289,19 +287,29 @@ def _bootstrap(cwd: str, root: Path) -> str:
     ]
     if Path(cwd) != root:
         facts.append(f"Working directory: {cwd}")
-    branch = _git_branch(root)
+    branch = _git_branch(root, repository)
     if branch:
         facts.append(f"Git branch: {branch}")
     return "Facts about this session:\n" + "\n".join(f"- {fact}" for fact in facts)
 
 
-def _git_branch(root: Path) -> str | None:
-    # Read, not run: no git process for every run.
-    try:
-        head = read_head(root / ".git" / "HEAD", 4096, within=root).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
+def _git_branch(root: Path, repository: Repository | None) -> str | None:
+    # Read, not run: no git process for every run. The project's own .git (inside it) was
+    # read when its repository was found: its HEAD is not read again.
+    if repository is not None and repository.head and _own_git_dir(root, repository):
+        head = repository.head
+    else:
+        try:
+            head = read_head(root / ".git" / "HEAD", 4096, within=root).decode("utf-8", "replace").strip()
+        except OSError:
+            return None
     return head.removeprefix("ref: refs/heads/") if head.startswith("ref: ") else head[:12]
+
+
+def _own_git_dir(root: Path, repository: Repository) -> bool:
+    """Whether ``repository``'s git folder is the project's ``.git``, inside the project."""
+    real = Path(os.path.realpath(root))
+    return repository.git_dir == Path(os.path.realpath(root / ".git")) and repository.git_dir.is_relative_to(real)
 
 
 def _instructions(root: Path, cwd: Path, within: Path | None, cache: PromptCache) -> Layer:
@@ -408,7 +416,7 @@ def imports(text: str) -> list[str]:
 
 
 def _skills(root: Path, trusted: bool) -> Layer:
-    skills = find_skills(str(root), trusted)
+    skills = find_skills(root, trusted)
     if not skills:
         return Layer("skills", "")
     # The project's skills first: when the list is cut, the user's many go first.
@@ -438,7 +446,7 @@ def _one_line(text: str) -> str:
 
 def _memory(root: Path, within: Path | None, cache: PromptCache) -> Layer:
     parts, sources = [], []
-    for scope, path in memory_files(str(root)).items():
+    for scope, path in memory_files(root).items():
         bound = None if scope == "user" else within
         text = cache.derived(f"text {bound}", path, lambda: _read(path, bound))
         if text:

@@ -47,7 +47,8 @@ What counts, precisely:
 
 Reads are bounded and never block (regular files only, streamed, at most
 :data:`SCRIPT_LIMIT` bytes); callers run these functions in a worker thread, as the
-loaders do. Within :func:`one_reading`, a file named by several entries is read once.
+loaders do. Given what one reading recorded so far (``seen``), a file named by several
+entries is read once (see ``_reading``).
 """
 
 from __future__ import annotations
@@ -57,9 +58,7 @@ import os
 import re
 import shlex
 import stat
-from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator, MutableMapping, NamedTuple
 
 from roost.loop import WILD, judge
 
@@ -75,24 +74,6 @@ _PROJECT_DIR = re.compile(r"\$\{CLAUDE_PROJECT_DIR\}|\$CLAUDE_PROJECT_DIR(?![A-Z
 _ROOT_MARK = "__roost_project_dir__"
 #: Text only known when the command runs (the parser's WILD stands for some).
 _UNKNOWN = re.compile(r"[$`*?\[" + WILD + "]")
-
-#: What :func:`one_reading` keeps: what each real path was recorded as in this reading.
-_SEEN: ContextVar[dict[str, str] | None] = ContextVar("roost_script_records", default=None)
-
-
-@contextmanager
-def one_reading() -> Iterator[None]:
-    """Within it, a file named by several entries is read and hashed once.
-
-    For what is read together (a folder's setup): a project cannot make a dispatch hash one
-    large file for each of a thousand hooks. Undone on exit, so no later reading sees an
-    old digest.
-    """
-    token = _SEEN.set({})
-    try:
-        yield
-    finally:
-        _SEEN.reset(token)
 
 
 class Word(NamedTuple):
@@ -131,10 +112,19 @@ def argv_words(argv: Iterable[str]) -> list[Word]:
     return shell_words(shlex.join(argv))
 
 
-def scripts(words: Iterable[Word], root: str | os.PathLike[str], bases: Iterable[str], trust: Trust) -> tuple[Script, ...]:
+def scripts(
+    words: Iterable[Word],
+    root: str | os.PathLike[str],
+    bases: Iterable[str],
+    trust: Trust,
+    seen: MutableMapping[str, str] | None = None,
+) -> tuple[Script, ...]:
     """What trust records for the project files ``words`` name, each marked trusted or not.
 
-    ``bases``: the folders a relative word is taken from, in order. Reads files.
+    ``bases``: the folders a relative word is taken from, in order. ``seen``: what each
+    real path was recorded as earlier in the same reading (read from and added to), so that
+    a project cannot make one reading hash a large file for each of a thousand hooks. Reads
+    files.
     """
     found: dict[str, Script] = {}
     real_root = os.path.realpath(root)
@@ -142,7 +132,7 @@ def scripts(words: Iterable[Word], root: str | os.PathLike[str], bases: Iterable
         if path in found:
             continue
         known = trust.knows(path)
-        recorded = _record(path, os.fspath(root), real_root, absent, known=known)
+        recorded = _record(path, os.fspath(root), real_root, absent, known=known, seen=seen)
         if recorded is None:
             continue
         # A bare word's file that trust never saw (`touch hook-ran` made it) binds nothing.
@@ -165,13 +155,22 @@ def project_files(paths: Iterable[str], root: str | os.PathLike[str]) -> list[st
     return list(dict.fromkeys(real for real in reals if _inside(real, real_root)))
 
 
-def _record(path: str, root: str, real_root: str, absent: bool = True, *, known: bool = True) -> str | None:
+def _record(
+    path: str,
+    root: str,
+    real_root: str,
+    absent: bool = True,
+    *,
+    known: bool = True,
+    seen: MutableMapping[str, str] | None = None,
+) -> str | None:
     """What trust records for ``path`` of the project ``root`` (really ``real_root``) now:
     a digest, ABSENT, OUTSIDE and where it leads, ``""`` (cannot be bound), or None
     (nothing to bind).
 
     ``absent``: a missing path is ABSENT (else nothing); ``known``: trust recorded the path
-    (then a missing one is ABSENT, and a folder there ``""``: changes). Reads the file.
+    (then a missing one is ABSENT, and a folder there ``""``: changes); ``seen``: see
+    :func:`scripts`. Reads the file.
     """
     if not (absent or known or os.path.lexists(path)):
         return None  # most words name nothing (`bash`, `--fast`): one stat says so
@@ -188,7 +187,6 @@ def _record(path: str, root: str, real_root: str, absent: bool = True, *, known:
         return ""
     if stat.S_ISDIR(info.st_mode):
         return "" if known else None
-    seen = _SEEN.get()
     if seen is not None and real in seen:
         return seen[real]
     recorded = _digest(real)

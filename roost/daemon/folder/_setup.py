@@ -2,10 +2,17 @@
 
 A dispatch, a sub-agent, a compaction and restart recovery all need the same things from a
 session's folder: the merged config, the agents, the MCP servers, the hooks of Claude Code's
-settings files, what the project's files would widen but may not (see ``_trust``), and the
-project files that must not change under a run (:attr:`FolderSetup.protected`).
-:func:`load_folder` reads them together in one worker thread, so that every part of a run
-sees the same files and the same trust, and the event loop never waits on a disk.
+settings files, the custom commands, what the project's files would widen but may not (see
+``_trust``), and the project files that must not change under a run
+(:attr:`FolderSetup.protected`). :func:`load_folder` reads them as one pipeline, in one
+worker thread: the project's root is found once, each file is read once (bounded, see
+``_reading``), parsed, its trust judged once against the one snapshot, and the parts make
+the setup. Every part of a run sees the same files and the same trust, and the event loop
+never waits on a disk.
+
+What the setup does not hold is read per run, from its :attr:`FolderSetup.place` (the root
+not looked for again): the system prompt's files (see ``_prompt``), after the prompt's
+hooks ran and through the daemon's prompt cache.
 """
 
 from __future__ import annotations
@@ -15,22 +22,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..mcp import McpServerConfig, McpServers, load_mcp_servers
+from ..mcp import McpServerConfig, McpServers, mcp_servers_from
 from ..runs._environ import tool_environment
 from ..sandbox import SandboxPaths, sandbox_paths
-from ._agents import AgentSet, load_agents
-from ._claude_settings import ClaudeSettings, load_claude_settings
-from ._config import Config, Hook, load_config
-from ._files import one_pass
-from ._project import one_root, project_root
-from ._scripts import Word, argv_words, named_files, one_reading, project_files, shell_words
+from ._agents import AgentSet, agents_from
+from ._claude_settings import ClaudeSettings, claude_settings_from
+from ._config import Config, Hook, config_from
+from ._custom_commands import CommandSet, commands_from
+from ._project import Place
+from ._reading import FolderFiles
+from ._scripts import Word, argv_words, named_files, project_files, shell_words
 from ._trust import Trust, Widening
 
 
 @dataclass(frozen=True, slots=True)
 class FolderSetup:
-    """A folder's config, agents, MCP servers and Claude Code hooks, as one trust snapshot
-    allows them."""
+    """A folder's config, agents, MCP servers, Claude Code hooks and custom commands, as one
+    trust snapshot allows them."""
 
     cwd: str
     #: The project's root (where ``roost trust`` records the folder).
@@ -47,6 +55,14 @@ class FolderSetup:
     claude: ClaudeSettings = ClaudeSettings()
     #: The project files a run must not change (see :func:`protected_files`).
     protected: tuple[str, ...] = ()
+    #: The custom commands (``/name``) of the user and the project.
+    commands: CommandSet = CommandSet({})
+
+    @property
+    def place(self) -> Place:
+        """Where runs in this folder work: what reads more of it (the system prompt's
+        files) starts from here."""
+        return Place(self.cwd, Path(self.root), self.trusted)
 
     @property
     def widening(self) -> tuple[Widening, ...]:
@@ -96,21 +112,29 @@ class FolderSetup:
 
 
 def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
-    """Read ``cwd``'s config, agents, MCP servers and Claude Code hooks, and resolve the
-    sandbox paths (``hidden``: what the sandbox always hides) (in a worker thread).
+    """Read ``cwd``'s config, agents, MCP servers, Claude Code hooks and custom commands,
+    and resolve the sandbox paths (``hidden``: what the sandbox always hides) (in a worker
+    thread).
 
     Raises:
         ConfigError: a config file cannot be used.
     """
-    with one_root(), one_reading(), one_pass():
-        root = project_root(cwd) or Path(cwd)
-        config = load_config(cwd, environ, trust)
-        agents = load_agents(cwd, trust)
-        servers = load_mcp_servers(cwd, environ, trust)
-        claude = load_claude_settings(cwd, environ, trust)
-    setup = FolderSetup(cwd, os.fspath(root), config, agents, servers, SandboxPaths(), trust.has_folder(root), claude)
+    files = FolderFiles(cwd, environ, trust)
+    place = files.place
+    setup = FolderSetup(
+        cwd,
+        os.fspath(place.root),
+        config_from(files),
+        agents_from(files),
+        mcp_servers_from(files),
+        SandboxPaths(),
+        place.trusted,
+        claude_settings_from(files),
+        commands=commands_from(files),
+    )
     protected = protected_files(setup, trust)
     # What trust records and trusted entries run is read-only in the sandbox too.
+    config = setup.config
     paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=protected)
     return replace(setup, sandbox_paths=paths, protected=protected)
 

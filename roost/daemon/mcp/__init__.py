@@ -1,12 +1,13 @@
 """MCP servers owned by the daemon: their configuration, connections and tools.
 
-``load_mcp_servers(cwd, environ)`` reads the servers configured for a folder; an
+``load_mcp_servers(cwd, environ)`` reads the servers configured for a folder
+(``mcp_servers_from`` as part of one reading of it); an
 ``McpManager`` in the daemon's nursery starts them when first needed, keeps one connection
 per server (keyed by what the server is, never by its name) shared by every session whose
 configuration has it, restarts a crashed one, and offers their tools as ``server__tool``.
 """
 
-from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers
+from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers, mcp_servers_from
 from ._manager import McpManager, UnknownServer
 from ._tools import McpTool
 
@@ -18,4 +19,5 @@ __all__ = [
     "McpTool",
     "UnknownServer",
     "load_mcp_servers",
+    "mcp_servers_from",
 ]

@@ -58,9 +58,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from roost.daemon.folder._files import read_bounded
-from roost.daemon.folder._project import project_config_file, project_root, user_config_file
-from roost.daemon.folder._scripts import Word, argv_words, scripts
+from roost.daemon.folder._project import project_config_file, user_config_file
+from roost.daemon.folder._reading import FolderFiles
+from roost.daemon.folder._scripts import Word, argv_words
 from roost.daemon.folder._trust import NO_TRUST, Script, Trust, Widening, digest
 from roost.daemon.runs._environ import find_program
 
@@ -150,9 +150,8 @@ class _Place:
     default_cwd: str | None
     #: Unknown keys are errors in our own files; .mcp.json may carry other tools' keys.
     strict: bool
-    #: A project's file (its servers need trust), and the folder it must not lead out of.
+    #: A project's file: its servers need trust, and it must not lead out of the project.
     project: bool = False
-    within: Path | None = None
 
     @property
     def source(self) -> str:
@@ -165,7 +164,8 @@ class _Malformed(Exception):
 
 def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> McpServers:
     """The MCP servers configured for ``cwd``: those runs may use, and those of project
-    files ``trust`` does not cover.
+    files ``trust`` does not cover; the servers alone (a folder's whole setup reads them
+    with the rest: see :func:`mcp_servers_from`).
 
     ``environ`` expands ``${VAR}``, and its ``PATH`` (unless an entry's env has its own) is
     where a stdio command is looked up. Reads files: call it in a worker thread.
@@ -175,28 +175,34 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
         entry that is malformed, becomes one message naming the file (and the server); the
         other files and entries still load.
     """
+    return mcp_servers_from(FolderFiles(cwd, environ, trust))
+
+
+def mcp_servers_from(files: FolderFiles) -> McpServers:
+    """The MCP servers configured for the folder ``files`` reads (see
+    :func:`load_mcp_servers`)."""
+    environ = files.environ
     servers: dict[str, McpServerConfig] = {}
     untrusted: dict[str, McpServerConfig] = {}
     widening: list[Widening] = []
     errors: list[str] = []
-    root = project_root(cwd)
-    within = None if root is None or trust.has_folder(root) else root
+    root = files.root
     user = user_config_file()
     # The user's servers run in the daemon's folder; a project's run in the project.
     places: list[tuple[_Place, tuple[str, ...]]] = [(_Place(user, user.parent, None, strict=True), ("mcp", "servers"))]
-    project = project_config_file(cwd)
+    project = project_config_file(root)
     if project is not None:
         holder = project.parent.parent  # the folder holding .roost/
-        places.append((_Place(project, holder, str(holder), True, True, within), ("mcp", "servers")))
+        places.append((_Place(project, holder, str(holder), True, True), ("mcp", "servers")))
     if root is not None and os.path.lexists(root / ".mcp.json"):
-        places.append((_Place(root / ".mcp.json", root, str(root), False, True, within), ("mcpServers",)))
+        places.append((_Place(root / ".mcp.json", root, str(root), False, True), ("mcpServers",)))
     for place, keys in places:
         if not place.project and not place.path.is_file():
             continue
-        raw = _read(place, errors)
+        raw = _read(files, place, errors)
         if raw is None:
             continue
-        trusted = not place.project or trust.covers(place.path, raw)
+        trusted = not place.project or files.covers(place.path)
         data = _decode(place, raw, errors)
         table = ".".join(keys)
         for name, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
@@ -212,7 +218,7 @@ def load_mcp_servers(cwd: str | None, environ: Mapping[str, str], trust: Trust =
             if not place.project or _only_disables(entry):
                 servers[name] = config
                 continue
-            runs = _runs(name, entry, config if values is _UNEXPANDED else None, servers.get(name), place, environ, trust)
+            runs = _runs(name, entry, config if values is _UNEXPANDED else None, servers.get(name), place, files)
             applies = trusted and all(script.trusted for script in runs)
             widening.append(Widening("mcp server", name, _describe(entry), place.source, digest(raw), applies, runs))
             config = replace(config, runs=tuple((script.path, script.digest) for script in runs))
@@ -235,8 +241,7 @@ def _runs(
     unexpanded: McpServerConfig | None,
     earlier: McpServerConfig | None,
     place: _Place,
-    environ: Mapping[str, str],
-    trust: Trust,
+    files: FolderFiles,
 ) -> tuple[Script, ...]:
     """The project files a project's stdio entry runs, bound with it (``unexpanded``: the
     entry as parsed without expanding ``${VAR}``, if it was)."""
@@ -251,10 +256,11 @@ def _runs(
     words = argv_words([unexpanded.command, *unexpanded.args])
     if os.sep not in unexpanded.command:
         # A bare command is the program the server gets on its PATH.
-        found = _program(unexpanded.command, cwd, unexpanded.env.get("PATH", environ.get("PATH", os.defpath)))
+        path = unexpanded.env.get("PATH", files.environ.get("PATH", os.defpath))
+        found = _program(unexpanded.command, cwd, path)
         if os.path.isabs(found):
             words.append(Word(found, True))
-    return scripts(words, place.base, (cwd,), trust)
+    return files.scripts(words, (cwd,))
 
 
 def _only_disables(entry: Any) -> bool:
@@ -325,9 +331,9 @@ def _program(command: str, cwd: str | None, path: str) -> str:
     return find_program(command, path) or command
 
 
-def _read(place: _Place, errors: list[str]) -> bytes | None:
+def _read(files: FolderFiles, place: _Place, errors: list[str]) -> bytes | None:
     try:
-        return read_bounded(place.path, within=place.within)
+        return files.read(place.path, own=not place.project)
     except OSError as exc:
         errors.append(f"{place.path}: {exc.strerror or exc}")
     return None

@@ -17,7 +17,6 @@ import trio
 from roost.protocol import ErrorCode, RpcError
 
 from ..folder._config import ConfigError
-from ..folder._custom_commands import CommandSet, load_commands
 from ..folder._setup import FolderSetup
 from ..providers import ProviderUnavailable
 from ..runs._conductor import Conductor
@@ -76,11 +75,6 @@ def planning() -> Iterator[None]:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
     except ProviderUnavailable as exc:
         raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
-
-
-async def read_commands(setup: FolderSetup, environ: Mapping[str, str]) -> CommandSet:
-    """The folder's custom commands, read in a worker thread."""
-    return await trio.to_thread.run_sync(load_commands, setup.cwd, environ, setup.trusted)
 
 
 def client_environ(params: Mapping[str, Any]) -> dict[str, str]:

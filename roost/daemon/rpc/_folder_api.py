@@ -18,7 +18,7 @@ from ..folder._setup import FolderSetup
 from ..folder._trust import TrustError, TrustStore
 from ..mcp import UnknownServer
 from ..runs._settings import SettingsError, find_agent
-from ._api_part import ApiPart, Handler, checked_cwd, client_environ, read_commands
+from ._api_part import ApiPart, Handler, checked_cwd, client_environ
 from ._connection import Connection
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,7 @@ class FolderApi(ApiPart):
 
     async def commands_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         environ = client_environ(params)
-        commands = await read_commands(await self._folder(checked_cwd(params.get("cwd")), environ), environ)
+        commands = (await self._folder(checked_cwd(params.get("cwd")), environ)).commands
         return {"commands": commands.describe(), "problems": list(commands.problems)}
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +148,7 @@ class FolderApi(ApiPart):
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.planner.tools.names()
-        layers = await compose(agent, mode, cwd, summary, tools=tools, trusted=setup.trusted, cache=self.conductor.planner.prompts)
+        layers = await compose(agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts)
         return {
             "agent": agent.name,
             "mode": mode,

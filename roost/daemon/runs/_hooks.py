@@ -56,9 +56,8 @@ from typing import Any, Mapping
 import trio
 
 from ..folder import _claude as claude
-from ..folder._claude_settings import claude_user_dir
 from ..folder._config import Hook
-from ..folder._project import user_config_file
+from ..folder._project import claude_user_dir, user_config_file
 from ..sandbox import RunSandbox, SandboxUnavailable
 from ..tools import Process, ProcessLedger, ToolResult, spawn
 from ._environ import find_program, tool_environment

@@ -34,7 +34,7 @@ from roost.loop import (
 
 from ..folder._agents import Agent
 from ..folder._config import ConfigError
-from ..folder._custom_commands import load_commands, parse_invocation
+from ..folder._custom_commands import parse_invocation
 from ..folder._prompt import Layer, PromptCache, compose, render, sizes
 from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
@@ -187,7 +187,7 @@ class Planner:
             ProviderError: the model's provider cannot be used here.
         """
         setup = await self.load_folder(request.cwd, request.environ)
-        task, command, asked = await _expand(setup, request)
+        task, command, asked = _expand(setup, request)
         try:
             settled = settle(
                 setup,
@@ -204,7 +204,7 @@ class Planner:
             check=_check_command(request.cwd) if mode == Mode.EXEC else None,
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
-        layers = await self._layers(settled.agent, settings, request.cwd, setup)
+        layers = await self._layers(settled.agent, settings, setup)
         first = Submit(
             "r" + secrets.token_hex(6),
             task,
@@ -260,7 +260,7 @@ class Planner:
         settings = self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox if sandboxed else None)
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
-        layers = await self._layers(settled.agent, settings, setup.cwd, setup)
+        layers = await self._layers(settled.agent, settings, setup)
         first = Submit(
             "r" + secrets.token_hex(6),
             call.message,
@@ -309,7 +309,7 @@ class Planner:
         agent = setup.agents.agents.get(settings.agent)
         if agent is None:
             agent = find_agent(setup, None)
-        layers = await self._layers(agent, settings, request.cwd, setup)
+        layers = await self._layers(agent, settings, setup)
         return replace(
             plan,
             model=model,
@@ -404,8 +404,8 @@ class Planner:
         mcp = {t.name for t in self.mcp.tools(servers) if t.read_only} if self.mcp is not None else set()
         return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
 
-    async def _layers(self, agent: Agent, settings: RunSettings, cwd: str, setup: FolderSetup) -> list[Layer]:
-        return await compose(agent, settings.mode, cwd, tools=settings.tools, trusted=setup.trusted, cache=self.prompts)
+    async def _layers(self, agent: Agent, settings: RunSettings, setup: FolderSetup) -> list[Layer]:
+        return await compose(agent, settings.mode, setup.place, tools=settings.tools, cache=self.prompts)
 
     def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
         """The servers of the folder's config that a resumed run's MCP tools are on, started
@@ -418,16 +418,15 @@ class Planner:
         return servers
 
 
-async def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
+def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
     """The task a dispatch runs, the custom command it was expanded from (if any), and
     what it asks for once the command's front matter is counted."""
     task, asked = request.task, request.asked
     invocation = parse_invocation(task)
     if invocation is None:
         return (task[1:] if task.startswith("//") else task), None, asked
-    commands = await trio.to_thread.run_sync(load_commands, setup.cwd, request.environ, setup.trusted)
     try:
-        found = commands.find(invocation[0])
+        found = setup.commands.find(invocation[0])
     except LookupError as exc:
         raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
     command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}

@@ -68,6 +68,9 @@ class Repository:
     git_dir: Path
     #: What the work trees share: ``config``, ``info/exclude``, objects and refs.
     common_dir: Path
+    #: What ``HEAD`` held when the repository was found (``ref: refs/heads/main``, or an
+    #: object name), stripped; "" when ``HEAD`` is a symbolic link.
+    head: str = ""
 
 
 def find_repository(folder: Path) -> Repository | None:
@@ -91,8 +94,9 @@ def find_repository(folder: Path) -> Repository | None:
             git_dir = _git_dir(entry)
         except OSError as exc:
             raise UnreadableRepository(f"{entry} cannot be read: {exc}") from None
-        if git_dir is not None and _is_git_dir(git_dir):
-            return Repository(top, git_dir, _common_dir(git_dir))
+        found = _repository(top, git_dir) if git_dir is not None else None
+        if found is not None:
+            return found
         if not entry.is_dir():
             raise UnreadableRepository(f"{entry} names no git repository")
     return None
@@ -285,21 +289,25 @@ def _common_dir(git_dir: Path) -> Path:
     return Path(os.path.realpath(git_dir / text)) if text else git_dir
 
 
-def _is_git_dir(git_dir: Path) -> bool:
-    """Whether ``git_dir`` is a git folder as git tells one: a ``HEAD`` that is a ref or
-    an object name, and the (common) folders ``objects`` and ``refs``."""
+def _repository(work_tree: Path, git_dir: Path) -> Repository | None:
+    """The repository whose git folder is ``git_dir``, if it is one as git tells one: a
+    ``HEAD`` that is a ref or an object name, and the (common) folders ``objects`` and
+    ``refs``; else None. Reads ``HEAD`` and ``commondir`` once each."""
     head = git_dir / "HEAD"
+    text = b""
     try:
         if stat.S_ISLNK(os.lstat(head).st_mode):
             valid = os.readlink(head).startswith("refs/")
         else:
-            text = read_head(head, 255)
+            text = read_head(head, _SMALL_FILE)
             ref = text.startswith(b"ref:") and text[4:].lstrip().startswith(b"refs/")
             valid = ref or (len(text) >= 40 and all(c in b"0123456789abcdef" for c in text[:40]))
     except OSError:
-        return False
+        return None
     common = _common_dir(git_dir)
-    return valid and (common / "objects").is_dir() and (common / "refs").is_dir()
+    if not (valid and (common / "objects").is_dir() and (common / "refs").is_dir()):
+        return None
+    return Repository(work_tree, git_dir, common, text.decode("utf-8", "replace").strip())
 
 
 def _is_repository(dot_git: bytes) -> bool:
@@ -314,7 +322,7 @@ def _is_repository(dot_git: bytes) -> bool:
         return False
     except OSError:
         return True
-    return git_dir is not None and _is_git_dir(git_dir)
+    return git_dir is not None and _repository(path.parent, git_dir) is not None
 
 
 def _hash_size(common_dir: Path) -> int:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..folder._files import FileRefused
-from ..folder._project import memory_files
+from ..folder._project import memory_files, project_root
 from ._base import Tool, ToolContext, ToolResult
 
 _SCHEMA = {
@@ -44,7 +44,7 @@ def _append(path: Path, line: str) -> None:
 
 async def _run_remember(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     scope = input.get("scope", "project")
-    path = memory_files(ctx.cwd)[scope]
+    path = memory_files(project_root(ctx.cwd) or Path(ctx.cwd))[scope]
     try:
         await ctx.in_thread(_append, path, " ".join(input["text"].split()))
     except OSError as exc:

@@ -8,9 +8,10 @@ it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
-from ..folder._project import find_skills, project_root, read_skill
+from ..folder._project import Skill, find_skills, project_root, read_skill
 from ._base import Tool, ToolContext, ToolResult, truncate
 
 _SCHEMA = {
@@ -21,14 +22,20 @@ _SCHEMA = {
 }
 
 
+def _skills(cwd: str, trusted: bool) -> tuple[Path, dict[str, Skill]]:
+    """The project's root (looked for once, in the tool's thread) and the skills there."""
+    root = project_root(cwd) or Path(cwd)
+    return root, find_skills(root, trusted)
+
+
 async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    skills = await ctx.in_thread(find_skills, ctx.cwd, ctx.trusted_folder)
+    root, skills = await ctx.in_thread(_skills, ctx.cwd, ctx.trusted_folder)
     found = skills.get(input["name"])
     if found is None:
         known = ", ".join(sorted(skills)) or "none"
         return ToolResult(f"no skill {input['name']!r}; skills here: {known}", is_error=True)
     path = found.path
-    within = None if found.own or ctx.trusted_folder else project_root(ctx.cwd)
+    within = None if found.own or ctx.trusted_folder else root
     try:
         text = await ctx.in_thread(read_skill, path, within)
     except OSError as exc:

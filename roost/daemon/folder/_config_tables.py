@@ -1,0 +1,137 @@
+"""A config file's tables, checked: a value of the wrong kind is a :class:`ConfigError` naming
+the file and the key (see ``_config`` for the format).
+
+Here are the checks every table shares and the tables read on their own: permission and
+guardrail rules, ``[sandbox]``, ``[tools.env]`` and ``[tools.web_fetch]``. What is merged
+onto the config layer by layer (providers, models, prices, hooks) is checked in ``_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleError, linear_regex, parse_rule
+
+from ..runs._environ import INHERIT, EnvPolicy
+from ..sandbox import MODES as SANDBOX_MODES
+from ..sandbox import SandboxConfig
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; the message names the file (and line)."""
+
+
+def parse_rules(values: Any, action: str, source: str) -> list[Rule]:
+    """Rule strings (``bash(git status*)``) of one action; ConfigError names the bad one."""
+    if not isinstance(values, list):
+        raise ConfigError(f"{source}: {action} rules must be a list")
+    rules = []
+    for text in values:
+        try:
+            rules.append(parse_rule(text, action, source))
+        except RuleError as exc:
+            raise ConfigError(f"{source}: {action}: {exc}") from None
+    return rules
+
+
+def guardrail(entry: Any, where: str) -> Guardrail:
+    """One ``[[guardrails.rules]]`` entry (its pattern runs in linear time, whatever it says)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("pattern"), str):
+        raise ConfigError(f"{where} needs pattern = a regular expression")
+    on = entry.get("on", "input")
+    if on not in ("input", "output"):
+        raise ConfigError(f"{where}: on must be input or output")
+    action = entry.get("action", "stop")
+    if action not in GUARDRAIL_ACTIONS:
+        raise ConfigError(f"{where}: action must be {' or '.join(GUARDRAIL_ACTIONS)}")
+    try:
+        linear_regex(entry["pattern"])
+    except PatternError as exc:
+        raise ConfigError(f"{where}: pattern cannot be used: {exc}") from None
+    return Guardrail(str(entry.get("name", "custom")), on, entry["pattern"], str(entry.get("what", "")), action)
+
+
+def table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """``data[key]``, a table (an empty one when there is none)."""
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {key} must be a table")
+    return value
+
+
+def strings(value: Any, where: str) -> dict[str, str]:
+    """``value``, a table of strings."""
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(f"{where} must be a table of strings")
+    return dict(value)
+
+
+def sandbox_table(data: Mapping[str, Any], where: str, root: str | None) -> SandboxConfig:
+    """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
+    folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
+    section = table(data, "sandbox", where)
+    unknown = set(section) - {"mode", "writable", "network", "hide", "auto_allow", "readable"}
+    if unknown:
+        raise ConfigError(
+            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow, readable)"
+        )
+    mode = section.get("mode")
+    if mode is not None and mode not in SANDBOX_MODES:
+        raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
+    for key in ("network", "auto_allow"):
+        if key in section and not isinstance(section[key], bool):
+            raise ConfigError(f"{where}: [sandbox] {key} must be true or false")
+    for key in ("writable", "hide", "readable"):
+        value = section.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
+            raise ConfigError(f"{where}: [sandbox] {key} must be a list of paths")
+    writable, readable = section.get("writable"), section.get("readable")
+    return SandboxConfig(
+        mode=mode,
+        writable=tuple(writable) if writable is not None else None,
+        readable=tuple(readable) if readable is not None else None,
+        network=section.get("network"),
+        hide=tuple(section.get("hide", ())),
+        auto_allow=section.get("auto_allow"),
+        source=where,
+        root=root,
+    )
+
+
+def passed(data: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """A file's ``[tools.env] pass``: the secret-looking variables tools may still see."""
+    return _names(table(table(data, "tools", where), "env", f"{where}: [tools]"), "pass", where)
+
+
+def _names(env: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    names = env.get(key, [])
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{where}: [tools.env] {key} must be a list of variable names")
+    return tuple(names)
+
+
+def env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
+    """The user's ``[tools.env]`` (its ``pass`` is read by :func:`passed`)."""
+    env = table(table(data, "tools", where), "env", f"{where}: [tools]")
+    unknown = set(env) - {"pass", "inherit", "exclude", "include_only", "set"}
+    if unknown:
+        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} (pass, inherit, exclude, include_only, set)")
+    inherit = env.get("inherit", "all")
+    if inherit not in INHERIT:
+        raise ConfigError(f"{where}: [tools.env] inherit must be one of {', '.join(INHERIT)}")
+    values = env.get("set", {})
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise ConfigError(f"{where}: [tools.env] set must be a table of strings")
+    return EnvPolicy(inherit, _names(env, "exclude", where), _names(env, "include_only", where), dict(values))
+
+
+def fetch_private(data: Mapping[str, Any], where: str) -> bool:
+    """The user's ``[tools.web_fetch] allow_private``."""
+    section = table(table(data, "tools", where), "web_fetch", f"{where}: [tools]")
+    unknown = set(section) - {"allow_private"}
+    if unknown:
+        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} (allow_private)")
+    allowed = section.get("allow_private", False)
+    if not isinstance(allowed, bool):
+        raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
+    return allowed
