@@ -105,8 +105,8 @@ def dispatch(
     running); closing the terminal does not stop it: follow it again with
     `roost logs SESSION --follow`.
     """
-    if as_json and output_format:
-        raise click.UsageError("give --json or --output-format, not both")
+    if output_format and (as_json or detach):
+        raise click.UsageError("--output-format prints the run as it goes: not with --json or --detach")
     if mode and permission_mode:
         raise click.UsageError("give --mode or --permission-mode, not both")
     task = _with_piped_input(task)

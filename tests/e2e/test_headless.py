@@ -150,8 +150,9 @@ def test_plan_and_bypass_permissions_are_roosts_plan_and_full(e2e: E2E) -> None:
 
     clash = e2e.roost("dispatch", "go", "--mode", "full", "--permission-mode", "plan")
     assert clash.returncode == 2 and "--permission-mode" in clash.stderr
-    both = e2e.roost("dispatch", "go", "--json", "--output-format", "json")
-    assert both.returncode == 2 and "--output-format" in both.stderr
+    for other in ("--json", "--detach"):
+        both = e2e.roost("dispatch", "go", other, "--output-format", "json")
+        assert both.returncode == 2 and "not with --json or --detach" in both.stderr
 
 
 def test_resume_runs_in_an_existing_session(e2e: E2E) -> None:
