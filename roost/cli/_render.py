@@ -25,6 +25,11 @@ EXIT_STATUS = {
     "stuck": 9,
 }
 
+#: Exit status of ``roost dispatch`` for a run that would exit 0 but in which a call was
+#: denied because nobody answered within the approval timeout: what was asked of it was not
+#: all done.
+EXIT_APPROVAL_TIMEOUT = 11
+
 
 def exit_status(reason: str) -> int:
     """The exit status for a run that ended with ``reason`` (1 for reasons not listed)."""

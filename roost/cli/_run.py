@@ -10,17 +10,22 @@ import click
 from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
-from ._render import EXIT_STATUS, Renderer, exit_status
+from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status
 
 _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items())
+#: Claude Code's names for its print mode's formats and permission modes (``_headless``
+#: maps them; it is imported only by a dispatch that uses them).
+_FORMATS = ("text", "json", "stream-json")
+_PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 
 
 @click.command(
-    epilog=f"Exit status: {_EXITS}; 2 bad usage; 10 refused by the daemon or no daemon. "
-    "With --detach: 0 once the run has started."
+    epilog=f"Exit status: {_EXITS}; {EXIT_APPROVAL_TIMEOUT} a call was denied because nobody "
+    "answered within --approval-timeout (a run that would exit 0); 2 bad usage; 10 refused "
+    "by the daemon or no daemon. With --detach: 0 once the run has started."
 )
 @click.argument("task")
-@click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
+@click.option("--session", "-s", "--resume", "-r", "session", help="Run in this session (id or unique prefix); default: a new one.")
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Run in this folder's last session.")
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", metavar="DIR", help="Working directory of a new session (default: here; with --host, a folder there, relative to the home).")
@@ -38,6 +43,13 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.option("--attempts", type=click.IntRange(min=1), help="exec: attempts allowed (default 6).")
 @click.option("--time-box", type=click.FloatRange(min=0, min_open=True), help="exec: seconds for the whole run (default 1800).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
+@click.option("--output-format", "output_format", type=click.Choice(_FORMATS), help="As claude -p prints: text (the final text), json (one result object) or stream-json (Claude Code's messages, one per line).")
+@click.option("--allowedTools", "--allowed-tools", "allowed_tools", multiple=True, metavar="RULES", help="Claude Code's allow rules, e.g. 'Bash(git diff:*),Read' (as --allow).")
+@click.option("--disallowedTools", "--disallowed-tools", "disallowed_tools", multiple=True, metavar="RULES", help="Claude Code's deny rules, e.g. 'Bash(git push:*)' (as --deny).")
+@click.option("--permission-mode", type=click.Choice(_PERMISSION_MODES), help="Claude Code's modes: default (agent), acceptEdits (agent; edits inside the folder do not ask, commands do), plan, bypassPermissions (full).")
+@click.option("--append-system-prompt", metavar="TEXT", help="Add TEXT to the end of the run's system prompt.")
+@click.option("--print", "-p", "print_", is_flag=True, help="Accepted as claude -p takes it: dispatch is always one task.")
+@click.option("--verbose", is_flag=True, help="Accepted as claude -p takes it: the stream is always whole.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
 @click.option("--request-id", help="Idempotency key: repeating it returns the first run.")
 @click.pass_obj
@@ -62,6 +74,13 @@ def dispatch(
     attempts: int | None,
     time_box: float | None,
     as_json: bool,
+    output_format: str | None,
+    allowed_tools: tuple[str, ...],
+    disallowed_tools: tuple[str, ...],
+    permission_mode: str | None,
+    append_system_prompt: str | None,
+    print_: bool,
+    verbose: bool,
     detach: bool,
     request_id: str | None,
 ) -> None:
@@ -75,15 +94,21 @@ def dispatch(
       git diff | roost dispatch "review this change"
       roost dispatch - < task.md
       roost dispatch -c "and now the docs"
+      roost dispatch -p "fix the lint" --output-format json --allowedTools "Bash(npm run lint:*),Edit"
 
     Input piped to the command follows TASK in the task (TASK "-": the input is the task).
 
     In agent mode, writes and shell commands wait for approval: at a terminal you are
     asked here; otherwise, or from any other terminal, answer with `roost approve` or
-    `roost deny` (see `roost pending`). Ctrl-C aborts the run (a second Ctrl-C leaves it
+    `roost deny` (see `roost pending`); with no terminal, how to answer is printed to stderr
+    at once. Ctrl-C aborts the run (a second Ctrl-C leaves it
     running); closing the terminal does not stop it: follow it again with
     `roost logs SESSION --follow`.
     """
+    if output_format and (as_json or detach):
+        raise click.UsageError("--output-format prints the run as it goes: not with --json or --detach")
+    if mode and permission_mode:
+        raise click.UsageError("give --mode or --permission-mode, not both")
     task = _with_piped_input(task)
     with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets),
@@ -112,9 +137,14 @@ def dispatch(
         ):
             if value is not None:
                 params[key] = value
+        claude = _claude_params(allowed_tools, disallowed_tools, permission_mode)
+        if claude.get("mode"):
+            params["mode"] = claude["mode"]
         for key, rules in (("allow", allow), ("ask", ask), ("deny", deny)):
-            if rules:
-                params[key] = list(rules)
+            if rules or claude.get(key):
+                params[key] = list(rules) + claude.get(key, [])
+        if append_system_prompt:
+            params["append_system_prompt"] = append_system_prompt
         if yes:
             params["yes"] = True
         if request_id:
@@ -131,11 +161,24 @@ def dispatch(
             else:
                 click.echo(f"session {started['session']} run {started['run']}")
             return
-        on_event: Callable[[dict[str, Any]], None] = print_json if as_json else Renderer().render
-        if not as_json and not started.get("repeated") and sys.stdin.isatty():
+        headless = None
+        if output_format:
+            from ._headless import ClaudeOutput
+
+            cwd_of_run = here if "session" not in params else _session_cwd(client, params["session"])
+            headless = ClaudeOutput(output_format, started["run"], cwd_of_run, permission_mode)
+            on_event: Callable[[dict[str, Any]], None] = headless.on_event
+        else:
+            on_event = print_json if as_json else Renderer().render
+        readable = not (as_json or output_format)
+        if readable and not started.get("repeated") and sys.stdin.isatty():
             on_event = _answering(client, on_event)
+        elif not started.get("repeated"):
+            # Nobody can be asked here: say at once how to answer, rather than wait in silence.
+            on_event = _guiding(on_event, shown=readable and sys.stdout.isatty())
+        timed_out = _TimedOut(on_event)
         try:
-            finished = _watch(client, started, on_event)
+            finished = _watch(client, started, timed_out)
         except ConnectionClosed as exc:
             host = target(obj).host
             if host is None:
@@ -144,7 +187,32 @@ def dispatch(
             raise DaemonError(
                 f"{exc}; the run goes on there: roost --host {host.label} logs {started['session']} --follow"
             ) from None
-    raise SystemExit(exit_status(finished["reason"]) if finished else 1)
+    if headless is not None:
+        headless.finish(finished)
+    status = exit_status(finished["reason"]) if finished else 1
+    raise SystemExit(EXIT_APPROVAL_TIMEOUT if status == 0 and timed_out.denied else status)
+
+
+def _claude_params(allowed: tuple[str, ...], disallowed: tuple[str, ...], permission_mode: str | None) -> dict[str, Any]:
+    """Claude Code's ``--allowedTools``, ``--disallowedTools`` and ``--permission-mode`` as
+    dispatch params (``mode``, ``allow``, ``deny``); the rules keep Claude Code's syntax,
+    which the daemon reads."""
+    if not (allowed or disallowed or permission_mode):
+        return {}
+    from ._headless import PERMISSION_MODES, tool_rules
+
+    params: dict[str, Any] = {"allow": tool_rules(allowed), "deny": tool_rules(disallowed)}
+    if permission_mode:
+        mode, rules = PERMISSION_MODES[permission_mode]
+        params["mode"] = mode
+        params["allow"] += rules
+    return params
+
+
+def _session_cwd(client: Client, session: str) -> str:
+    """The working directory of an existing session."""
+    rows = client.call("sessions.list")["sessions"]
+    return next((str(r.get("cwd", "")) for r in rows if r["id"] == session), "")
 
 
 def _with_piped_input(task: str) -> str:
@@ -178,6 +246,44 @@ def _answering(client: Client, show: Callable[[dict[str, Any]], None]) -> Callab
             prompt_answer(client, event)
 
     return on_event
+
+
+def _guiding(show: Callable[[dict[str, Any]], None], *, shown: bool) -> Callable[[dict[str, Any]], None]:
+    """``show``, then, for a request the run waits on, tell stderr how to answer it (unless
+    ``shown``: the readable output, at a terminal, says so already)."""
+
+    def on_event(event: dict[str, Any]) -> None:
+        show(event)
+        if event.get("type") in ("permission.requested", "human.asked") and not shown:
+            from ._approvals import answer_hint, describe_request
+
+            row = {**event, "kind": "human"} if event["type"] == "human.asked" else event
+            advance = (
+                ""
+                if event["type"] == "human.asked"
+                else "\n  (--yes approves such calls in advance; --approval-timeout SECONDS denies them after a wait)"
+            )
+            click.echo(
+                f"roost: waiting for an answer; no terminal here to ask at:\n  {describe_request(row)}\n"
+                f"  {answer_hint(row)}{advance}",
+                err=True,
+            )
+
+    return on_event
+
+
+class _TimedOut:
+    """``show`` each event; remember whether a call was denied because nobody answered in
+    time (the run may end done, but what was asked of it was not done)."""
+
+    def __init__(self, show: Callable[[dict[str, Any]], None]) -> None:
+        self._show = show
+        self.denied = False
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "permission.resolved" and event.get("client") == "timeout" and event.get("decision") == "deny":
+            self.denied = True
+        self._show(event)
 
 
 def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any] | None:

@@ -215,6 +215,11 @@ METHODS: tuple[Method, ...] = (
             Param("deny", "list", doc="more deny rules for this run"),
             Param("approval_timeout", "number", doc="seconds before an unanswered request is denied"),
             Param(
+                "append_system_prompt",
+                "str",
+                doc="text added to the end of the run's system prompt (its layer `appended`)",
+            ),
+            Param(
                 "sandbox",
                 "str",
                 doc="where commands run: workspace (default: the folder writable, no network), "

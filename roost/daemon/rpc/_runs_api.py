@@ -83,7 +83,14 @@ class RunsApi(ApiPart):
             cwd = checked_cwd(params.get("cwd"))
         with planning():
             plan = await self.conductor.planner.dispatch(
-                Dispatch(cwd, params["task"], asked, client_environ(params), request_id)
+                Dispatch(
+                    cwd,
+                    params["task"],
+                    asked,
+                    client_environ(params),
+                    request_id,
+                    params.get("append_system_prompt") or "",
+                )
             )
         fresh = session is None
         if session is None:

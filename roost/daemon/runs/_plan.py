@@ -58,6 +58,9 @@ class Dispatch:
     #: The dispatching terminal's environment, provider keys and all (memory only).
     environ: Mapping[str, str]
     request_id: str | None = None
+    #: Text the client adds to the end of the run's system prompt (Claude Code's
+    #: ``--append-system-prompt``); the run's sub-agents do not get it.
+    appended: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +208,8 @@ class Planner:
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
         layers = await self._layers(settled.agent, settings, setup)
+        if request.appended.strip():
+            layers.append(Layer("appended", request.appended, "dispatch"))
         first = Submit(
             "r" + secrets.token_hex(6),
             task,
