@@ -17,7 +17,8 @@ roost's own (``[[hooks.pre_tool]]`` / ``[[hooks.post_tool]]`` in config.toml) ge
 - post_tool: nothing, or ``{"result": "...", "is_error": bool}`` to replace the result.
 
 Claude Code's (from ``settings.json``, see ``_claude_settings``) get Claude Code's payload
-(``session_id``, ``transcript_path`` (always ``""``: roost keeps no transcript file),
+(``session_id``, ``transcript_path`` (the session's transcript as Claude Code writes one,
+current up to the event: see ``_transcript``),
 ``cwd``, ``permission_mode``, ``hook_event_name``; ``tool_name``, ``tool_input`` and
 ``tool_use_id`` in Claude Code's names (see ``_claude``); ``tool_response`` after a call;
 ``prompt`` for UserPromptSubmit; ``stop_hook_active`` and ``last_assistant_message`` for
@@ -85,12 +86,14 @@ class HookEnv:
     ledger: ProcessLedger | None = None
     #: The run's sandbox, where a project's hooks run (None: they run as they are).
     sandbox: RunSandbox | None = None
+    #: The session's transcript in Claude Code's format (see ``_transcript``).
+    transcript: str = ""
 
     def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
         return {
             "session_id": self.session,
-            "transcript_path": "",
+            "transcript_path": self.transcript,
             "cwd": self.cwd,
             "permission_mode": claude.permission_mode(self.mode),
             "hook_event_name": event,

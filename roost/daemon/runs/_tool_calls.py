@@ -33,6 +33,7 @@ from roost.loop import (
     safe_text,
 )
 
+from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
@@ -40,6 +41,7 @@ from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, ru
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
+from ._transcript import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,10 @@ class ToolCalls:
         ledger: ProcessLedger | None,
         publish: Callable[[dict[str, Any]], None],
         feed_result: FeedResult,
+        transcripts: Transcripts,
     ) -> None:
         self.tools = tools
+        self._transcripts = transcripts
         self._mcp = mcp
         self._ledger = ledger
         self._publish = publish
@@ -76,13 +80,21 @@ class ToolCalls:
         cwd = session.state.cwd
         root = plan.setup.root if plan is not None and plan.setup is not None else cwd
         environ = plan.tool_environ if plan is not None else None
-        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox)
+        transcript = self._transcripts.path(session.id)
+        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript)
+
+    async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
+        """Before Claude Code hooks run: the transcript they are given holds every event
+        stored so far."""
+        if any(hook.event is not None for hook in hooks):
+            await self._transcripts.sync(session.id)
 
     async def task_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """:meth:`prompt_hooks` for the task of a run not started yet: a project's hooks run
         in a sandbox of their own."""
         confined = plan.confinement
-        async with RunSandbox(confined, session.state.cwd, ledger=self._ledger) if confined else nullcontext() as box:
+        shown = (await self._transcripts.sync(session.id),)
+        async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
             return await self.prompt_hooks(session, plan, text, box)
 
     async def prompt_hooks(
@@ -95,6 +107,7 @@ class ToolCalls:
             PromptBlocked: a hook refused the text.
         """
         where = self._where(session, plan, plan.settings.mode, sandbox)
+        await self._current(session, plan.hooks)
         prompt = await run_prompt_hooks(plan.hooks, text, where)
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
@@ -120,6 +133,7 @@ class ToolCalls:
         hooks = plan.hooks
         async with Held(live.tool_limiter):
             started = time.monotonic()
+            await self._current(session, hooks)
             pre = await run_pre_hooks(hooks, call, where)
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
@@ -192,6 +206,7 @@ class ToolCalls:
     async def stop_hooks(self, session: Session, track: Track, effect: RunStopHooks) -> None:
         """The Stop hooks, once the model has ended its turn."""
         hooks = track.plan.hooks if track.plan is not None else ()
+        await self._current(session, hooks)
         outcome = await run_stop_hooks(hooks, effect.active, effect.text, self.hook_env(session, track))
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
