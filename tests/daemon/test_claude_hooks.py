@@ -90,6 +90,17 @@ async def test_a_claude_code_hook_script_blocks_rm_and_the_model_sees_why(client
     assert second["tool_input"] == {"command": "echo kept"}
 
 
+async def test_post_tool_use_runs_only_for_calls_that_ran(client: TrioClient, project: Path) -> None:
+    settings(project, {
+        "PreToolUse": [group(script(project, "guard.py", GUARD), "Bash")],
+        "PostToolUse": [group(script(project, "post.py", GUARD), "Bash")],
+    })
+    await trust(client, project)
+    await run(client, project, [bash("rm a.txt")], [bash("echo kept")], [text("done")], yes=True)
+    calls = [(p["hook_event_name"], p["tool_input"]["command"]) for p in seen(project)]
+    assert calls == [("PreToolUse", "rm a.txt"), ("PreToolUse", "echo kept"), ("PostToolUse", "echo kept")]
+
+
 async def test_json_decisions_deny_ask_and_allow(client: TrioClient, project: Path) -> None:
     decide = """\
 import json, sys

@@ -39,6 +39,8 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
   run); for Stop, it lets the run end even if another hook blocked.
 
+Post hooks run only for calls that ran (not one a pre hook blocked).
+
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
 ``stop_hooks.finished``) and in the daemon log; it blocks nothing. Hooks run after the

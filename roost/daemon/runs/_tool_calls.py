@@ -37,7 +37,7 @@ from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
-from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
+from ._hooks import HookEnv, PostOutcome, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
@@ -161,7 +161,8 @@ class ToolCalls:
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            post = await run_post_hooks(hooks, call, result, where)
+            # Post hooks see calls that ran: a blocked one has no result of its own.
+            post = await run_post_hooks(hooks, call, result, where) if pre.blocked is None else PostOutcome(result)
             result = post.result
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
         failures = pre.failures + post.failures
