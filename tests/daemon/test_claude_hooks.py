@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -376,3 +377,63 @@ async def test_the_transcript_goes_on_across_runs_and_daemons(tmp_path: Path, pr
         lines = await written(path, 6)
     assert said(lines) == ["t", "one", "t", "two", "t", "three"]
     assert [line["parentUuid"] for line in lines] == [None] + [line["uuid"] for line in lines[:-1]]
+
+
+async def test_session_start_sees_how_the_session_started_and_adds_context(client: TrioClient, project: Path) -> None:
+    start = """\
+import json, sys
+payload = json.load(sys.stdin)
+with open("starts.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+print(f"Started by {payload['source']}.")
+"""
+    settings(project, {"SessionStart": [
+        group(script(project, "start.py", start), "startup|resume"),
+        group("touch compact-only", "compact"),
+    ]})
+    await trust(client, project)
+    events = await run(client, project, [text("ok")])
+    session = events[0]["session"]
+    assert [(e["origin"], e["text"]) for e in of_type(events, "message.user")] == [("task", "t"), ("hook", "Started by startup.")]
+    events = await run(client, project, [text("ok")], [text("again")], session=session)
+    assert [(e["origin"], e["text"]) for e in of_type(events, "message.user")] == [("task", "t"), ("hook", "Started by resume.")]
+    payloads = [json.loads(line) for line in (project / "starts.jsonl").read_text().splitlines()]
+    assert [(p["hook_event_name"], p["source"], p["session_id"]) for p in payloads] == [
+        ("SessionStart", "startup", session), ("SessionStart", "resume", session)
+    ]
+    assert payloads[0]["model"].endswith("s0.json") and not (project / "compact-only").exists()
+
+
+async def test_subagent_stop_runs_for_the_matching_agent_like_stop(client: TrioClient, project: Path) -> None:
+    check = """\
+import json, sys
+payload = json.load(sys.stdin)
+payload["agent_lines"] = [json.loads(line) for line in open(payload["agent_transcript_path"])]
+with open("subagent-stops.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+if not payload["stop_hook_active"]:
+    print(json.dumps({"decision": "block", "reason": "check it once more"}))
+"""
+    helper = write_script(project, [text("first")], [text("second")], name="helper.json")
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "helper.md").write_text(f"---\nname: helper\ndescription: Helps.\nmodel: {helper}\ntools: [read]\n---\nHelp.\n")
+    settings(project, {"SubagentStop": [
+        group(script(project, "check.py", check), "helper"),
+        group("touch other-agent", "reviewer"),
+    ], "Stop": [group("touch lead-stop")]})
+    await trust(client, project)
+    task = {"type": "tool_use", "name": "task", "input": {"subagent_type": "helper", "prompt": "go"}}
+    events = await run(client, project, [task], [text("done")])
+    top = [e for e in events if e.get("seq") and not e.get("path")]
+    [result] = of_type(top, "tool.finished")
+    assert result["result"] == "second" and events[-1]["reason"] == "done"
+    first, second = [json.loads(line) for line in (project / "subagent-stops.jsonl").read_text().splitlines()]
+    assert [(p["hook_event_name"], p["agent_type"], p["stop_hook_active"], p["last_assistant_message"])
+            for p in (first, second)] == [("SubagentStop", "helper", False, "first"), ("SubagentStop", "helper", True, "second")]
+    assert first["agent_id"] == result["call_id"]
+    # The sub-agent's own transcript, beside the session's: its prompt and its replies so far.
+    assert first["agent_transcript_path"].endswith(f"/subagents/agent-{result['call_id']}.jsonl")
+    assert [line["type"] for line in first["agent_lines"]] == ["user", "assistant"]
+    assert all(line["isSidechain"] and line["agentId"] == result["call_id"] for line in first["agent_lines"])
+    assert not (project / "other-agent").exists() and (project / "lead-stop").exists()

@@ -385,7 +385,8 @@ class Conductor:
             if track.state.run is not None:
                 await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
-        shown = (self.transcripts.path(session.id),)
+        transcript = self.transcripts.path(session.id)
+        shown = (transcript, transcript.removesuffix(".jsonl"))
         return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed, shown=shown)
 
 

@@ -37,7 +37,16 @@ from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
-from ._hooks import HookEnv, PostOutcome, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
+from ._hooks import (
+    HookEnv,
+    PostOutcome,
+    Subagent,
+    run_post_hooks,
+    run_pre_hooks,
+    run_prompt_hooks,
+    run_start_hooks,
+    run_stop_hooks,
+)
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
@@ -90,12 +99,20 @@ class ToolCalls:
             await self._transcripts.sync(session.id)
 
     async def task_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """:meth:`prompt_hooks` for the task of a run not started yet: a project's hooks run
-        in a sandbox of their own."""
+        """The SessionStart hooks, then :meth:`prompt_hooks`, for the task of a run not
+        started yet: what both add, and which failed; a project's hooks run in a sandbox of
+        their own."""
         confined = plan.confinement
         shown = (await self._transcripts.sync(session.id),)
         async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
-            return await self.prompt_hooks(session, plan, text, box)
+            state = session.state
+            source = "startup" if state.last_run is None else "compact" if state.last_mode == "compact" else "resume"
+            where = self._where(session, plan, plan.settings.mode, box)
+            start = await run_start_hooks(plan.hooks, source, plan.settings.model, where)
+            if start.failures:
+                log.warning("session %s: %s", session.id, "; ".join(start.failures))
+            context, failures = await self.prompt_hooks(session, plan, text, box)
+            return start.context + context, start.failures + failures
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
@@ -208,7 +225,12 @@ class ToolCalls:
         """The Stop hooks, once the model has ended its turn."""
         hooks = track.plan.hooks if track.plan is not None else ()
         await self._current(session, hooks)
-        outcome = await run_stop_hooks(hooks, effect.active, effect.text, self.hook_env(session, track))
+        run = track.state.run
+        subagent = None
+        if track.path and run is not None:
+            call = track.path[-1]
+            subagent = Subagent(call, run.settings.agent, self._transcripts.path(session.id, call))
+        outcome = await run_stop_hooks(hooks, effect.active, effect.text, self.hook_env(session, track), subagent)
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
         answer = StopHooksFinished(time.time(), outcome.reason, outcome.failures)

@@ -137,7 +137,9 @@ class Transcripts:
             since = events[-1].seq or before
 
     def _touch(self, path: Path) -> None:
-        ensure_private_dir(path.parent)
+        """Make the session's transcript, and its sub-agents' folder (both shown to its
+        runs' sandboxes: what is made in the folder later shows there too)."""
+        ensure_private_dir(path.with_suffix("") / "subagents")
         with open(path, "ab", opener=private_opener):
             pass
 
