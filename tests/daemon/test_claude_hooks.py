@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from roost.protocol import ErrorCode, RpcError
-from roost.protocol.trio_client import TrioClient
+from roost.protocol.trio_client import TrioClient, open_client
 
-from .conftest import bash, events_until, finished, text, trust, write_script
+from roost.daemon._paths import state_dir
+
+from .conftest import bash, events_until, finished, serving, text, trust, write_script
 
 #: A hook as Claude Code's docs write them: it reads the call from stdin, logs what it got,
 #: and refuses `rm` with exit code 2 and the reason on stderr.
@@ -75,7 +79,7 @@ async def test_a_claude_code_hook_script_blocks_rm_and_the_model_sees_why(client
     session = events[0]["session"]
     assert first == {
         "session_id": session,
-        "transcript_path": "",
+        "transcript_path": str(state_dir() / "transcripts" / f"{session}.jsonl"),
         "cwd": str(project),
         "permission_mode": "default",
         "hook_event_name": "PreToolUse",
@@ -85,6 +89,17 @@ async def test_a_claude_code_hook_script_blocks_rm_and_the_model_sees_why(client
         "env_project": str(project),
     }
     assert second["tool_input"] == {"command": "echo kept"}
+
+
+async def test_post_tool_use_runs_only_for_calls_that_ran(client: TrioClient, project: Path) -> None:
+    settings(project, {
+        "PreToolUse": [group(script(project, "guard.py", GUARD), "Bash")],
+        "PostToolUse": [group(script(project, "post.py", GUARD), "Bash")],
+    })
+    await trust(client, project)
+    await run(client, project, [bash("rm a.txt")], [bash("echo kept")], [text("done")], yes=True)
+    calls = [(p["hook_event_name"], p["tool_input"]["command"]) for p in seen(project)]
+    assert calls == [("PreToolUse", "rm a.txt"), ("PreToolUse", "echo kept"), ("PostToolUse", "echo kept")]
 
 
 async def test_json_decisions_deny_ask_and_allow(client: TrioClient, project: Path) -> None:
@@ -279,3 +294,146 @@ async def test_a_broken_settings_file_is_refused_with_its_name(client: TrioClien
         await client.call("dispatch", task="t", model=model, cwd=str(project))
     assert info.value.code == ErrorCode.CONFIG_INVALID
     assert "settings.json: hooks.PreToolUse[0]" in info.value.message and "cannot be used: missing )" in info.value.message
+
+
+#: A Stop hook as Anthropic's ralph-wiggum loop reads the transcript: the last line with
+#: "role":"assistant", its text blocks; it notes what it saw (and every line's shape).
+RALPH = """\
+import json, sys
+payload = json.load(sys.stdin)
+lines = open(payload["transcript_path"]).read().splitlines()
+last = [line for line in lines if '"role":"assistant"' in line][-1]
+said = "\\n".join(b["text"] for b in json.loads(last)["message"]["content"] if b["type"] == "text")
+with open("ralph.jsonl", "a") as out:
+    out.write(json.dumps({"said": said, "lines": [json.loads(line) for line in lines]}) + "\\n")
+if "<promise>DONE</promise>" not in said:
+    print(json.dumps({"decision": "block", "reason": "keep going"}))
+"""
+
+
+async def test_transcript_path_names_the_conversation_so_far_as_claude_code_writes_it(
+    client: TrioClient, project: Path
+) -> None:
+    settings(project, {"Stop": [group(script(project, "ralph.py", RALPH))]})
+    await trust(client, project)
+    events = await run(
+        client, project, [bash("echo hi")], [text("not yet")], [text("all done <promise>DONE</promise>")], yes=True
+    )
+    assert events[-1]["reason"] == "done" and events[-1]["turns"] == 3
+    first, second = [json.loads(line) for line in (project / "ralph.jsonl").read_text().splitlines()]
+    # The hook (in the run's sandbox) read the conversation up to the reply it judges.
+    assert first["said"] == "not yet" and second["said"] == "all done <promise>DONE</promise>"
+    lines = second["lines"]
+    session = events[0]["session"]
+    assert [(line["type"], line["message"]["role"]) for line in lines] == [
+        ("user", "user"), ("assistant", "assistant"), ("user", "user"),
+        ("assistant", "assistant"), ("user", "user"), ("assistant", "assistant"),
+    ]
+    task, call, result, reply, hook, done = lines
+    assert task["message"]["content"] == "t"
+    [use] = call["message"]["content"]
+    assert use["type"] == "tool_use" and use["name"] == "Bash" and use["input"] == {"command": "echo hi"}
+    [block] = result["message"]["content"]
+    assert block == {"tool_use_id": use["id"], "type": "tool_result", "content": "hi\n", "is_error": False}
+    assert hook["message"]["content"] == "keep going"
+    assert all(line["sessionId"] == session and line["cwd"] == str(project) for line in lines)
+    assert not any(line["isSidechain"] for line in lines) and all(line["timestamp"].endswith("Z") for line in lines)
+    # One chain: each line's parent is the line before it.
+    assert [line["parentUuid"] for line in lines] == [None] + [line["uuid"] for line in lines[:-1]]
+    # The file is the user's alone; it holds the whole run, the last reply too.
+    path = Path(state_dir() / "transcripts" / f"{session}.jsonl")
+    assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    kept = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["uuid"] for line in kept] == [line["uuid"] for line in lines]
+
+
+async def written(path: Path, count: int) -> list[dict[str, Any]]:
+    """The transcript's lines once it has ``count`` of them (the writer keeps up soon after)."""
+    with trio.fail_after(10):
+        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
+            await trio.sleep(0.02)
+    return [json.loads(line) for line in lines]
+
+
+def said(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["message"]["content"] if line["type"] == "user" else line["message"]["content"][0]["text"] for line in lines]
+
+
+async def test_the_transcript_goes_on_across_runs_and_daemons(tmp_path: Path, project: Path) -> None:
+    db = tmp_path / "again.db"
+    async with serving(db) as daemon, open_client(daemon.socket_path) as client:
+        events = await run(client, project, [text("one")])
+        session = events[0]["session"]
+        path = state_dir() / "transcripts" / f"{session}.jsonl"
+        # (the scripted model counts a session's calls: its script holds them all)
+        await run(client, project, [text("one")], [text("two")], session=session)
+        lines = await written(path, 4)
+    assert said(lines) == ["t", "one", "t", "two"]
+    # A file that lost its end (or never was: a session older than transcripts) is
+    # caught up from the stored events by the next daemon, the chain unbroken.
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines[:2]))
+    async with serving(db) as daemon, open_client(daemon.socket_path) as client:
+        await run(client, project, [text("one")], [text("two")], [text("three")], session=session)
+        lines = await written(path, 6)
+    assert said(lines) == ["t", "one", "t", "two", "t", "three"]
+    assert [line["parentUuid"] for line in lines] == [None] + [line["uuid"] for line in lines[:-1]]
+
+
+async def test_session_start_sees_how_the_session_started_and_adds_context(client: TrioClient, project: Path) -> None:
+    start = """\
+import json, sys
+payload = json.load(sys.stdin)
+with open("starts.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+print(f"Started by {payload['source']}.")
+"""
+    settings(project, {"SessionStart": [
+        group(script(project, "start.py", start), "startup|resume"),
+        group("touch compact-only", "compact"),
+    ]})
+    await trust(client, project)
+    events = await run(client, project, [text("ok")])
+    session = events[0]["session"]
+    assert [(e["origin"], e["text"]) for e in of_type(events, "message.user")] == [("task", "t"), ("hook", "Started by startup.")]
+    events = await run(client, project, [text("ok")], [text("again")], session=session)
+    assert [(e["origin"], e["text"]) for e in of_type(events, "message.user")] == [("task", "t"), ("hook", "Started by resume.")]
+    payloads = [json.loads(line) for line in (project / "starts.jsonl").read_text().splitlines()]
+    assert [(p["hook_event_name"], p["source"], p["session_id"]) for p in payloads] == [
+        ("SessionStart", "startup", session), ("SessionStart", "resume", session)
+    ]
+    assert payloads[0]["model"].endswith("s0.json") and not (project / "compact-only").exists()
+
+
+async def test_subagent_stop_runs_for_the_matching_agent_like_stop(client: TrioClient, project: Path) -> None:
+    check = """\
+import json, sys
+payload = json.load(sys.stdin)
+payload["agent_lines"] = [json.loads(line) for line in open(payload["agent_transcript_path"])]
+with open("subagent-stops.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+if not payload["stop_hook_active"]:
+    print(json.dumps({"decision": "block", "reason": "check it once more"}))
+"""
+    helper = write_script(project, [text("first")], [text("second")], name="helper.json")
+    folder = Path(os.environ["XDG_CONFIG_HOME"]) / "roost" / "agents"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "helper.md").write_text(f"---\nname: helper\ndescription: Helps.\nmodel: {helper}\ntools: [read]\n---\nHelp.\n")
+    settings(project, {"SubagentStop": [
+        group(script(project, "check.py", check), "helper"),
+        group("touch other-agent", "reviewer"),
+    ], "Stop": [group("touch lead-stop")]})
+    await trust(client, project)
+    task = {"type": "tool_use", "name": "task", "input": {"subagent_type": "helper", "prompt": "go"}}
+    events = await run(client, project, [task], [text("done")])
+    top = [e for e in events if e.get("seq") and not e.get("path")]
+    [result] = of_type(top, "tool.finished")
+    assert result["result"] == "second" and events[-1]["reason"] == "done"
+    first, second = [json.loads(line) for line in (project / "subagent-stops.jsonl").read_text().splitlines()]
+    assert [(p["hook_event_name"], p["agent_type"], p["stop_hook_active"], p["last_assistant_message"])
+            for p in (first, second)] == [("SubagentStop", "helper", False, "first"), ("SubagentStop", "helper", True, "second")]
+    assert first["agent_id"] == result["call_id"]
+    # The sub-agent's own transcript, beside the session's: its prompt and its replies so far.
+    assert first["agent_transcript_path"].endswith(f"/subagents/agent-{result['call_id']}.jsonl")
+    assert [line["type"] for line in first["agent_lines"]] == ["user", "assistant"]
+    assert all(line["isSidechain"] and line["agentId"] == result["call_id"] for line in first["agent_lines"])
+    assert not (project / "other-agent").exists() and (project / "lead-stop").exists()

@@ -75,6 +75,31 @@ def _matcher(pattern: str) -> Callable[[str], bool]:
     return lambda tool: any(regex.search(name) for name in tool_names(tool))
 
 
+def event_matcher(pattern: str) -> Callable[[str], bool]:
+    """A hook matcher of an event that matches a word rather than a tool (SessionStart's
+    ``source``, SubagentStop's agent type): as :func:`tool_matcher` reads it, of the word
+    as it is.
+
+    Raises:
+        ValueError: ``pattern`` is not a regular expression.
+    """
+    return _word_matcher(pattern.strip())
+
+
+@functools.lru_cache(maxsize=256)
+def _word_matcher(pattern: str) -> Callable[[str], bool]:
+    if pattern in ("", "*"):
+        return lambda word: True
+    if _EXACT.fullmatch(pattern):
+        names = {name.strip() for name in re.split(r"[|,]", pattern) if name.strip()}
+        return lambda word: word in names
+    try:
+        regex = linear_regex(pattern)
+    except PatternError as exc:
+        raise ValueError(f"the matcher {pattern!r} cannot be used: {exc}") from None
+    return lambda word: regex.search(word) is not None
+
+
 def claude_input(tool: str, input: Mapping[str, Any], cwd: str) -> dict[str, Any]:
     """A call's input as Claude Code's tool would have it: fields renamed (``path`` ->
     ``file_path``), file paths absolute, bash's timeout in milliseconds."""

@@ -8,15 +8,15 @@
 Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
 project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
 ``hooks`` and ``permissions`` are read: of ``hooks`` the events roost runs (PreToolUse,
-PostToolUse, UserPromptSubmit, Stop) and hooks of ``type: command``; of ``permissions`` the
+PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop) and hooks of ``type: command``; of ``permissions`` the
 ``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
 :func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
 that silently never matches), ``additionalDirectories`` (read rules on those folders) and
 ``defaultMode`` (``plan``, ``default`` and ``bypassPermissions`` are roost's plan, agent and
 full; ``acceptEdits`` is agent mode with writes and edits in the folder allowed); the rest
 is left alone.
-A matcher is Claude Code's (see ``_claude.tool_matcher``; the prompt and stop events have
-none); ``timeout`` is in seconds, 60 unless said.
+A matcher is Claude Code's (see ``_claude.tool_matcher``; SessionStart's matches its
+``source``, SubagentStop's the agent's name; the prompt and stop events have none); ``timeout`` is in seconds, 60 unless said.
 
 The user's hooks and rules are the user speaking. A project's deny and ask rules narrow,
 and always apply; its allow rules, folders and a default mode other than ``plan`` widen,
@@ -50,7 +50,12 @@ EVENTS: Mapping[str, str] = {
     "PostToolUse": "post_tool",
     "UserPromptSubmit": "prompt",
     "Stop": "stop",
+    "SessionStart": "session_start",
+    "SubagentStop": "subagent_stop",
 }
+#: The kinds whose matcher matches a word of the event (how the session started, the
+#: sub-agent's type), not a tool.
+WORD_MATCHED = frozenset({"session_start", "subagent_stop"})
 #: Claude Code's tools roost has none of: a settings file's rules about them are left out
 #: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
 CLAUDE_ONLY_TOOLS = frozenset({
@@ -214,7 +219,7 @@ def _hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
             raise ConfigError(f"{path}: hooks.{event} must be a list of {{matcher, hooks}} objects")
         if event not in EVENTS:
-            continue  # an event roost does not have (Notification, SessionStart, ...)
+            continue  # an event roost does not have (Notification, SessionEnd, ...)
         for i, group in enumerate(groups):
             hooks += _group(event, group, f"{path}: hooks.{event}[{i}]", str(path))
     return hooks
@@ -223,7 +228,7 @@ def _hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
 def _group(event: str, group: Mapping[str, Any], where: str, source: str) -> list[Hook]:
     kind = EVENTS[event]
     # UserPromptSubmit and Stop have no matcher: every hook of theirs runs.
-    matcher = group.get("matcher", "") if kind in ("pre_tool", "post_tool") else ""
+    matcher = group.get("matcher", "") if kind in ("pre_tool", "post_tool", *WORD_MATCHED) else ""
     if not isinstance(matcher, str):
         raise ConfigError(f"{where}: matcher must be a string")
     try:

@@ -70,6 +70,7 @@ from ._live import LiveRun, live_run
 from ._sessions import Held, Session, SessionTable, Track
 from ._subagents import Subagents
 from ._tool_calls import ToolCalls, abort_of
+from ._transcript import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,10 @@ class Conductor:
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         publish = fanout.publish
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result)
+        # Each session's transcript in Claude Code's format, for hooks (see _transcript).
+        self.transcripts = Transcripts(store.events)
+        nursery.start_soon(self.transcripts.run)
+        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts)
         self.model_calls = ModelCalls(publish, self.feed_result, partial(tool_specs, tools, mcp))
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
@@ -141,6 +145,9 @@ class Conductor:
             typed = first.command["typed"] if first.command is not None else first.task
             context, failures = await self.tool_calls.task_hooks(session, plan, typed)
             plan = replace(plan, first=replace(first, context=context, hook_failures=failures))
+        else:
+            # The transcript exists before the run's sandbox is built, which shows it.
+            await self.transcripts.sync(session.id)
         await self._start(session, plan)
         if isinstance(first, Submit) and first.request_id:
             self._request_ids[first.request_id] = (session.id, first.run)
@@ -291,6 +298,7 @@ class Conductor:
             session.state = state
         for event in stored:
             self.fanout.publish(event.to_map())
+        self.transcripts.add(session.id, session.state.cwd, stored)
         self._perform(session, track, transition.effects)
 
     async def _unstored(self, session: Session, track: Track, error: StoreError) -> None:
@@ -377,7 +385,9 @@ class Conductor:
             if track.state.run is not None:
                 await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
-        return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed)
+        transcript = self.transcripts.path(session.id)
+        shown = (transcript, transcript.removesuffix(".jsonl"))
+        return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed, shown=shown)
 
 
 def _on_track(track: Track, events: tuple[Event, ...]) -> tuple[Event, ...]:

@@ -17,7 +17,8 @@ roost's own (``[[hooks.pre_tool]]`` / ``[[hooks.post_tool]]`` in config.toml) ge
 - post_tool: nothing, or ``{"result": "...", "is_error": bool}`` to replace the result.
 
 Claude Code's (from ``settings.json``, see ``_claude_settings``) get Claude Code's payload
-(``session_id``, ``transcript_path`` (always ``""``: roost keeps no transcript file),
+(``session_id``, ``transcript_path`` (the session's transcript as Claude Code writes one,
+current up to the event: see ``_transcript``),
 ``cwd``, ``permission_mode``, ``hook_event_name``; ``tool_name``, ``tool_input`` and
 ``tool_use_id`` in Claude Code's names (see ``_claude``); ``tool_response`` after a call;
 ``prompt`` for UserPromptSubmit; ``stop_hook_active`` and ``last_assistant_message`` for
@@ -34,9 +35,17 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   ``hookSpecificOutput.additionalContext`` are added to the result the model sees.
 - UserPromptSubmit: ``{"decision": "block", "reason"}`` (or exit 2) refuses the prompt;
   ``hookSpecificOutput.additionalContext`` (or plain stdout) is added after it.
-- Stop: ``{"decision": "block", "reason"}`` (or exit 2) makes the run go on with the reason.
+- Stop (and a sub-agent's SubagentStop, matched on the agent's name, told ``agent_id``,
+  ``agent_type``, ``agent_transcript_path``): ``{"decision": "block", "reason"}`` (or exit
+  2) makes the run go on with the reason.
+- SessionStart (before a dispatch's run; ``source`` ``startup`` for a session's first run,
+  ``compact`` after ``roost compact``, else ``resume``; and ``model``): what it prints, or
+  ``additionalContext``, is context for the model, as UserPromptSubmit's is; it cannot
+  block.
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
   run); for Stop, it lets the run end even if another hook blocked.
+
+Post hooks run only for calls that ran (not one a pre hook blocked).
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
@@ -84,12 +93,14 @@ class HookEnv:
     ledger: ProcessLedger | None = None
     #: The run's sandbox, where a project's hooks run (None: they run as they are).
     sandbox: RunSandbox | None = None
+    #: The session's transcript in Claude Code's format (see ``_transcript``).
+    transcript: str = ""
 
     def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
         return {
             "session_id": self.session,
-            "transcript_path": "",
+            "transcript_path": self.transcript,
             "cwd": self.cwd,
             "permission_mode": claude.permission_mode(self.mode),
             "hook_event_name": event,
@@ -267,16 +278,64 @@ async def run_prompt_hooks(hooks: tuple[Hook, ...], prompt: str, where: HookEnv)
     return PromptOutcome(None, tuple(context), tuple(failures))
 
 
-async def run_stop_hooks(hooks: tuple[Hook, ...], active: bool, text: str, where: HookEnv) -> StopOutcome:
-    """Run the Stop hooks when the model ends its turn: every one, their reasons to go on
-    joined; one that says ``continue: false`` lets the run end whatever the others say."""
+async def run_start_hooks(hooks: tuple[Hook, ...], source: str, model: str, where: HookEnv) -> PromptOutcome:
+    """Run the SessionStart hooks whose matcher matches ``source`` (``startup``, ``resume``,
+    ``compact``) before a dispatch's run: what they print (or ``additionalContext``) is
+    context for the model; they cannot block (exit 2 is reported, nothing more)."""
+    context: list[str] = []
+    failures: list[str] = []
+    for hook in hooks:
+        if hook.kind != "session_start" or not claude.event_matcher(hook.match)(source):
+            continue
+        ran = await _run(hook, where.claude_payload("SessionStart", source=source, model=model), where)
+        if ran.problem is None and ran.status == BLOCK_STATUS:
+            ran = _Ran(ran.status, "", "", f"hook {hook.command!r} exited with status 2: {ran.stderr[-500:]}")
+        if ran.problem is not None:
+            failures.append(ran.problem)
+            continue
+        answer, _ = _answer(hook, ran)
+        added = _specific(answer).get("additionalContext") if answer else ran.stdout
+        if isinstance(added, str) and added.strip():
+            context.append(added.strip())
+    return PromptOutcome(None, tuple(context), tuple(failures))
+
+
+@dataclass(frozen=True, slots=True)
+class Subagent:
+    """The sub-agent whose run ends, as SubagentStop hooks are told of it."""
+
+    #: The call that runs it (``agent_id``), its agent's name (``agent_type``, what the
+    #: matcher matches) and its own transcript.
+    id: str
+    type: str
+    transcript: str
+
+
+async def run_stop_hooks(
+    hooks: tuple[Hook, ...], active: bool, text: str, where: HookEnv, subagent: Subagent | None = None
+) -> StopOutcome:
+    """Run the Stop hooks when the model ends its turn (a sub-agent's: the SubagentStop
+    hooks that match its agent): every one, their reasons to go on joined; one that says
+    ``continue: false`` lets the run end whatever the others say."""
     reasons: list[str] = []
     failures: list[str] = []
     ending = False
     for hook in hooks:
-        if hook.kind != "stop":
+        if subagent is not None:
+            if hook.kind != "subagent_stop" or not claude.event_matcher(hook.match)(subagent.type):
+                continue
+            payload = where.claude_payload(
+                "SubagentStop",
+                stop_hook_active=active,
+                agent_id=subagent.id,
+                agent_type=subagent.type,
+                agent_transcript_path=subagent.transcript,
+                last_assistant_message=text,
+            )
+        elif hook.kind != "stop":
             continue
-        payload = where.claude_payload(hook.event or "Stop", stop_hook_active=active, last_assistant_message=text)
+        else:
+            payload = where.claude_payload(hook.event or "Stop", stop_hook_active=active, last_assistant_message=text)
         ran = await _run(hook, payload, where)
         if ran.problem is not None:
             failures.append(ran.problem)

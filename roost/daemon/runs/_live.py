@@ -48,11 +48,13 @@ async def live_run(
     mcp: McpManager | None,
     ledger: ProcessLedger | None,
     on_failure: Callable[[str], Awaitable[None]],
+    shown: tuple[str, ...] = (),
 ) -> AsyncIterator[LiveRun]:
     """``track``'s run while the block lasts: its MCP servers held, its sandbox (its
     caller's, when that one holds it: a sub-agent with the same policy; else its own, built
     at its first command, ``on_failure`` told why if it cannot be) and its nursery, kept on
-    it as its :class:`LiveRun`. A sub-agent's tool calls count with its caller's."""
+    it as its :class:`LiveRun`. A sub-agent's tool calls count with its caller's. Its own
+    sandbox shows its commands ``shown`` (the session's transcript), read-only."""
     plan = track.plan
     done = trio.Event()
     live: LiveRun | None = None
@@ -63,7 +65,7 @@ async def live_run(
     try:
         with mcp.hold(plan.mcp_servers) if mcp is not None and plan is not None else nullcontext():
             async with (
-                RunSandbox(own, cwd, ledger=ledger, on_failure=on_failure) if own is not None else nullcontext()
+                RunSandbox(own, cwd, ledger=ledger, on_failure=on_failure, shown=shown) if own is not None else nullcontext()
             ) as box, trio.open_nursery() as nursery:
                 sandbox = box if own is not None else (caller_box if confined is not None else None)
                 live = track.live = LiveRun(nursery, sandbox, done)

@@ -32,6 +32,7 @@ from roost.loop import (
     Submit,
 )
 
+from ..folder import _claude as claude
 from ..folder._agents import Agent
 from ..folder._config import ConfigError
 from ..folder._custom_commands import parse_invocation
@@ -263,6 +264,10 @@ class Planner:
         sandboxed = caller.settings.sandbox is not None
         confined = self.sandbox.confine(settled.sandbox) if sandboxed else None
         settings = self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox if sandboxed else None)
+        # SubagentStop hooks that match the agent are its Stop hooks.
+        settings = replace(settings, stop_hooks=any(
+            hook.kind == "subagent_stop" and claude.event_matcher(hook.match)(call.name) for hook in setup.hooks
+        ))
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
         layers = await self._layers(settled.agent, settings, setup)

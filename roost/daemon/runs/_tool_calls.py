@@ -33,13 +33,24 @@ from roost.loop import (
     safe_text,
 )
 
+from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
-from ._hooks import HookEnv, run_post_hooks, run_pre_hooks, run_prompt_hooks, run_stop_hooks
+from ._hooks import (
+    HookEnv,
+    PostOutcome,
+    Subagent,
+    run_post_hooks,
+    run_pre_hooks,
+    run_prompt_hooks,
+    run_start_hooks,
+    run_stop_hooks,
+)
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
+from ._transcript import Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +69,10 @@ class ToolCalls:
         ledger: ProcessLedger | None,
         publish: Callable[[dict[str, Any]], None],
         feed_result: FeedResult,
+        transcripts: Transcripts,
     ) -> None:
         self.tools = tools
+        self._transcripts = transcripts
         self._mcp = mcp
         self._ledger = ledger
         self._publish = publish
@@ -76,14 +89,30 @@ class ToolCalls:
         cwd = session.state.cwd
         root = plan.setup.root if plan is not None and plan.setup is not None else cwd
         environ = plan.tool_environ if plan is not None else None
-        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox)
+        transcript = self._transcripts.path(session.id)
+        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript)
+
+    async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
+        """Before Claude Code hooks run: the transcript they are given holds every event
+        stored so far."""
+        if any(hook.event is not None for hook in hooks):
+            await self._transcripts.sync(session.id)
 
     async def task_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """:meth:`prompt_hooks` for the task of a run not started yet: a project's hooks run
-        in a sandbox of their own."""
+        """The SessionStart hooks, then :meth:`prompt_hooks`, for the task of a run not
+        started yet: what both add, and which failed; a project's hooks run in a sandbox of
+        their own."""
         confined = plan.confinement
-        async with RunSandbox(confined, session.state.cwd, ledger=self._ledger) if confined else nullcontext() as box:
-            return await self.prompt_hooks(session, plan, text, box)
+        shown = (await self._transcripts.sync(session.id),)
+        async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
+            state = session.state
+            source = "startup" if state.last_run is None else "compact" if state.last_mode == "compact" else "resume"
+            where = self._where(session, plan, plan.settings.mode, box)
+            start = await run_start_hooks(plan.hooks, source, plan.settings.model, where)
+            if start.failures:
+                log.warning("session %s: %s", session.id, "; ".join(start.failures))
+            context, failures = await self.prompt_hooks(session, plan, text, box)
+            return start.context + context, start.failures + failures
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
@@ -95,6 +124,7 @@ class ToolCalls:
             PromptBlocked: a hook refused the text.
         """
         where = self._where(session, plan, plan.settings.mode, sandbox)
+        await self._current(session, plan.hooks)
         prompt = await run_prompt_hooks(plan.hooks, text, where)
         if prompt.failures:
             log.warning("session %s: %s", session.id, "; ".join(prompt.failures))
@@ -120,6 +150,7 @@ class ToolCalls:
         hooks = plan.hooks
         async with Held(live.tool_limiter):
             started = time.monotonic()
+            await self._current(session, hooks)
             pre = await run_pre_hooks(hooks, call, where)
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
@@ -147,7 +178,8 @@ class ToolCalls:
                     result = await self.tools.call(effect.name, input, ctx)
                 if pre.input is not None:
                     result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            post = await run_post_hooks(hooks, call, result, where)
+            # Post hooks see calls that ran: a blocked one has no result of its own.
+            post = await run_post_hooks(hooks, call, result, where) if pre.blocked is None else PostOutcome(result)
             result = post.result
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
         failures = pre.failures + post.failures
@@ -192,7 +224,13 @@ class ToolCalls:
     async def stop_hooks(self, session: Session, track: Track, effect: RunStopHooks) -> None:
         """The Stop hooks, once the model has ended its turn."""
         hooks = track.plan.hooks if track.plan is not None else ()
-        outcome = await run_stop_hooks(hooks, effect.active, effect.text, self.hook_env(session, track))
+        await self._current(session, hooks)
+        run = track.state.run
+        subagent = None
+        if track.path and run is not None:
+            call = track.path[-1]
+            subagent = Subagent(call, run.settings.agent, self._transcripts.path(session.id, call))
+        outcome = await run_stop_hooks(hooks, effect.active, effect.text, self.hook_env(session, track), subagent)
         if outcome.failures:
             log.warning("session %s: %s", session.id, "; ".join(outcome.failures))
         answer = StopHooksFinished(time.time(), outcome.reason, outcome.failures)

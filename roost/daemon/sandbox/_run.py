@@ -93,6 +93,8 @@ class RunSandbox:
         ledger: records bwrap's process group while it runs.
         on_failure: told, once, why the sandbox cannot be had (the run must end), before
             the spawn that needed it raises.
+        shown: files of the daemon's own its commands may read (the session's transcript,
+            which the daemon's folders hidden from them hold), read-only.
     """
 
     def __init__(
@@ -102,8 +104,10 @@ class RunSandbox:
         *,
         ledger: Ledger | None = None,
         on_failure: Callable[[str], Awaitable[None]] | None = None,
+        shown: tuple[str, ...] = (),
     ) -> None:
         self.confinement = confinement
+        self._shown = shown
         self.cwd = cwd
         self._ledger = ledger
         self._on_failure = on_failure
@@ -218,7 +222,11 @@ class RunSandbox:
                 self._restarts -= 1
                 log.warning("the sandbox of a run in %s ended before the run; building it again", self.cwd)
             try:
-                argv = self.confinement.argv([INTERPRETER, "-I", "-S", "-c", BOOT], self.cwd)
+                confinement = self.confinement
+                if self._shown:
+                    policy = confinement.policy
+                    confinement = replace(confinement, policy=replace(policy, readable=(*policy.readable, *self._shown)))
+                argv = confinement.argv([INTERPRETER, "-I", "-S", "-c", BOOT], self.cwd)
                 self._box = await _Box.start(argv)
             except SandboxUnavailable as exc:
                 raise await self._fail(str(exc)) from None
