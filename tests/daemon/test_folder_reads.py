@@ -23,14 +23,17 @@ from roost.protocol.trio_client import TrioClient, open_client
 
 from .conftest import events_until, finished, text, trust, user_dir, write, write_script
 
-#: Runs the daemon with every path it opens written to the log (argv[1]) as it opens it. The
-#: log is opened before the hook is installed, and written with os.write, which raises no
-#: audit event: the hook never sees its own writes.
+#: Runs the daemon with every path it opens for reading written to the log (argv[1]) as it
+#: opens it (what the daemon writes, such as a session's transcript, is not a read of the
+#: folder). The log is opened before the hook is installed, and written with os.write,
+#: which raises no audit event: the hook never sees its own writes.
 _COUNTING = """\
 import os, sys
 log = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
 def opened(event, args):
     if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        if isinstance(args[2], int) and args[2] & os.O_ACCMODE != os.O_RDONLY:
+            return
         os.write(log, os.fsencode(os.path.abspath(args[0])) + b"\\n")
 sys.addaudithook(opened)
 from roost.daemon.__main__ import main
@@ -54,7 +57,8 @@ class Opens:
         with self.path.open("rb") as log:
             log.seek(self._mark)
             paths = [os.fsdecode(line) for line in log.read().splitlines()]
-        return collections.Counter(p for p in paths if Path(p).is_relative_to(folder))
+        # Folders opened (to check and set their modes) are not files read.
+        return collections.Counter(p for p in paths if Path(p).is_relative_to(folder) and not Path(p).is_dir())
 
 
 @pytest.fixture

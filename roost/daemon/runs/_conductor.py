@@ -76,8 +76,6 @@ log = logging.getLogger(__name__)
 
 #: How long shutdown waits for aborted runs to wind down.
 SHUTDOWN_GRACE = 5.0
-#: Seconds between tries to store the end of a run that ended in memory only (a full disk).
-SETTLE_RETRY = 5.0
 
 
 class Conductor:
@@ -326,20 +324,11 @@ class Conductor:
         if first:
             note = Event("error", session.id, run, time.time(), {"message": why, "stored": False})
             self.fanout.publish(note.to_map())
-            self._nursery.start_soon(self._settle_later, session.id)
+            self._nursery.start_soon(self.sessions.settle_later, session.id)
 
     async def _settle(self, session: Session, why: str) -> None:
         """Store the end of a run that ended in memory only (see :meth:`_unstored`)."""
         await self.feed(session, RunFailed(why, time.time()))
-
-    async def _settle_later(self, session_id: str) -> None:
-        """Try to store a forgotten run's end now and then, until it is (or the daemon stops)."""
-        while session_id in self.sessions.unsettled:
-            await trio.sleep(SETTLE_RETRY)
-            try:
-                await self.sessions.get(session_id)
-            except StoreError:
-                continue
 
     def _perform(self, session: Session, track: Track, effects: tuple[Effect, ...]) -> None:
         live = track.live
@@ -385,8 +374,7 @@ class Conductor:
             if track.state.run is not None:
                 await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
-        transcript = self.transcripts.path(session.id)
-        shown = (transcript, transcript.removesuffix(".jsonl"))
+        shown = self.transcripts.shown(session.id)
         return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed, shown=shown)
 
 

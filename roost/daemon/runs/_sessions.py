@@ -39,6 +39,8 @@ from ._plan import RunPlan
 
 log = logging.getLogger(__name__)
 
+#: Seconds between tries to store the end of a run that ended in memory only (a full disk).
+SETTLE_RETRY = 5.0
 #: Events folded beyond a session's snapshot (about 7 ms of folding here) before a new one
 #: is written.
 SNAPSHOT_AFTER = 200
@@ -300,6 +302,16 @@ class SessionTable:
                     await self._settle(session, why)
                 self.unsettled.pop(session_id, None)
         return session
+
+    async def settle_later(self, session_id: str) -> None:
+        """Try now and then to load a session forgotten with its run's end unstored (which
+        settles it), until that works (or the daemon stops)."""
+        while session_id in self.unsettled:
+            await trio.sleep(SETTLE_RETRY)
+            try:
+                await self.get(session_id)
+            except StoreError:
+                continue
 
     def keep_snapshot(self, session: Session) -> None:
         """Write a snapshot of ``session`` in the background if it is idle and

@@ -77,6 +77,12 @@ class Transcripts:
         self._ends: dict[Path, tuple[str | None, int, str]] = {}
         self._caught_up: set[str] = set()
 
+    def shown(self, session: str) -> tuple[str, str]:
+        """What a run of ``session`` may read of the transcripts: its own file, and the
+        folder of its sub-agents'."""
+        transcript = self.path(session)
+        return transcript, transcript.removesuffix(".jsonl")
+
     def path(self, session: str, agent: str | None = None) -> str:
         """The transcript of ``session`` (or of its sub-agent ``agent``: a call id)."""
         if agent is None:
