@@ -22,7 +22,7 @@ _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items(
 @click.argument("task")
 @click.option("--session", "-s", help="Run in this session (id or unique prefix); default: a new one.")
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Run in this folder's last session.")
-@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model or an alias, e.g. scripted/demo or anthropic/claude-sonnet-4-6 (default: config default_model).  [env: ROOST_MODEL]")
+@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model, a Claude model name or alias, or a [models] alias, e.g. scripted/demo, anthropic/claude-sonnet-4-6, claude-opus-4-1-20250805, sonnet, opusplan (default: ANTHROPIC_MODEL, else config default_model).  [env: ROOST_MODEL]")
 @click.option("--cwd", metavar="DIR", help="Working directory of a new session (default: here; with --host, a folder there, relative to the home).")
 @click.option("--max-turns", type=click.IntRange(min=1), help="Model calls allowed in this run (default 12).")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Output tokens each reply may have (default: the agent's, else 8192).")
