@@ -42,7 +42,7 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
 @click.command()
 @click.argument("message", required=False)
 @click.option("--messages", "messages_file", type=click.File("r"), help="A JSON list of {role, content} messages ('-': stdin).")
-@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model.  [env: ROOST_MODEL]")
+@click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model, a Claude model name or alias (sonnet, ...).  [env: ROOST_MODEL]")
 @click.option("--system", help="System prompt.")
 @click.option("--tools", "tools_file", type=click.File("r"), help="A JSON list of {name, description, input_schema} offered to the model.")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Reply length limit.")

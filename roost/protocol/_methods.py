@@ -200,7 +200,7 @@ METHODS: tuple[Method, ...] = (
             Param("session", "str", doc="existing session (default: a new one)"),
             Param("agent", "str", doc="agent name (default: default); its model, mode, tools, limits"),
             Param("mode", "str", doc="plan, agent (default: approvals), full (no approvals) or exec"),
-            Param("model", "str", doc="provider/model"),
+            Param("model", "str", doc="provider/model, a Claude model name or alias (sonnet, opus, opusplan, ...)"),
             Param("cwd", "str", doc="working directory of a new session"),
             Param("max_turns", "int", doc="model calls allowed in this run"),
             Param("max_tokens", "int", doc="output tokens each reply may have (default: the agent's, else 8192)"),
@@ -235,7 +235,7 @@ METHODS: tuple[Method, ...] = (
         "`chat` id; no tools are run and nothing is stored.",
         (
             Param("messages", "list", True, "[{role, content: str | [blocks]}]"),
-            Param("model", "str", doc="provider/model"),
+            Param("model", "str", doc="provider/model, a Claude model name or alias (sonnet, opus, opusplan, ...)"),
             Param("system", "str", doc="system prompt"),
             Param("tools", "list", doc="[{name, description, input_schema}] offered to the model"),
             Param("max_tokens", "int"),

@@ -1,4 +1,5 @@
-"""Claude Code's names for roost's tools, inputs and models, and its hook matchers."""
+"""Claude Code's names for roost's tools and inputs, and its hook matchers (its model names:
+test_model_names)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import pytest
 
 from roost.daemon.folder._claude import (
     claude_input,
-    model_id,
     roost_input,
     roost_tool,
     tool_matcher,
@@ -62,10 +62,3 @@ def test_inputs_take_claude_codes_field_names_and_back():
 def test_claude_codes_tool_names_as_roosts():
     assert [roost_tool(n) for n in ("Read", "MultiEdit", "LS", "Agent", "TodoWrite")] == ["read", "edit", "glob", "task", "todo"]
     assert roost_tool("NotebookEdit") == "NotebookEdit"  # roost has none: reported, not renamed
-
-
-def test_models_go_by_roosts_ids():
-    # Tiers stay tiers: the config resolves them, so that [models] can map them.
-    assert model_id("haiku") == "haiku"
-    assert model_id("claude-opus-4-5") == "anthropic/claude-opus-4-5"
-    assert model_id("scripted/demo") == "scripted/demo"

@@ -3,7 +3,7 @@
     ---
     name: reviewer
     description: Reviews a change and reports problems; never edits.
-    model: anthropic/claude-sonnet-4-6     # or sonnet / opus / haiku / inherit
+    model: anthropic/claude-sonnet-4-6     # or a Claude name or alias (sonnet) / inherit
     mode: agent                            # plan | agent | full | exec
     tools: [read, grep, glob]              # allow list; may name MCP tools (server__*)
     max_turns: 20
@@ -21,8 +21,9 @@ of the same name overrides an earlier one and the built-in. Claude Code's sub-ag
 loads as it is: front matter that only its lenient reading accepts (an unquoted
 ``description:`` holding ``: ``), ``tools: Read, Grep``, its tool names (``WebFetch`` is
 ``web_fetch``, ``Task`` and ``Agent`` are ``task``, ``mcp__server__tool`` is
-``server__tool``), and its model tiers (``sonnet``, ``opus``, ``haiku``, resolved by the
-config: ``Config.alias``; ``inherit``: the caller's model). A file that cannot be used is
+``server__tool``), and its model names (``claude-opus-4-1-20250805``, ``sonnet``,
+``opusplan``, ...: read when the run is settled, see ``_models``; ``inherit``: the
+caller's model). A file that cannot be used is
 reported with its path (and line) and the others still load. Tool names roost has no tool
 for stay in the agent's list, and ``agents.list`` reports them (:func:`unknown_tools`); its
 runs go without them.
@@ -41,7 +42,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
-from roost.loop import Rule, RuleError, parse_rule
+from roost.loop import TASK, Rule, RuleError, parse_rule
 from roost.protocol import MODES
 
 from ..sandbox import MODES as SANDBOX_MODES
@@ -167,7 +168,8 @@ def unknown_tools(
     agent: Agent, tools: Collection[str], servers: Collection[str], agents: Collection[str]
 ) -> tuple[str, ...]:
     """The names in ``agent``'s tool list that are no tool a run could get: not one of
-    ``tools`` (the daemon's), not an agent of ``agents`` (a sub-agent), not on an MCP
+    ``tools`` (the daemon's), not ``task`` (the sub-agent tool, which the run's plan adds),
+    not an agent of ``agents`` (a sub-agent), not on an MCP
     server of ``servers`` (``server__tool``, ``server__*``, or a glob over servers)."""
     if agent.tools is None:
         return ()
@@ -175,7 +177,7 @@ def unknown_tools(
 
 
 def _known(name: str, tools: Collection[str], servers: Collection[str], agents: Collection[str]) -> bool:
-    if name in tools or name in agents:
+    if name in tools or name in agents or name == TASK:
         return True
     server, sep, _ = name.partition("__")
     if sep:
@@ -264,8 +266,9 @@ def _model(value: Any, where: str) -> str | None:
     if value is None or value == "inherit":
         return None
     if not isinstance(value, str):
-        raise AgentError(f"{where}model must be provider/model, or sonnet, opus, haiku, inherit")
-    # sonnet, opus and haiku stay as they are: the config resolves them (Config.alias).
+        raise AgentError(f"{where}model must be provider/model, a Claude model name or alias (sonnet, opus, ...), or inherit")
+    # Kept as written: every model name is read in one place, when the run is settled
+    # (Config.model_id: [models], Claude Code's aliases and variables).
     return value
 
 

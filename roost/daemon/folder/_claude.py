@@ -1,7 +1,8 @@
-"""Claude Code's names for what roost has: tools, their input fields, models, modes.
+"""Claude Code's names for what roost has: tools, their input fields, modes (its model
+names are read where every model name is: ``_models``).
 
 A hook script or a command written for Claude Code names things as Claude Code does
-(``Bash``, ``tool_input.file_path``, ``mcp__server__tool``, ``model: haiku``). This module
+(``Bash``, ``tool_input.file_path``, ``mcp__server__tool``). This module
 translates, both ways, so that such files work unchanged; it holds the tables and nothing
 else (pure functions, no IO).
 """
@@ -139,13 +140,6 @@ def roost_tool(name: str) -> str:
     """roost's name for the tool a Claude Code file names ``name`` (``Read`` -> ``read``);
     a name roost has no tool for, as it is."""
     return _ROOST_NAMES.get(name, name)
-
-
-def model_id(name: str) -> str:
-    """A model as a Claude Code file names it (``claude-sonnet-4-6``), as roost's
-    ``provider/model``. A tier (``haiku``) and an id with a ``/`` are taken as they are:
-    the config resolves tiers (``Config.alias``), so that ``[models]`` can map them."""
-    return f"anthropic/{name}" if "/" not in name and name.startswith("claude-") else name
 
 
 def permission_mode(mode: str) -> str:

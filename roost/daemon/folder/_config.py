@@ -107,6 +107,7 @@ from ._config_tables import (
     strings,
     table,
 )
+from ._models import ONE_M, model_id
 from ._project import project_config_file, user_config_file
 from ._reading import FolderFiles
 from ._scripts import shell_words
@@ -116,15 +117,6 @@ from ._trust import NO_TRUST, Script, Trust, Widening, digest
 BUILTIN_DEFAULT_MODEL = "anthropic/claude-sonnet-4-6"
 
 KINDS = ("anthropic", "openai", "scripted")
-
-#: Claude's model tiers, as Claude Code's agent files name them (``model: sonnet``), when
-#: no ``[models]`` alias of that name says otherwise.
-CLAUDE_TIERS: Mapping[str, str] = {
-    "sonnet": "anthropic/claude-sonnet-4-6",
-    "opus": "anthropic/claude-opus-4-5",
-    "haiku": "anthropic/claude-haiku-4-5",
-}
-
 
 #: The kinds of hooks config.toml has: before and after a tool call.
 HOOK_KINDS = ("pre_tool", "post_tool")
@@ -231,18 +223,24 @@ class Config:
     sandbox: SandboxConfig = SandboxConfig()
     project_sandbox: SandboxConfig | None = None
 
-    def alias(self, model_id: str) -> str:
-        """The model ``model_id`` names: a ``[models]`` alias, else a Claude tier
-        (``sonnet``, ``opus``, ``haiku``) as Anthropic's model, else itself. So
-        ``[models] sonnet = "openai/gpt-4o"`` runs Claude Code's agents without an
-        Anthropic key."""
-        return self.aliases.get(model_id) or CLAUDE_TIERS.get(model_id, model_id)
+    def model_id(self, name: str | None, environ: Mapping[str, str], *, plan: bool = False) -> str:
+        """The model ``name`` names (None: the one used when nothing names one), with
+        ``[models]``, Claude Code's aliases and ``environ``'s variables (see ``_models``).
+        So ``[models] sonnet = "openai/gpt-4o"`` runs Claude Code's agents without an
+        Anthropic key.
+
+        Raises:
+            ModelNameError: the names lead in a circle.
+        """
+        return model_id(name, self.aliases, self.default_model, environ, plan=plan)
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None
         (no compaction)."""
         if model_id in self.context_windows:
             return self.context_windows[model_id]
+        if model_id.endswith(ONE_M):
+            return 1_000_000
         return BUILTIN_WINDOWS.get(model_id.split("/", 1)[0])
 
     def all_guardrails(self) -> tuple[Guardrail, ...]:

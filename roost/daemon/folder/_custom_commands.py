@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._claude import model_id
 from ._project import FrontMatterError, claude_user_dir, split_front_matter
 from ._reading import FolderFiles
 from ._trust import NO_TRUST, Trust
@@ -221,7 +220,7 @@ def _parse(name: str, data: bytes, source: str, scope: str) -> CustomCommand:
         body=body,
         description=str(meta.get("description") or first[:100]),
         argument_hint=str(meta.get("argument-hint") or ""),
-        model=model_id(model) if isinstance(model, str) and model != "inherit" else None,
+        model=model if isinstance(model, str) and model != "inherit" else None,
         allowed_tools=tuple(str(t) for t in tools) if isinstance(tools, (list, tuple)) else (),
         source=source,
         scope=scope,

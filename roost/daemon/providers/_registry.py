@@ -1,7 +1,8 @@
 """Model ids to providers: ``provider/model`` resolved against the configuration.
 
-Resolution: a whole-id alias (``[models]``, or a Claude tier: ``Config.alias``) first, then
-the provider's own model aliases.
+Resolution: the name as ``folder._models`` reads it (``[models]``, Claude Code's aliases,
+names and variables: ``Config.model_id``), then the provider's own model aliases. A Claude
+model with ``[1m]`` is sent without it, with the 1M-context beta header.
 Providers are built on first use and shared by every session; one instance per distinct
 setting (name, kind, URL, key, headers, timeout, retries), so an edited config gets a fresh
 client while the old one serves the runs that began with it. The Anthropic SDK costs most
@@ -12,11 +13,15 @@ from __future__ import annotations
 
 import gc
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..folder._config import Config, Price, ProviderConfig
+from ..folder._models import ONE_M, ModelNameError
 from ._base import Provider, ProviderUnavailable
+
+#: The beta that gives a Claude model its 1M-token context window (Claude Code's ``[1m]``).
+_CONTEXT_1M = "context-1m-2025-08-07"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +31,8 @@ class Resolved:
     provider: Provider
     #: The model's name at its provider.
     model: str
-    #: The canonical id, ``provider/model``, after aliases.
+    #: The canonical id, ``provider/model``, after aliases (``[1m]`` kept: it is another
+    #: window and price).
     model_id: str
     config: ProviderConfig
     price: Price | None
@@ -38,15 +44,22 @@ class ProviderRegistry:
     def __init__(self) -> None:
         self._providers: dict[tuple[Any, ...], Provider] = {}
 
-    def resolve(self, model_id: str, config: Config, environ: Mapping[str, str] = os.environ) -> Resolved:
-        """The provider for ``model_id`` under ``config``, with its key from ``environ``
-        (the dispatching client's environment; the key stays in this process's memory).
+    def resolve(
+        self, named: str | None, config: Config, environ: Mapping[str, str] = os.environ, *, plan: bool = False
+    ) -> Resolved:
+        """The provider for the model ``named`` names under ``config`` (None: the one used
+        when nothing names one; ``plan``: the run is in plan mode, for ``opusplan``), with
+        its key from ``environ`` (the dispatching client's environment, whose variables
+        also name models; the key stays in this process's memory).
 
         Raises:
             ProviderUnavailable: malformed id, unknown provider, or a provider that cannot
                 be used as configured (for one that needs a key: the key is not set).
         """
-        model_id = config.alias(model_id)
+        try:
+            model_id = config.model_id(named, environ, plan=plan)
+        except ModelNameError as exc:
+            raise ProviderUnavailable(str(exc)) from None
         name, sep, model = model_id.partition("/")
         if not sep or not name or not model:
             raise ProviderUnavailable(
@@ -59,6 +72,11 @@ class ProviderRegistry:
                 f"unknown provider {name!r} (configured: {', '.join(sorted(config.providers))})"
             )
         model = entry.models.get(model, model)
+        canonical = f"{name}/{model}"
+        if entry.kind == "anthropic" and model.endswith(ONE_M):
+            model = model[: -len(ONE_M)]
+            beta = ",".join(filter(None, (entry.headers.get("anthropic-beta"), _CONTEXT_1M)))
+            entry = replace(entry, headers={**entry.headers, "anthropic-beta": beta})
         key = entry.api_key(environ)
         if entry.needs_key() and key is None:
             # Checked before building: no SDK import, no network, a clear reason.
@@ -73,7 +91,6 @@ class ProviderRegistry:
             # Its SDK's modules (the Anthropic one: ~0.9 s of imports, most of the daemon's
             # objects) are never scanned by the cycle collector again; see __main__.
             gc.freeze()
-        canonical = f"{name}/{model}"
         return Resolved(provider, model, canonical, entry, config.prices.get(canonical))
 
     def usable(self, entry: ProviderConfig, environ: Mapping[str, str] = os.environ) -> tuple[bool, str]:

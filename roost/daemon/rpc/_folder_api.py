@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 import trio
 
 from roost.protocol import MODES, ErrorCode, RpcError
 
 from ..folder._agents import Agent, unknown_tools
+from ..folder._config import Config
+from ..folder._models import ModelNameError
 from ..folder._prompt import compose, render
 from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
@@ -104,13 +106,14 @@ class FolderApi(ApiPart):
         return {"ok": status["state"] == "ready", "server": status}
 
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        setup = await self._folder(checked_cwd(params.get("cwd")), client_environ(params))
+        environ = client_environ(params)
+        setup = await self._folder(checked_cwd(params.get("cwd")), environ)
         found = setup.agents
         tools = self.conductor.planner.tools.names()
         servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
         def listed(agent: Agent) -> dict[str, Any]:
-            model = setup.config.alias(agent.model) if agent.model else None
+            model = _model_id(agent, setup.config, environ)
             unknown = unknown_tools(agent, tools, servers, found.agents)
             return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
 
@@ -231,3 +234,14 @@ def _trust_listing(store: TrustStore) -> list[dict[str, Any]]:
             files.append({"path": path, "digest": recorded, "current": current, "missing": not os.path.lexists(path)})
         out.append({**record, "files": files})
     return out
+
+
+def _model_id(agent: Agent, config: Config, environ: Mapping[str, str]) -> str | None:
+    """The model ``agent`` runs on as ``config`` and the client's variables name it (None:
+    its caller's; a name that leads in a circle: as written, its run says why)."""
+    if not agent.model:
+        return None
+    try:
+        return config.model_id(agent.model, environ, plan=agent.mode == "plan")
+    except ModelNameError:
+        return agent.model

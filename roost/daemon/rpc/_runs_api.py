@@ -173,7 +173,7 @@ class RunsApi(ApiPart):
 
     def _resolve(self, model: str | None, config: Config, environ: Mapping[str, str]) -> Resolved:
         try:
-            return self.conductor.planner.providers.resolve(model or config.default_model, config, environ)
+            return self.conductor.planner.providers.resolve(model, config, environ)
         except ProviderUnavailable as exc:
             raise RpcError(ErrorCode.MODEL_UNAVAILABLE, exc.message) from None
 

@@ -174,13 +174,16 @@ class Planner:
 
         return await trio.to_thread.run_sync(load)
 
-    def resolve(self, model: str | None, setup: FolderSetup, environ: Mapping[str, str]) -> Resolved:
-        """``model`` (None: the config's default) resolved under the folder's config.
+    def resolve(
+        self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
+    ) -> Resolved:
+        """``model`` (None: the one used when nothing names one) resolved under the folder's
+        config and ``environ``'s variables (``plan``: for a run in plan mode).
 
         Raises:
             ProviderError: its provider cannot be used here (ProviderUnavailable).
         """
-        return self.providers.resolve(model or setup.config.default_model, setup.config, environ)
+        return self.providers.resolve(model, setup.config, environ, plan=plan)
 
     async def dispatch(self, request: Dispatch) -> RunPlan:
         """The plan of a client's dispatch.
@@ -196,7 +199,7 @@ class Planner:
             settled = settle(
                 setup,
                 asked,
-                resolve=lambda model: self.resolve(model, setup, request.environ),
+                resolve=lambda model, plan: self.resolve(model, setup, request.environ, plan),
                 holds=self.sandbox.holds,
             )
         except SettingsError as exc:
@@ -253,7 +256,7 @@ class Planner:
             settled = settle(
                 setup,
                 Asked(agent=call.name),
-                resolve=lambda model: self.resolve(model, setup, caller.environ),
+                resolve=lambda model, plan: self.resolve(model, setup, caller.environ, plan),
                 caller=caller,
             )
         except (SettingsError, ProviderError) as exc:
@@ -345,7 +348,7 @@ class Planner:
             settled = settle(
                 setup,
                 Asked(model=request.model or UNSET),
-                resolve=lambda model: self.resolve(model, setup, request.environ),
+                resolve=lambda model, plan: self.resolve(model, setup, request.environ, plan),
             )
         except SettingsError as exc:
             raise PlanError(str(exc)) from None

@@ -143,8 +143,10 @@ class Caller(Protocol):
     def sandbox(self) -> SandboxPolicy: ...
 
 
-#: Resolves a model id under a folder's config (with the client's keys).
-Resolve = Callable[[str | None], Resolved]
+#: Resolves a model name under a folder's config (with the client's keys and variables);
+#: None is the model used when nothing names one, the flag says the run is in plan mode
+#: (``opusplan`` is Opus there).
+Resolve = Callable[[str | None, bool], Resolved]
 
 
 def settle(
@@ -170,8 +172,8 @@ def settle(
     if caller is None:
         if _first(asked.model, None) is None:
             _own_model(agent)
-        model = resolve(_first(asked.model, agent.model, None))
         mode = _first(asked.mode, agent.mode, setup.claude.default_mode, MODE)
+        model = resolve(_first(asked.model, agent.model, None), mode == "plan")
         # None from the dispatch is "off", said: it beats the agent's budget.
         think = agent.think if asked.think is UNSET else asked.think
         rules = [*config.rules, *setup.claude.rules, *agent.rules, *_rules(asked)]
@@ -193,14 +195,14 @@ def settle(
         depth = 0
     else:
         _own_model(agent)
+        was = caller.settings
+        mode = was.subagent_mode(agent.mode)
         if agent.model:
-            model = resolve(agent.model)
+            model = resolve(agent.model, mode == "plan")
         elif caller.model is not None:
             model = caller.model
         else:
             raise SettingsError("its caller's model cannot be used after the restart")
-        was = caller.settings
-        mode = was.subagent_mode(agent.mode)
         think = agent.think if agent.think is not None else was.think
         sandbox = caller.sandbox.narrowed(agent.sandbox, agent.source)
         policy = replace(was.policy, rules=was.policy.rules + agent.rules)
