@@ -137,13 +137,15 @@ async def test_a_sub_agent_shares_its_callers_sandbox_unless_its_own_is_narrower
 
 async def test_a_stuck_spawner_is_killed_with_its_sandbox_and_the_run_goes_on(client: TrioClient, project: Path) -> None:
     # Stopped, the spawner cannot end the command the timeout kills: the whole sandbox is.
-    stuck = bash("echo x > /tmp/lost; kill -STOP 2; sleep 30", timeout=0.5)
+    # It stops the spawner only once the spawner has had time to say the command started
+    # (stopped before that, the command is reported not run: a different story).
+    stuck = bash("sleep 0.5; echo x > /tmp/lost; kill -STOP 2; sleep 30", timeout=1.5)
     # About 3 s (KILL_GRACE, then a new sandbox); the bound only catches a hang, on a
     # machine as loaded as CI's can be.
     with trio.fail_after(30):
         events = await run(client, project, [stuck], [bash("cat /tmp/lost")])
     killed, then = results(events)
-    assert killed["is_error"] and "[killed: timed out after 0.5 s]" in killed["result"]
+    assert killed["is_error"] and "[killed: timed out after 1.5 s]" in killed["result"]
     assert "/tmp/lost: No such file or directory" in then["result"]  # a new sandbox
     assert events[-1]["reason"] == "done"
 
