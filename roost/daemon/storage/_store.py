@@ -29,11 +29,8 @@ seqs and fold as if it had been copied. A fork of a fork chains. A session with 
 cannot be deleted (the foreign key restricts it).
 
 Error handling:
-    What SQLite and the file system report is translated here, once::
-
-        StoreError        the database cannot do what was asked (the message names the file)
-        ├── StoreFull     the disk (or quota) holding it is full
-        └── StoreDamaged  the file is not a database, or is malformed
+    What SQLite and the file system report is translated once, into :class:`StoreError`,
+    :class:`StoreFull` or :class:`StoreDamaged` (see ``_errors.py``).
 
     A commit that fails stores nothing of its appends (the transaction is rolled back, the
     file stays whole) and gives their seq numbers back; the appends batched with it are
@@ -44,10 +41,8 @@ Error handling:
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
-import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +55,9 @@ from roost.protocol import pack
 
 from .._paths import private_opener
 from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
+from ._errors import StoreDamaged, StoreError, StoreFull, set_aside, store_error
+
+__all__ = ["MIGRATIONS", "EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
 
 _T = TypeVar("_T")
 
@@ -137,63 +135,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m003_blobs", _m003_blobs),
     ("m004_snapshots", _m004_snapshots),
 ]
-
-#: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
-#: some writes that found no room, such as growing the -shm file, as I/O errors).
-_NEARLY_FULL = 1 << 20
-
-
-class StoreError(Exception):
-    """The database cannot do what was asked; the message says why, naming the file."""
-
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class StoreFull(StoreError):
-    """The disk (or the quota) holding the database is full: nothing was stored."""
-
-
-class StoreDamaged(StoreError):
-    """The database file is not a database, or is malformed."""
-
-
-def store_error(exc: sqlite3.Error | OSError, path: Path) -> StoreError:
-    """What SQLite or the file system said, as a :class:`StoreError` about ``path``."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    detail = str(exc) if isinstance(exc, sqlite3.Error) else (exc.strerror or str(exc))
-    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or primary == sqlite3.SQLITE_FULL
-    if full or (primary == sqlite3.SQLITE_IOERR and _nearly_full(path)):
-        return StoreFull(path, f"the disk holding the database {path} is full ({detail}); free some space there")
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        return StoreDamaged(path, f"the database {path} is damaged ({detail})")
-    return StoreError(path, f"the database {path} cannot be used ({detail})")
-
-
-def _nearly_full(path: Path) -> bool:
-    try:
-        info = os.statvfs(path.parent)
-    except OSError:
-        return False
-    return info.f_bavail * info.f_frsize < _NEARLY_FULL
-
-
-def set_aside(path: Path) -> Path:
-    """Move the damaged database ``path`` (and its ``-wal`` and ``-shm`` files) aside, to
-    ``<name>.corrupt-<time>``, never over an existing file; return where it went."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while any(os.path.lexists(f"{aside}{suffix}") for suffix in ("", "-wal", "-shm")):
-        n += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(f"{path}{suffix}", f"{aside}{suffix}")
-    return aside
-
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
