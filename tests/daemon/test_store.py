@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from roost.daemon.storage._store import MIGRATIONS, EventStore, StoreDamaged, StoreFull, set_aside
+from roost.daemon.storage._schema import MIGRATIONS
+from roost.daemon.storage._store import EventStore, StoreDamaged, StoreFull, set_aside
 from roost.loop import Event
 from tests._disk import fill
 

@@ -19,7 +19,7 @@ in ``blobs``, and referenced from the events that hold them (``blob_refs``); eve
 gets them back in place (see ``_blobs.py``). A blob nothing refers to any more (its
 sessions were pruned) is removed by :meth:`EventStore.collect_garbage`.
 
-Migrations are numbered and named; applied names are recorded in ``_migrations``.
+The tables, their numbered migrations and how a connection is opened: ``_schema.py``.
 
 Forks share what they do not change. A fork's row names its parent and ``forked_at``, the
 last seq of the parent's history it starts from; only the fork's own events (numbered from
@@ -40,101 +40,29 @@ Error handling:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import trio
 
 from roost.loop import Event
 from roost.protocol import pack
 
-from .._paths import private_opener
 from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
 from ._errors import StoreDamaged, StoreError, StoreFull, set_aside, store_error
+from ._schema import LAST_ACTIVE, connect, make_private, migrate, transaction
 
-__all__ = ["MIGRATIONS", "EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
+__all__ = ["EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
 
 _T = TypeVar("_T")
 
 #: Rows committed between two checkpoints (SQLite's own default is every ~1,000 WAL pages).
 CHECKPOINT_ROWS = 2000
 
-
-def _m001_initial(db: sqlite3.Connection) -> None:
-    db.execute(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT NOT NULL, created REAL NOT NULL)"
-    )
-    db.execute(
-        """CREATE TABLE events (
-            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            run TEXT,
-            type TEXT NOT NULL,
-            ts REAL NOT NULL,
-            body BLOB NOT NULL,
-            PRIMARY KEY (session, seq)
-        ) WITHOUT ROWID"""
-    )
-    db.execute("CREATE INDEX events_type ON events(type, session)")
-
-
-def _m002_forks(db: sqlite3.Connection) -> None:
-    # A fork names its parent and the last seq of the parent's history it shares; its own
-    # events are numbered after that seq. RESTRICT: the parent's events are the fork's
-    # history, so a session with forks cannot be deleted (delete its forks first).
-    db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT REFERENCES sessions(id) ON DELETE RESTRICT")
-    db.execute("ALTER TABLE sessions ADD COLUMN forked_at INTEGER")
-    db.execute("CREATE INDEX sessions_parent ON sessions(parent)")
-
-
-def _m003_blobs(db: sqlite3.Connection) -> None:
-    # A text (UTF-8, zlib-compressed when smaller) by its SHA-256; and which events refer
-    # to which texts, so that what nothing refers to can be found (seq 0: not an event,
-    # the session's own record, such as its snapshot).
-    db.execute(
-        """CREATE TABLE blobs (
-            hash BLOB PRIMARY KEY,
-            size INTEGER NOT NULL,
-            zlib INTEGER NOT NULL,
-            data BLOB NOT NULL
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE blob_refs (
-            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            hash BLOB NOT NULL REFERENCES blobs(hash),
-            PRIMARY KEY (session, seq, hash)
-        ) WITHOUT ROWID"""
-    )
-    db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
-
-
-def _m004_snapshots(db: sqlite3.Connection) -> None:
-    # A session's state as of seq, as plain data (see roost.loop.snapshot), msgpack
-    # zlib-compressed, for the code whose snapshots are of that format; its long texts are
-    # blobs (blob_refs seq 0).
-    db.execute(
-        """CREATE TABLE snapshots (
-            session TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            format TEXT NOT NULL,
-            body BLOB NOT NULL
-        )"""
-    )
-
-
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
-    ("m001_initial", _m001_initial),
-    ("m002_forks", _m002_forks),
-    ("m003_blobs", _m003_blobs),
-    ("m004_snapshots", _m004_snapshots),
-]
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
@@ -217,12 +145,12 @@ class EventStore:
         opened: list[sqlite3.Connection] = []
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _make_private(path)
-            opened.append(writer := _connect(path))
+            make_private(path)
+            opened.append(writer := connect(path))
             writer.execute(f"PRAGMA synchronous={sync.upper()}")
-            _migrate(writer)
-            opened.append(reader := _connect(path))
-            opened.append(checkpointer := _connect(path))
+            migrate(writer)
+            opened.append(reader := connect(path))
+            opened.append(checkpointer := connect(path))
             return cls(path, writer, reader, checkpointer)
         except (sqlite3.Error, OSError) as exc:
             for db in opened:
@@ -307,7 +235,7 @@ class EventStore:
 
     def _commit(self, rows: list[tuple[Any, ...]]) -> None:
         db = self._writer
-        with _transaction(db):
+        with transaction(db):
             sessions = [r[1:] for r in rows if r[0] == "session"]
             events = [r[1:7] for r in rows if r[0] == "event"]
             if sessions:
@@ -548,7 +476,7 @@ class EventStore:
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
                  ORDER BY seq DESC LIMIT 1),
-                {_LAST_ACTIVE}
+                {LAST_ACTIVE}
                FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
             (only,) if only is not None else (),
         )
@@ -585,7 +513,7 @@ class EventStore:
         def delete(db: sqlite3.Connection) -> list[str]:
             gone = []
             sql = f"""DELETE FROM sessions WHERE id IN (
-                SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?
+                SELECT s.id FROM sessions s WHERE s.id = ? AND {LAST_ACTIVE} < ?
                 AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.parent = s.id))"""
             for session in sessions:
                 if db.execute(sql, (session, idle_since)).rowcount:
@@ -677,56 +605,6 @@ class EventStore:
                 raise store_error(exc, self.path) from exc
             except MissingBlob as exc:
                 raise StoreDamaged(self.path, f"the database {self.path} is damaged ({exc})") from exc
-
-
-def _make_private(path: Path) -> None:
-    # Made 0600 before SQLite opens it, because SQLite creates the -wal and -shm files with
-    # the database's mode. Ones left by a killed daemon are tightened too.
-    os.close(private_opener(os.fspath(path), os.O_RDWR | os.O_CREAT))
-    for leftover in (f"{path}-wal", f"{path}-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.close(private_opener(leftover, os.O_RDWR))
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    # Autocommit mode: transactions are explicit (see _transaction), DDL included.
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA foreign_keys=ON")
-    db.execute("PRAGMA busy_timeout=5000")
-    # No commit checkpoints: the store's own checkpointer does, beside the writer.
-    db.execute("PRAGMA wal_autocheckpoint=0")
-    return db
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL)")
-    done = {name for (name,) in db.execute("SELECT name FROM _migrations")}
-    for name, migration in MIGRATIONS:
-        if name in done:
-            continue
-        with _transaction(db):
-            migration(db)
-            db.execute("INSERT INTO _migrations VALUES (?, julianday('now'))", (name,))
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        # SQLite may have rolled back already (a full disk at COMMIT does): roll back only
-        # what is still open, and let the first error be the one reported.
-        if db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-        raise
-
-
-#: SQL: when the session ``s`` last did something: its last event's time, else its creation.
-_LAST_ACTIVE = "coalesce((SELECT ts FROM events e WHERE e.session = s.id ORDER BY seq DESC LIMIT 1), s.created)"
 
 
 def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:
