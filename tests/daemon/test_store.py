@@ -296,9 +296,9 @@ async def test_commits_never_checkpoint_and_the_store_checkpoints_beside_them(
     # SQLite's own checkpoint runs inside the commit that fills the WAL (~10 ms with its
     # fsync, and every run in that batch waits): the store's connections never do it, a
     # checkpointer of its own copies the WAL into the file beside the writer.
-    from roost.daemon.storage import _store
+    from roost.daemon.storage import _maintenance
 
-    monkeypatch.setattr(_store, "CHECKPOINT_ROWS", 50)
+    monkeypatch.setattr(_maintenance, "CHECKPOINT_ROWS", 50)
     db = tmp_path / "roost.db"
 
     async def body(store: EventStore) -> None:

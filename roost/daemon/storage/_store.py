@@ -8,11 +8,9 @@ connection (WAL lets them run beside the writer). The store's worker threads are
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
 calls, config reads) can keep it from committing.
 
-Checkpoints (copying the WAL into the database file, with an fsync) are never a commit's:
-SQLite's automatic one runs inside the commit that fills the WAL, and every run waiting on
-that batch waited ~10 ms with it. A third connection, on a thread of its own, checkpoints
-beside the writer (``PASSIVE``: it never blocks a commit) after every
-:data:`CHECKPOINT_ROWS` rows committed.
+The writer, its batches and their errors: ``_writer.py``. Checkpoints are never a
+commit's: a checkpointer beside the writer copies the WAL into the file; it and the store's
+other upkeep (snapshots, deletes, garbage) are in ``_maintenance.py``.
 
 Large texts of events (a tool's output, a file a call writes) are stored once, by content,
 in ``blobs``, and referenced from the events that hold them (``blob_refs``); every reader
@@ -32,10 +30,8 @@ Error handling:
     What SQLite and the file system report is translated once, into :class:`StoreError`,
     :class:`StoreFull` or :class:`StoreDamaged` (see ``_errors.py``).
 
-    A commit that fails stores nothing of its appends (the transaction is rolled back, the
-    file stays whole) and gives their seq numbers back; the appends batched with it are
-    committed again one by one, so that one that cannot be stored (a large one on a nearly
-    full disk) fails alone. Once there is room again, the next commit works.
+    A commit that fails stores nothing of its appends (see ``_writer.py``) and gives their
+    seq numbers back. Once there is room again, the next commit works.
 """
 
 from __future__ import annotations
@@ -52,17 +48,15 @@ import trio
 from roost.loop import Event
 from roost.protocol import pack
 
-from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
+from ._blobs import MissingBlob, decompress, unpack_body
 from ._errors import StoreDamaged, StoreError, StoreFull, set_aside, store_error
-from ._schema import LAST_ACTIVE, connect, make_private, migrate, transaction
+from ._maintenance import Checkpointer, collect_garbage, delete_idle, write_snapshot
+from ._schema import LAST_ACTIVE, connect, make_private, migrate
+from ._writer import Writer, event_row, session_row
 
 __all__ = ["EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
 
 _T = TypeVar("_T")
-
-#: Rows committed between two checkpoints (SQLite's own default is every ~1,000 WAL pages).
-CHECKPOINT_ROWS = 2000
-
 
 @dataclass(frozen=True, slots=True)
 class SessionRow:
@@ -103,15 +97,12 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self._checkpointer = checkpointer
-        self._checkpoint_due = trio.Event()
-        self._uncheckpointed = 0
-        self._read_lock = trio.Lock()
         # One thread commits, one reads (under _read_lock): two are all the store uses.
         self._threads = trio.CapacityLimiter(2)
+        self._checkpoints = Checkpointer(checkpointer)
+        self._commits = Writer(path, writer, self._threads, self._checkpoints.committed)
+        self._read_lock = trio.Lock()
         self._next_seq: dict[str, int] = {}
-        self._queue_send, self._queue_receive = trio.open_memory_channel[
-            tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
-        ](256)
         #: Forks: session -> (parent, forked_at).
         self._forks: dict[str, tuple[str, int]] = {}
         for session, parent, forked_at in writer.execute(
@@ -167,89 +158,13 @@ class EventStore:
         """Commit appended events in batches until the queue is closed, and checkpoint beside
         the commits. Never returns early."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_checkpoints)
-            task_status.started()
-            async with self._queue_receive:
-                async for first in self._queue_receive:
-                    batch = [first]
-                    while True:
-                        try:
-                            batch.append(self._queue_receive.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    # Once numbered, the rows must reach the disk even if the daemon is stopping.
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
-                    for _, done, _ in batch:
-                        done.set()
-                    self._uncheckpointed += sum(len(rows) for rows, _, _ in batch)
-                    if self._uncheckpointed >= CHECKPOINT_ROWS:
-                        self._uncheckpointed = 0
-                        self._checkpoint_due.set()
+            nursery.start_soon(self._checkpoints.run)
+            await self._commits.run(task_status=task_status)
             nursery.cancel_scope.cancel()
-
-    async def _run_checkpoints(self) -> None:
-        # On a thread outside the store's limiter: a checkpoint may take a while (it fsyncs),
-        # and neither a commit nor a read waits for it. One under way is waited for when the
-        # writer ends (it is bounded by the WAL), never left running on a closing connection.
-        limiter = trio.CapacityLimiter(1)
-        while True:
-            await self._checkpoint_due.wait()
-            self._checkpoint_due = trio.Event()
-            await trio.to_thread.run_sync(self._checkpoint, limiter=limiter)
-
-    def _checkpoint(self) -> None:
-        try:
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            # The next one catches up; a WAL that is not copied yet loses nothing.
-            pass
 
     def stop_writer(self) -> None:
         """Let the writer finish the queued batches and return."""
-        self._queue_send.close()
-
-    def _commit_batch(self, batch: list[tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]]) -> None:
-        """Commit a batch of appends in one transaction (blocking); when that fails, each
-        append alone, and record the error of each that fails."""
-        try:
-            self._commit([row for rows, _, _ in batch for row in rows])
-            return
-        except (sqlite3.Error, OSError) as exc:
-            if len(batch) == 1:
-                batch[0][2].append(store_error(exc, self.path))
-                return
-        failed: dict[str, StoreError] = {}
-        for rows, _, errors in batch:
-            # A session's later append must not be stored when its earlier one was not.
-            earlier = next((failed[s] for s in _sessions_of(rows) if s in failed), None)
-            if earlier is not None:
-                errors.append(type(earlier)(earlier.path, str(earlier)))
-                continue
-            try:
-                self._commit(rows)
-            except (sqlite3.Error, OSError) as exc:
-                error = store_error(exc, self.path)
-                errors.append(error)
-                failed.update((s, error) for s in _sessions_of(rows))
-
-    def _commit(self, rows: list[tuple[Any, ...]]) -> None:
-        db = self._writer
-        with transaction(db):
-            sessions = [r[1:] for r in rows if r[0] == "session"]
-            events = [r[1:7] for r in rows if r[0] == "event"]
-            if sessions:
-                db.executemany(
-                    "INSERT INTO sessions (id, cwd, created, parent, forked_at) VALUES (?, ?, ?, ?, ?)", sessions
-                )
-            if events:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
-            for row in rows:
-                if row[0] == "event" and row[7]:
-                    _store_blobs(db, row[1], row[2], row[7])
-                elif row[0] == "work":
-                    # Set, not added to: a batch that failed is committed again piece by piece.
-                    row[2][:] = [_do(row[1], db)]
+        self._commits.stop()
 
     async def create_session(
         self,
@@ -278,7 +193,7 @@ class EventStore:
         try:
             numbered, rows = self._number(first)
             self._next_seq[session] = start + len(numbered) + 1
-            await self._submit([("session", session, cwd, created, parent, forked_at if parent else None), *rows])
+            await self._commits.submit([session_row(session, cwd, created, parent, forked_at if parent else None), *rows])
         except BaseException:
             del self._next_seq[session]
             self._forks.pop(session, None)
@@ -303,7 +218,7 @@ class EventStore:
         before = {session: self._next_seq.get(session, 1) for session in last}
         self._next_seq.update(last)
         try:
-            await self._submit(rows)
+            await self._commits.submit(rows)
         except BaseException:
             for session, first in before.items():
                 if self._next_seq.get(session) == last[session]:
@@ -323,23 +238,8 @@ class EventStore:
             next_seq[event.session] = seq + 1
             event = event.numbered(seq)
             numbered.append(event)
-            body, blobs = pack_body(event.to_map())
-            rows.append(("event", event.session, seq, event.run, event.type, event.ts, body, blobs))
+            rows.append(event_row(event))
         return numbered, rows
-
-    async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
-        done = trio.Event()
-        errors: list[BaseException] = []
-        # Once numbered, the rows must reach the disk even if the caller is cancelled.
-        with trio.CancelScope(shield=True):
-            try:
-                # Without the scheduler pass of ``send``: the writer is woken either way.
-                self._queue_send.send_nowait((rows, done, errors))
-            except trio.WouldBlock:
-                await self._queue_send.send((rows, done, errors))
-            await done.wait()
-        if errors:
-            raise errors[0]
 
     def last_seq(self, session: str) -> int:
         """The highest seq stored (or queued) for ``session``; 0 if none."""
@@ -416,15 +316,7 @@ class EventStore:
         its earlier snapshot. Made and packed on the writer's thread (a long history is a
         lot to copy and hash); its long texts are stored once, as blobs."""
 
-        def write(db: sqlite3.Connection) -> None:
-            body, blobs = pack_body(state())
-            # A history is mostly text: compressed, it is a few bytes an event.
-            body = zlib.compress(body, 1)
-            db.execute("DELETE FROM blob_refs WHERE session = ? AND seq = 0", (session,))
-            db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (session, seq, format, body))
-            _store_blobs(db, session, 0, blobs)
-
-        await self._work(write)
+        await self._commits.work(lambda db: write_snapshot(db, session, seq, format, state))
 
     async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
         """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
@@ -456,17 +348,6 @@ class EventStore:
             return state, events
 
         return await self._read_with(read)
-
-    async def _work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """``work(writer)`` on the writer's thread, in a transaction of its own (or batched
-        with appends); its result.
-
-        Raises:
-            StoreError: it failed; nothing of it was committed.
-        """
-        out: list[_T] = []
-        await self._submit([("work", work, out)])
-        return out[0]
 
     async def sessions(self, only: str | None = None) -> list[SessionRow]:
         """Every session (or the one named ``only``) with its event count (a fork's counts
@@ -510,17 +391,7 @@ class EventStore:
         referred to stay until :meth:`collect_garbage`. The caller makes sure nothing
         appends to them."""
 
-        def delete(db: sqlite3.Connection) -> list[str]:
-            gone = []
-            sql = f"""DELETE FROM sessions WHERE id IN (
-                SELECT s.id FROM sessions s WHERE s.id = ? AND {LAST_ACTIVE} < ?
-                AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.parent = s.id))"""
-            for session in sessions:
-                if db.execute(sql, (session, idle_since)).rowcount:
-                    gone.append(session)
-            return gone
-
-        gone = await self._work(delete)
+        gone = await self._commits.work(lambda db: delete_idle(db, sessions, idle_since))
         for session in gone:
             self._next_seq.pop(session, None)
             self._forks.pop(session, None)
@@ -531,13 +402,7 @@ class EventStore:
         how many, and the bytes they took in the database (free pages, reused by later
         writes: the file keeps its size)."""
 
-        def collect(db: sqlite3.Connection) -> tuple[int, int]:
-            unreferenced = "FROM blobs WHERE hash NOT IN (SELECT hash FROM blob_refs)"
-            count, size = db.execute(f"SELECT count(*), coalesce(sum(length(data)), 0) {unreferenced}").fetchone()
-            db.execute(f"DELETE {unreferenced}")
-            return count, size
-
-        return await self._work(collect)
+        return await self._commits.work(collect_garbage)
 
     async def size(self) -> tuple[int, int]:
         """Bytes of the database file (with its write-ahead log), and of its free pages."""
@@ -605,30 +470,6 @@ class EventStore:
                 raise store_error(exc, self.path) from exc
             except MissingBlob as exc:
                 raise StoreDamaged(self.path, f"the database {self.path} is damaged ({exc})") from exc
-
-
-def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:
-    """``work(db)``; a bug in it fails that work (as SQLite's errors do), never the writer."""
-    try:
-        return work(db)
-    except (sqlite3.Error, OSError):
-        raise
-    except Exception as exc:
-        raise sqlite3.Error(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _sessions_of(rows: list[tuple[Any, ...]]) -> set[str]:
-    """The sessions whose records ``rows`` write (work of the writer's own writes none)."""
-    return {r[1] for r in rows if r[0] in ("session", "event")}
-
-
-def _store_blobs(db: sqlite3.Connection, session: str, seq: int, blobs: Sequence[Blob]) -> None:
-    """Store the texts an event (or a session's record: seq 0) refers to, each once."""
-    for blob in blobs:
-        if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (blob.digest,)).fetchone() is None:
-            data, compressed = compress(blob.data)
-            db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)", (blob.digest, len(blob.data), compressed, data))
-        db.execute("INSERT OR IGNORE INTO blob_refs VALUES (?, ?, ?)", (session, seq, blob.digest))
 
 
 def _read_events(
