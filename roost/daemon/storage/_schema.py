@@ -6,8 +6,8 @@ Migrations are numbered and named (:data:`MIGRATIONS`); applied names are record
 Every connection is in WAL mode (readers run beside the one writer), enforces foreign keys,
 waits for a lock rather than failing at once, and never checkpoints by itself: SQLite's
 automatic checkpoint runs inside the commit that fills the WAL, so the store checkpoints on
-a connection of its own instead, beside the writer. Transactions are explicit
-(:func:`transaction`), DDL included.
+a connection of its own, beside the writer (``_maintenance.py``). Transactions are
+explicit (:func:`transaction`), DDL included.
 """
 
 from __future__ import annotations
