@@ -1,15 +1,16 @@
 """The store's one writer: what is appended, committed in batches (group commit).
 
-Rows arrive numbered (see ``_numbering.py``); each caller queues its rows and waits. One
-task takes everything queued, commits it in a single transaction on a worker thread, and
-only then wakes the callers: an event is durable before anyone publishes it, and the runs
-appending at the same time share a commit (and its fsync). Once queued, rows reach the disk
-even if their caller, or the daemon, is cancelled: the wait and the commit are shielded.
+Events arrive numbered (``_numbering.py``) as rows (:func:`event_row`); each caller queues
+its rows and waits. One task takes everything queued, commits it in a single transaction
+on a worker thread, and only then wakes the callers: an event is durable before anyone
+publishes it, and the runs appending at the same time share a commit (and its fsync). Once
+queued, rows reach the disk even if their caller, or the daemon, is cancelled: the wait
+and the commit are shielded.
 
 Work of the store's own that writes (a snapshot, deleting sessions, collecting garbage:
 ``_maintenance.py``) goes through the same queue, in a transaction of its own or batched
 with appends, so there is never a second writer. After each batch the writer reports how
-many rows it committed (the checkpointer counts them); a commit never checkpoints.
+many rows it wrote (the checkpointer counts them); a commit never checkpoints.
 
 Error handling:
     A commit that fails stores nothing of its batch (the transaction is rolled back, the
