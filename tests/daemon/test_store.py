@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from roost.daemon.storage._store import MIGRATIONS, EventStore, StoreDamaged, StoreFull, set_aside
+from roost.daemon.storage._schema import MIGRATIONS
+from roost.daemon.storage._store import EventStore, StoreDamaged, StoreFull, set_aside
 from roost.loop import Event
 from tests._disk import fill
 
@@ -295,9 +296,9 @@ async def test_commits_never_checkpoint_and_the_store_checkpoints_beside_them(
     # SQLite's own checkpoint runs inside the commit that fills the WAL (~10 ms with its
     # fsync, and every run in that batch waits): the store's connections never do it, a
     # checkpointer of its own copies the WAL into the file beside the writer.
-    from roost.daemon.storage import _store
+    from roost.daemon.storage import _maintenance
 
-    monkeypatch.setattr(_store, "CHECKPOINT_ROWS", 50)
+    monkeypatch.setattr(_maintenance, "CHECKPOINT_ROWS", 50)
     db = tmp_path / "roost.db"
 
     async def body(store: EventStore) -> None:

@@ -10,8 +10,9 @@ final answer. The same text anywhere in the database is stored once. Readers get
 with the texts put back (:func:`unpack_body`), so nothing outside the store sees a
 reference.
 
-This module is pure (no SQL, no IO): the store (``_store.py``) keeps the texts in its
-``blobs`` table, zlib-compressed when that makes them smaller (:func:`compress`).
+This module is pure (no SQL, no IO): the store's writer (``_writer.py``) keeps the texts
+in its ``blobs`` table, zlib-compressed when that makes them smaller (:func:`compress`), and
+its reads (``_reads.py``) put them back.
 """
 
 from __future__ import annotations

@@ -8,211 +8,44 @@ connection (WAL lets them run beside the writer). The store's worker threads are
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
 calls, config reads) can keep it from committing.
 
-Checkpoints (copying the WAL into the database file, with an fsync) are never a commit's:
-SQLite's automatic one runs inside the commit that fills the WAL, and every run waiting on
-that batch waited ~10 ms with it. A third connection, on a thread of its own, checkpoints
-beside the writer (``PASSIVE``: it never blocks a commit) after every
-:data:`CHECKPOINT_ROWS` rows committed.
+:class:`EventStore` is the one face of the store; it opens the database, owns its three
+connections and hands each to the part that uses it:
 
-Large texts of events (a tool's output, a file a call writes) are stored once, by content,
-in ``blobs``, and referenced from the events that hold them (``blob_refs``); every reader
-gets them back in place (see ``_blobs.py``). A blob nothing refers to any more (its
-sessions were pruned) is removed by :meth:`EventStore.collect_garbage`.
-
-Migrations are numbered and named; applied names are recorded in ``_migrations``.
-
-Forks share what they do not change. A fork's row names its parent and ``forked_at``, the
-last seq of the parent's history it starts from; only the fork's own events (numbered from
-``forked_at + 1``) are stored under its id. Reading a fork's events reads its ancestors'
-up to those seqs, then its own, each with the fork's id in ``session``: the same history,
-seqs and fold as if it had been copied. A fork of a fork chains. A session with forks
-cannot be deleted (the foreign key restricts it).
+- ``_schema.py``: the tables, their numbered migrations, how a connection is opened;
+- ``_numbering.py``: each session's next seq, and where a fork's history is stored;
+- ``_writer.py``: the one writer (the queue, group commit, a failed batch retried piece by
+  piece);
+- ``_reads.py``: every read, on the reading connection, texts put back, forks resolved;
+- ``_maintenance.py``: the checkpointer beside the writer (no commit ever checkpoints),
+  snapshots, deleting sessions, collecting texts nothing refers to;
+- ``_errors.py``: what SQLite and the file system report, translated once; ``set_aside``;
+- ``_blobs.py``: how an event's body refers to its long texts, stored once by content.
 
 Error handling:
-    What SQLite and the file system report is translated here, once::
-
-        StoreError        the database cannot do what was asked (the message names the file)
-        ├── StoreFull     the disk (or quota) holding it is full
-        └── StoreDamaged  the file is not a database, or is malformed
-
-    A commit that fails stores nothing of its appends (the transaction is rolled back, the
-    file stays whole) and gives their seq numbers back; the appends batched with it are
-    committed again one by one, so that one that cannot be stored (a large one on a nearly
-    full disk) fails alone. Once there is room again, the next commit works.
+    Every read or write raises :class:`StoreError` (``_errors.py`` draws the tree:
+    :class:`StoreFull`, :class:`StoreDamaged`). A commit that fails stores nothing of its
+    appends (``_writer.py``) and gives their seq numbers back. Once there is room again,
+    the next commit works.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
 import sqlite3
-import time
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Sequence
 
 import trio
 
 from roost.loop import Event
-from roost.protocol import pack
 
-from .._paths import private_opener
-from ._blobs import Blob, MissingBlob, compress, decompress, pack_body, unpack_body
+from ._errors import StoreDamaged, StoreError, StoreFull, set_aside, store_error
+from ._maintenance import Checkpointer, collect_garbage, delete_idle, write_snapshot
+from ._numbering import Numbering
+from ._reads import Reader, SessionRow
+from ._schema import connect, make_private, migrate
+from ._writer import Writer, event_row, session_row
 
-_T = TypeVar("_T")
-
-#: Rows committed between two checkpoints (SQLite's own default is every ~1,000 WAL pages).
-CHECKPOINT_ROWS = 2000
-
-
-def _m001_initial(db: sqlite3.Connection) -> None:
-    db.execute(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT NOT NULL, created REAL NOT NULL)"
-    )
-    db.execute(
-        """CREATE TABLE events (
-            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            run TEXT,
-            type TEXT NOT NULL,
-            ts REAL NOT NULL,
-            body BLOB NOT NULL,
-            PRIMARY KEY (session, seq)
-        ) WITHOUT ROWID"""
-    )
-    db.execute("CREATE INDEX events_type ON events(type, session)")
-
-
-def _m002_forks(db: sqlite3.Connection) -> None:
-    # A fork names its parent and the last seq of the parent's history it shares; its own
-    # events are numbered after that seq. RESTRICT: the parent's events are the fork's
-    # history, so a session with forks cannot be deleted (delete its forks first).
-    db.execute("ALTER TABLE sessions ADD COLUMN parent TEXT REFERENCES sessions(id) ON DELETE RESTRICT")
-    db.execute("ALTER TABLE sessions ADD COLUMN forked_at INTEGER")
-    db.execute("CREATE INDEX sessions_parent ON sessions(parent)")
-
-
-def _m003_blobs(db: sqlite3.Connection) -> None:
-    # A text (UTF-8, zlib-compressed when smaller) by its SHA-256; and which events refer
-    # to which texts, so that what nothing refers to can be found (seq 0: not an event,
-    # the session's own record, such as its snapshot).
-    db.execute(
-        """CREATE TABLE blobs (
-            hash BLOB PRIMARY KEY,
-            size INTEGER NOT NULL,
-            zlib INTEGER NOT NULL,
-            data BLOB NOT NULL
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE blob_refs (
-            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            hash BLOB NOT NULL REFERENCES blobs(hash),
-            PRIMARY KEY (session, seq, hash)
-        ) WITHOUT ROWID"""
-    )
-    db.execute("CREATE INDEX blob_refs_hash ON blob_refs(hash)")
-
-
-def _m004_snapshots(db: sqlite3.Connection) -> None:
-    # A session's state as of seq, as plain data (see roost.loop.snapshot), msgpack
-    # zlib-compressed, for the code whose snapshots are of that format; its long texts are
-    # blobs (blob_refs seq 0).
-    db.execute(
-        """CREATE TABLE snapshots (
-            session TEXT PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            format TEXT NOT NULL,
-            body BLOB NOT NULL
-        )"""
-    )
-
-
-MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
-    ("m001_initial", _m001_initial),
-    ("m002_forks", _m002_forks),
-    ("m003_blobs", _m003_blobs),
-    ("m004_snapshots", _m004_snapshots),
-]
-
-#: Free bytes under which an I/O error of SQLite is taken for a full disk (SQLite reports
-#: some writes that found no room, such as growing the -shm file, as I/O errors).
-_NEARLY_FULL = 1 << 20
-
-
-class StoreError(Exception):
-    """The database cannot do what was asked; the message says why, naming the file."""
-
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-class StoreFull(StoreError):
-    """The disk (or the quota) holding the database is full: nothing was stored."""
-
-
-class StoreDamaged(StoreError):
-    """The database file is not a database, or is malformed."""
-
-
-def store_error(exc: sqlite3.Error | OSError, path: Path) -> StoreError:
-    """What SQLite or the file system said, as a :class:`StoreError` about ``path``."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    detail = str(exc) if isinstance(exc, sqlite3.Error) else (exc.strerror or str(exc))
-    full = (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or primary == sqlite3.SQLITE_FULL
-    if full or (primary == sqlite3.SQLITE_IOERR and _nearly_full(path)):
-        return StoreFull(path, f"the disk holding the database {path} is full ({detail}); free some space there")
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        return StoreDamaged(path, f"the database {path} is damaged ({detail})")
-    return StoreError(path, f"the database {path} cannot be used ({detail})")
-
-
-def _nearly_full(path: Path) -> bool:
-    try:
-        info = os.statvfs(path.parent)
-    except OSError:
-        return False
-    return info.f_bavail * info.f_frsize < _NEARLY_FULL
-
-
-def set_aside(path: Path) -> Path:
-    """Move the damaged database ``path`` (and its ``-wal`` and ``-shm`` files) aside, to
-    ``<name>.corrupt-<time>``, never over an existing file; return where it went."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
-    n = 1
-    while any(os.path.lexists(f"{aside}{suffix}") for suffix in ("", "-wal", "-shm")):
-        n += 1
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.rename(f"{path}{suffix}", f"{aside}{suffix}")
-    return aside
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRow:
-    """A session as listed: the fields ``sessions.list`` reports."""
-
-    id: str
-    cwd: str
-    created: float
-    events: int
-    last_status: str | None
-    #: The session this one was forked from, and the last seq of its history it shares.
-    parent: str | None = None
-    forked_at: int | None = None
-    #: When its own last event happened (when it was created, if it has none).
-    last_active: float = 0.0
-
-
-#: A seq above any a session will have (an open upper bound in queries).
-_NO_END = 1 << 62
+__all__ = ["EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
 
 
 class EventStore:
@@ -234,24 +67,12 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self._checkpointer = checkpointer
-        self._checkpoint_due = trio.Event()
-        self._uncheckpointed = 0
-        self._read_lock = trio.Lock()
-        # One thread commits, one reads (under _read_lock): two are all the store uses.
-        self._threads = trio.CapacityLimiter(2)
-        self._next_seq: dict[str, int] = {}
-        self._queue_send, self._queue_receive = trio.open_memory_channel[
-            tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]
-        ](256)
-        #: Forks: session -> (parent, forked_at).
-        self._forks: dict[str, tuple[str, int]] = {}
-        for session, parent, forked_at in writer.execute(
-            "SELECT id, parent, forked_at FROM sessions WHERE parent IS NOT NULL"
-        ):
-            self._forks[session] = (parent, forked_at)
-            self._next_seq[session] = forked_at + 1
-        for session, last in writer.execute("SELECT session, max(seq) FROM events GROUP BY session"):
-            self._next_seq[session] = last + 1
+        # One thread commits, one reads (one read at a time): two are all the store uses.
+        threads = trio.CapacityLimiter(2)
+        self._seqs = Numbering.read(writer)
+        self._checkpoints = Checkpointer(checkpointer)
+        self._commits = Writer(path, writer, threads, self._checkpoints.committed)
+        self._reads = Reader(path, reader, threads, self._seqs)
 
     @classmethod
     def open(cls, path: Path, *, sync: str = "normal") -> EventStore:
@@ -276,12 +97,12 @@ class EventStore:
         opened: list[sqlite3.Connection] = []
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _make_private(path)
-            opened.append(writer := _connect(path))
+            make_private(path)
+            opened.append(writer := connect(path))
             writer.execute(f"PRAGMA synchronous={sync.upper()}")
-            _migrate(writer)
-            opened.append(reader := _connect(path))
-            opened.append(checkpointer := _connect(path))
+            migrate(writer)
+            opened.append(reader := connect(path))
+            opened.append(checkpointer := connect(path))
             return cls(path, writer, reader, checkpointer)
         except (sqlite3.Error, OSError) as exc:
             for db in opened:
@@ -298,89 +119,15 @@ class EventStore:
         """Commit appended events in batches until the queue is closed, and checkpoint beside
         the commits. Never returns early."""
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._run_checkpoints)
-            task_status.started()
-            async with self._queue_receive:
-                async for first in self._queue_receive:
-                    batch = [first]
-                    while True:
-                        try:
-                            batch.append(self._queue_receive.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    # Once numbered, the rows must reach the disk even if the daemon is stopping.
-                    with trio.CancelScope(shield=True):
-                        await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
-                    for _, done, _ in batch:
-                        done.set()
-                    self._uncheckpointed += sum(len(rows) for rows, _, _ in batch)
-                    if self._uncheckpointed >= CHECKPOINT_ROWS:
-                        self._uncheckpointed = 0
-                        self._checkpoint_due.set()
+            nursery.start_soon(self._checkpoints.run)
+            await self._commits.run(task_status=task_status)
             nursery.cancel_scope.cancel()
-
-    async def _run_checkpoints(self) -> None:
-        # On a thread outside the store's limiter: a checkpoint may take a while (it fsyncs),
-        # and neither a commit nor a read waits for it. One under way is waited for when the
-        # writer ends (it is bounded by the WAL), never left running on a closing connection.
-        limiter = trio.CapacityLimiter(1)
-        while True:
-            await self._checkpoint_due.wait()
-            self._checkpoint_due = trio.Event()
-            await trio.to_thread.run_sync(self._checkpoint, limiter=limiter)
-
-    def _checkpoint(self) -> None:
-        try:
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error:
-            # The next one catches up; a WAL that is not copied yet loses nothing.
-            pass
 
     def stop_writer(self) -> None:
         """Let the writer finish the queued batches and return."""
-        self._queue_send.close()
+        self._commits.stop()
 
-    def _commit_batch(self, batch: list[tuple[list[tuple[Any, ...]], trio.Event, list[BaseException]]]) -> None:
-        """Commit a batch of appends in one transaction (blocking); when that fails, each
-        append alone, and record the error of each that fails."""
-        try:
-            self._commit([row for rows, _, _ in batch for row in rows])
-            return
-        except (sqlite3.Error, OSError) as exc:
-            if len(batch) == 1:
-                batch[0][2].append(store_error(exc, self.path))
-                return
-        failed: dict[str, StoreError] = {}
-        for rows, _, errors in batch:
-            # A session's later append must not be stored when its earlier one was not.
-            earlier = next((failed[s] for s in _sessions_of(rows) if s in failed), None)
-            if earlier is not None:
-                errors.append(type(earlier)(earlier.path, str(earlier)))
-                continue
-            try:
-                self._commit(rows)
-            except (sqlite3.Error, OSError) as exc:
-                error = store_error(exc, self.path)
-                errors.append(error)
-                failed.update((s, error) for s in _sessions_of(rows))
-
-    def _commit(self, rows: list[tuple[Any, ...]]) -> None:
-        db = self._writer
-        with _transaction(db):
-            sessions = [r[1:] for r in rows if r[0] == "session"]
-            events = [r[1:7] for r in rows if r[0] == "event"]
-            if sessions:
-                db.executemany(
-                    "INSERT INTO sessions (id, cwd, created, parent, forked_at) VALUES (?, ?, ?, ?, ?)", sessions
-                )
-            if events:
-                db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
-            for row in rows:
-                if row[0] == "event" and row[7]:
-                    _store_blobs(db, row[1], row[2], row[7])
-                elif row[0] == "work":
-                    # Set, not added to: a batch that failed is committed again piece by piece.
-                    row[2][:] = [_do(row[1], db)]
+    # -- writing -------------------------------------------------------------------------
 
     async def create_session(
         self,
@@ -398,21 +145,12 @@ class EventStore:
         With ``parent``, the session is a fork: its history is the parent's up to
         ``forked_at`` (shared, not copied), then ``first``, numbered from ``forked_at + 1``.
         """
-        if session in self._next_seq:
-            raise ValueError(f"session {session} exists")
-        if parent is not None and not 0 < forked_at <= self.last_seq(parent):
-            raise ValueError(f"session {parent} has no seq {forked_at} to fork at")
-        start = forked_at if parent is not None else 0
-        self._next_seq[session] = start + 1
-        if parent is not None:
-            self._forks[session] = (parent, forked_at)
+        numbered = self._seqs.add(session, first, parent, forked_at)
         try:
-            numbered, rows = self._number(first)
-            self._next_seq[session] = start + len(numbered) + 1
-            await self._submit([("session", session, cwd, created, parent, forked_at if parent else None), *rows])
+            record = session_row(session, cwd, created, parent, forked_at if parent else None)
+            await self._commits.submit([record, *map(event_row, numbered)])
         except BaseException:
-            del self._next_seq[session]
-            self._forks.pop(session, None)
+            self._seqs.forget(session)
             raise
         return numbered
 
@@ -425,213 +163,23 @@ class EventStore:
             StoreError: nothing was stored (:class:`StoreFull` when the disk is full); the
                 seq numbers were not used up.
         """
-        numbered, rows = self._number(events)
+        numbered = self._seqs.number(events)
+        rows = [event_row(event) for event in numbered]
         if not rows:
             return numbered
-        # Numbers are taken only once every row is packed, and given back if the commit
-        # fails: a failed append never leaves a gap in a session's seqs.
-        last = {e.session: e.seq + 1 for e in numbered if e.seq is not None}
-        before = {session: self._next_seq.get(session, 1) for session in last}
-        self._next_seq.update(last)
+        taken = self._seqs.take(numbered)
         try:
-            await self._submit(rows)
+            await self._commits.submit(rows)
         except BaseException:
-            for session, first in before.items():
-                if self._next_seq.get(session) == last[session]:
-                    self._next_seq[session] = first
+            self._seqs.give_back(taken)
             raise
         return numbered
-
-    def _number(self, events: Sequence[Event]) -> tuple[list[Event], list[tuple[Any, ...]]]:
-        """``events`` numbered after what each session has, and their rows (packed)."""
-        numbered = []
-        rows = []
-        next_seq: dict[str, int] = {}
-        for event in events:
-            if event.live:
-                raise ValueError(f"live event {event.type} cannot be stored")
-            seq = next_seq.get(event.session) or self._next_seq.get(event.session, 1)
-            next_seq[event.session] = seq + 1
-            event = event.numbered(seq)
-            numbered.append(event)
-            body, blobs = pack_body(event.to_map())
-            rows.append(("event", event.session, seq, event.run, event.type, event.ts, body, blobs))
-        return numbered, rows
-
-    async def _submit(self, rows: list[tuple[Any, ...]]) -> None:
-        done = trio.Event()
-        errors: list[BaseException] = []
-        # Once numbered, the rows must reach the disk even if the caller is cancelled.
-        with trio.CancelScope(shield=True):
-            try:
-                # Without the scheduler pass of ``send``: the writer is woken either way.
-                self._queue_send.send_nowait((rows, done, errors))
-            except trio.WouldBlock:
-                await self._queue_send.send((rows, done, errors))
-            await done.wait()
-        if errors:
-            raise errors[0]
-
-    def last_seq(self, session: str) -> int:
-        """The highest seq stored (or queued) for ``session``; 0 if none."""
-        return self._next_seq.get(session, 1) - 1
-
-    def session_count(self) -> int:
-        """How many sessions exist."""
-        return len(self._next_seq)
-
-    def has_session(self, session: str) -> bool:
-        """Whether the session exists."""
-        return session in self._next_seq
-
-    def parent(self, session: str) -> tuple[str, int] | None:
-        """The session ``session`` was forked from and the seq it was forked at (None: not
-        a fork)."""
-        return self._forks.get(session)
-
-    def _segments(self, session: str) -> list[tuple[str, int, int]]:
-        """Where ``session``'s history is stored: (session, after, upto) ranges of seqs,
-        oldest first, from its first ancestor down to itself."""
-        out = []
-        upto = _NO_END
-        node = session
-        while True:
-            link = self._forks.get(node)
-            after = link[1] if link is not None else 0
-            if upto > after:
-                out.append((node, after, upto))
-            if link is None:
-                return out[::-1]
-            upto = min(upto, after)
-            node = link[0]
-
-    async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
-        """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
-        stored apart put back; for a fork: its ancestors' up to where it forked, then its
-        own, all with ``session`` its id)."""
-        segments = self._segments(session)
-
-        def read(db: sqlite3.Connection) -> list[Event]:
-            rows, _, texts = _read_events(db, segments, since, limit)
-            out = []
-            for source, _, body in rows:
-                event = unpack_body(body, texts)
-                if source != session:
-                    event["session"] = session  # an ancestor's event, as the fork's own
-                out.append(Event.from_map(event))
-            return out
-
-        return await self._read_with(read)
-
-    async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
-        """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
-        as (seq, the event map in msgpack): what is sent to clients, as stored (packed
-        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
-        segments = self._segments(session)
-
-        def read(db: sqlite3.Connection) -> list[tuple[int, bytes]]:
-            rows, with_refs, texts = _read_events(db, segments, since, limit)
-            out = []
-            for source, seq, body in rows:
-                if seq in with_refs or source != session:
-                    event = unpack_body(body, texts)
-                    event["session"] = session
-                    body = pack(event)
-                out.append((seq, body))
-            return out
-
-        return await self._read_with(read)
 
     async def save_snapshot(self, session: str, seq: int, format: str, state: Callable[[], Any]) -> None:
         """Keep ``state()`` (plain data) as ``session``'s state as of ``seq``, in place of
         its earlier snapshot. Made and packed on the writer's thread (a long history is a
         lot to copy and hash); its long texts are stored once, as blobs."""
-
-        def write(db: sqlite3.Connection) -> None:
-            body, blobs = pack_body(state())
-            # A history is mostly text: compressed, it is a few bytes an event.
-            body = zlib.compress(body, 1)
-            db.execute("DELETE FROM blob_refs WHERE session = ? AND seq = 0", (session,))
-            db.execute("INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?)", (session, seq, format, body))
-            _store_blobs(db, session, 0, blobs)
-
-        await self._work(write)
-
-    async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
-        """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
-        and the stored events after it, whole (as :meth:`events` gives them)."""
-        segments = self._segments(session)
-
-        def read(db: sqlite3.Connection) -> tuple[Any, list[Event]]:
-            state, since = None, 0
-            row = db.execute(
-                "SELECT seq, body FROM snapshots WHERE session = ? AND format = ?", (session, format)
-            ).fetchone()
-            if row is not None:
-                since = row[0]
-                texts = {}
-                for digest, compressed, data in db.execute(
-                    """SELECT b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
-                       WHERE r.session = ? AND r.seq = 0""",
-                    (session,),
-                ):
-                    texts[digest] = decompress(data, bool(compressed))
-                state = unpack_body(zlib.decompress(row[1]), texts)
-            rows, _, texts = _read_events(db, segments, since, None)
-            events = []
-            for source, _, body in rows:
-                event = unpack_body(body, texts)
-                if source != session:
-                    event["session"] = session
-                events.append(Event.from_map(event))
-            return state, events
-
-        return await self._read_with(read)
-
-    async def _work(self, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """``work(writer)`` on the writer's thread, in a transaction of its own (or batched
-        with appends); its result.
-
-        Raises:
-            StoreError: it failed; nothing of it was committed.
-        """
-        out: list[_T] = []
-        await self._submit([("work", work, out)])
-        return out[0]
-
-    async def sessions(self, only: str | None = None) -> list[SessionRow]:
-        """Every session (or the one named ``only``) with its event count (a fork's counts
-        what it shares) and the reason its last run ended."""
-        rows = await self._read(
-            f"""SELECT s.id, s.cwd, s.created, s.parent, s.forked_at,
-                (SELECT count(*) FROM events e WHERE e.session = s.id),
-                (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
-                 ORDER BY seq DESC LIMIT 1),
-                {_LAST_ACTIVE}
-               FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
-            (only,) if only is not None else (),
-        )
-        out = []
-        for id, cwd, created, parent, forked_at, count, last, active in rows:
-            status = _unpack(last)["reason"] if last else None
-            if parent is not None:
-                count += forked_at
-                if status is None:
-                    status = await self._inherited_status(id)
-            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active))
-        return out
-
-    async def _inherited_status(self, session: str) -> str | None:
-        """The reason the last run a fork shares with its ancestors ended."""
-        for source, after, upto in reversed(self._segments(session)[:-1]):
-            rows = await self._read(
-                """SELECT body FROM events WHERE session = ? AND type = 'run.finished'
-                   AND seq > ? AND seq <= ? ORDER BY seq DESC LIMIT 1""",
-                (source, after, upto),
-            )
-            if rows:
-                return _unpack(rows[0][0])["reason"]
-        return None
+        await self._commits.work(lambda db: write_snapshot(db, session, seq, format, state))
 
     async def delete_sessions(self, sessions: Sequence[str], idle_since: float) -> list[str]:
         """Delete, in this order, those of ``sessions`` with no activity since
@@ -640,46 +188,63 @@ class EventStore:
         snapshots; return the ids deleted. Give forks before their parents. The texts they
         referred to stay until :meth:`collect_garbage`. The caller makes sure nothing
         appends to them."""
-
-        def delete(db: sqlite3.Connection) -> list[str]:
-            gone = []
-            sql = f"""DELETE FROM sessions WHERE id IN (
-                SELECT s.id FROM sessions s WHERE s.id = ? AND {_LAST_ACTIVE} < ?
-                AND NOT EXISTS (SELECT 1 FROM sessions f WHERE f.parent = s.id))"""
-            for session in sessions:
-                if db.execute(sql, (session, idle_since)).rowcount:
-                    gone.append(session)
-            return gone
-
-        gone = await self._work(delete)
+        gone = await self._commits.work(lambda db: delete_idle(db, sessions, idle_since))
         for session in gone:
-            self._next_seq.pop(session, None)
-            self._forks.pop(session, None)
+            self._seqs.forget(session)
         return gone
 
     async def collect_garbage(self) -> tuple[int, int]:
         """Remove the texts that nothing refers to any more (their sessions were deleted);
         how many, and the bytes they took in the database (free pages, reused by later
         writes: the file keeps its size)."""
+        return await self._commits.work(collect_garbage)
 
-        def collect(db: sqlite3.Connection) -> tuple[int, int]:
-            unreferenced = "FROM blobs WHERE hash NOT IN (SELECT hash FROM blob_refs)"
-            count, size = db.execute(f"SELECT count(*), coalesce(sum(length(data)), 0) {unreferenced}").fetchone()
-            db.execute(f"DELETE {unreferenced}")
-            return count, size
+    # -- what is known without reading ---------------------------------------------------
 
-        return await self._work(collect)
+    def last_seq(self, session: str) -> int:
+        """The highest seq stored (or queued) for ``session``; 0 if none."""
+        return self._seqs.last_seq(session)
+
+    def session_count(self) -> int:
+        """How many sessions exist."""
+        return self._seqs.count()
+
+    def has_session(self, session: str) -> bool:
+        """Whether the session exists."""
+        return self._seqs.has(session)
+
+    def parent(self, session: str) -> tuple[str, int] | None:
+        """The session ``session`` was forked from and the seq it was forked at (None: not
+        a fork)."""
+        return self._seqs.parent(session)
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def events(self, session: str, since: int = 0, limit: int | None = None) -> list[Event]:
+        """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
+        stored apart put back; for a fork: its ancestors' up to where it forked, then its
+        own, all with ``session`` its id)."""
+        return await self._reads.events(session, since, limit)
+
+    async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
+        """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
+        as (seq, the event map in msgpack): what is sent to clients, as stored (packed
+        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
+        return await self._reads.packed_events(session, since, limit)
+
+    async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
+        """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
+        and the stored events after it, whole (as :meth:`events` gives them)."""
+        return await self._reads.history(session, format)
+
+    async def sessions(self, only: str | None = None) -> list[SessionRow]:
+        """Every session (or the one named ``only``) with its event count (a fork's counts
+        what it shares) and the reason its last run ended."""
+        return await self._reads.sessions(only)
 
     async def size(self) -> tuple[int, int]:
         """Bytes of the database file (with its write-ahead log), and of its free pages."""
-
-        def measure(db: sqlite3.Connection) -> tuple[int, int]:
-            (page,) = db.execute("PRAGMA page_size").fetchone()
-            (free,) = db.execute("PRAGMA freelist_count").fetchone()
-            total = sum(os.path.getsize(f) for f in (self.path, f"{self.path}-wal") if os.path.exists(f))
-            return total, free * page
-
-        return await self._read_with(measure)
+        return await self._reads.size()
 
     async def open_runs(self) -> list[str]:
         """Sessions whose last run started and never finished (a daemon died mid-run).
@@ -688,163 +253,17 @@ class EventStore:
         starts and finishes inside its caller's run. A fork never shares an open run: one
         it was cut from ends among its own first events.
         """
-        rows = await self._read(
-            "SELECT session, type, body FROM events WHERE type IN ('run.started', 'run.finished') ORDER BY session, seq",
-            (),
-        )
-        open_: dict[str, bool] = {}
-        for session, type, body in rows:
-            if not _unpack(body).get("path"):
-                open_[session] = type == "run.started"
-        return [session for session, is_open in open_.items() if is_open]
+        return await self._reads.open_runs()
 
     async def run_session(self, run: str) -> str | None:
         """The session in which ``run`` (or a sub-agent's run) started; None if none did."""
-        rows = await self._read("SELECT session FROM events WHERE type = 'run.started' AND run = ? LIMIT 1", (run,))
-        return rows[0][0] if rows else None
+        return await self._reads.run_session(run)
 
     async def run_started_at(self, session: str, run: str) -> int | None:
         """The seq of ``run``'s ``run.started`` in ``session``'s history (a fork's included);
         None if it has none."""
-        segments = self._segments(session)
-        where = " OR ".join("(session = ? AND seq > ? AND seq <= ?)" for _ in segments)
-        args = tuple(v for segment in segments for v in segment)
-        rows = await self._read(
-            f"SELECT min(seq) FROM events WHERE type = 'run.started' AND run = ? AND ({where})", (run, *args)
-        )
-        return rows[0][0] if rows else None
+        return await self._reads.run_started_at(session, run)
 
     async def request_ids(self) -> dict[str, tuple[str, str]]:
         """Every dispatch idempotency key seen: key -> (session, run)."""
-        rows = await self._read("SELECT session, run, body FROM events WHERE type = 'run.started'", ())
-        out = {}
-        for session, run, body in rows:
-            key = _unpack(body).get("request_id")
-            if key:
-                out[key] = (session, run)
-        return out
-
-    async def _read(self, sql: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        return await self._read_with(lambda db: db.execute(sql, args).fetchall())
-
-    async def _read_with(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
-        """``read(reader)`` on the store's reading thread, SQLite's errors translated."""
-        async with self._read_lock:
-            try:
-                return await trio.to_thread.run_sync(read, self._reader, limiter=self._threads)
-            except sqlite3.Error as exc:
-                raise store_error(exc, self.path) from exc
-            except MissingBlob as exc:
-                raise StoreDamaged(self.path, f"the database {self.path} is damaged ({exc})") from exc
-
-
-def _make_private(path: Path) -> None:
-    # Made 0600 before SQLite opens it, because SQLite creates the -wal and -shm files with
-    # the database's mode. Ones left by a killed daemon are tightened too.
-    os.close(private_opener(os.fspath(path), os.O_RDWR | os.O_CREAT))
-    for leftover in (f"{path}-wal", f"{path}-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.close(private_opener(leftover, os.O_RDWR))
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    # Autocommit mode: transactions are explicit (see _transaction), DDL included.
-    db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA foreign_keys=ON")
-    db.execute("PRAGMA busy_timeout=5000")
-    # No commit checkpoints: the store's own checkpointer does, beside the writer.
-    db.execute("PRAGMA wal_autocheckpoint=0")
-    return db
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    db.execute("CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied REAL)")
-    done = {name for (name,) in db.execute("SELECT name FROM _migrations")}
-    for name, migration in MIGRATIONS:
-        if name in done:
-            continue
-        with _transaction(db):
-            migration(db)
-            db.execute("INSERT INTO _migrations VALUES (?, julianday('now'))", (name,))
-
-
-@contextlib.contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        db.execute("COMMIT")
-    except BaseException:
-        # SQLite may have rolled back already (a full disk at COMMIT does): roll back only
-        # what is still open, and let the first error be the one reported.
-        if db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-        raise
-
-
-#: SQL: when the session ``s`` last did something: its last event's time, else its creation.
-_LAST_ACTIVE = "coalesce((SELECT ts FROM events e WHERE e.session = s.id ORDER BY seq DESC LIMIT 1), s.created)"
-
-
-def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> Any:
-    """``work(db)``; a bug in it fails that work (as SQLite's errors do), never the writer."""
-    try:
-        return work(db)
-    except (sqlite3.Error, OSError):
-        raise
-    except Exception as exc:
-        raise sqlite3.Error(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _sessions_of(rows: list[tuple[Any, ...]]) -> set[str]:
-    """The sessions whose records ``rows`` write (work of the writer's own writes none)."""
-    return {r[1] for r in rows if r[0] in ("session", "event")}
-
-
-def _store_blobs(db: sqlite3.Connection, session: str, seq: int, blobs: Sequence[Blob]) -> None:
-    """Store the texts an event (or a session's record: seq 0) refers to, each once."""
-    for blob in blobs:
-        if db.execute("SELECT 1 FROM blobs WHERE hash = ?", (blob.digest,)).fetchone() is None:
-            data, compressed = compress(blob.data)
-            db.execute("INSERT INTO blobs VALUES (?, ?, ?, ?)", (blob.digest, len(blob.data), compressed, data))
-        db.execute("INSERT OR IGNORE INTO blob_refs VALUES (?, ?, ?)", (session, seq, blob.digest))
-
-
-def _read_events(
-    db: sqlite3.Connection, segments: Sequence[tuple[str, int, int]], since: int, limit: int | None
-) -> tuple[list[tuple[str, int, bytes]], set[int], dict[bytes, str]]:
-    """(where it is stored, seq, body) of the events after ``since`` (at most ``limit``) of
-    a session stored as ``segments`` (see :meth:`EventStore._segments`), the seqs among them
-    whose bodies refer to stored texts, and those texts by digest."""
-    parts = " UNION ALL ".join(
-        "SELECT session, seq, body FROM events WHERE session = ? AND seq > ? AND seq <= ?" for _ in segments
-    )
-    sql = f"SELECT session, seq, body FROM ({parts}) ORDER BY seq" if len(segments) > 1 else parts + " ORDER BY seq"
-    args: tuple[Any, ...] = tuple(v for source, after, upto in segments for v in (source, max(after, since), upto))
-    if limit is not None:
-        sql += " LIMIT ?"
-        args += (limit,)
-    rows = db.execute(sql, args).fetchall()
-    if not rows:
-        return rows, set(), {}
-    last = rows[-1][1]
-    with_refs: set[int] = set()
-    texts: dict[bytes, str] = {}
-    for source, after, upto in segments:
-        if max(after, since) >= min(upto, last):
-            continue
-        for seq, digest, compressed, data in db.execute(
-            """SELECT r.seq, b.hash, b.zlib, b.data FROM blob_refs r JOIN blobs b ON b.hash = r.hash
-               WHERE r.session = ? AND r.seq > ? AND r.seq <= ?""",
-            (source, max(after, since), min(upto, last)),
-        ):
-            with_refs.add(seq)
-            if digest not in texts:
-                texts[digest] = decompress(data, bool(compressed))
-    return rows, with_refs, texts
-
-
-def _unpack(body: bytes) -> Any:
-    return unpack_body(body)
+        return await self._reads.request_ids()
