@@ -4,6 +4,7 @@ and the task tool that delegates to the folder's agents."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import trio
 from roost.daemon.folder._agents import Agent
 from roost.daemon.folder._project import user_config_file
 from roost.daemon.rpc._server import Daemon
-from roost.daemon.runs._delegation import delegates, task_spec
+from roost.daemon.runs._delegation import LIST_BUDGET, delegates, task_spec
 from roost.protocol.trio_client import TrioClient, open_client
 from tests.fakes.openai_server import serve_openai
 
@@ -291,3 +292,22 @@ async def test_a_resumed_sub_agent_whose_model_is_gone_keeps_its_sandbox(tmp_pat
     # It ran, in the sandbox (a private /tmp), not in the daemon's world.
     assert [e for e in events if e["type"] == "tool.finished" and e.get("call_id") == asked["call_id"]]
     assert not escaped.exists()
+
+
+def test_the_task_tools_list_keeps_to_its_budget_with_the_users_and_the_projects_agents() -> None:
+    # Hundreds of agents installed for the user, a few in the project: every call carries
+    # the list, so it keeps to a budget and the project's are not crowded out.
+    about = "Reviews code for one language and one framework in depth. " * 6
+    agents = {f"user-{n:03}": Agent(f"user-{n:03}", about) for n in range(413)}
+    agents |= {f"proj-{n}": replace(Agent(f"proj-{n}", "A project agent."), from_project=True) for n in range(3)}
+    team = tuple(sorted(agents))
+    spec = task_spec(team, agents)
+    listing = spec.description.split("Agents:\n", 1)[1].splitlines()
+    assert len(spec.description) <= LIST_BUDGET + 1000
+    assert all(f"- proj-{n}: A project agent." in listing for n in range(3))
+    listed = [line for line in listing if line.startswith("- ")]
+    assert listing[-1] == f"… and {len(team) - len(listed)} more (`roost agents` lists them all): name one as the agent."
+    assert "enum" not in spec.input_schema["properties"]["agent"]
+    # A list that fits is whole, and the model may only name its agents.
+    small = task_spec(team[:5], agents)
+    assert "more" not in small.description and small.input_schema["properties"]["agent"]["enum"] == list(team[:5])

@@ -12,7 +12,7 @@ tool; an agent called ``task`` is reached through it.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from roost.loop import TASK
 
@@ -30,6 +30,9 @@ SUBAGENT_SCHEMA = {
 }
 #: An agent's description in ``task``'s list is cut here: the list goes with every model call.
 DESCRIPTION_LIMIT = 400
+#: Characters of ``task``'s agent list (about 4k tokens): with hundreds of agents installed,
+#: a call would otherwise carry 100 KB of list. Beyond it the list says how many it left out.
+LIST_BUDGET = 16_000
 
 _TASK_ABOUT = (
     "Delegate a task to one of the agents below. It runs as a sub-agent with its own "
@@ -67,20 +70,47 @@ def agent_spec(agent: Agent) -> ToolSpec:
 
 
 def task_spec(team: tuple[str, ...], agents: Mapping[str, Agent]) -> ToolSpec:
-    """``task``, listing the agents of ``team`` with their descriptions."""
-    lines = []
-    for name in team:
+    """``task``, listing the agents of ``team`` with their descriptions, a line each, within
+    :data:`LIST_BUDGET`: the user's own and the project's agents take turns, so that neither
+    crowds the other out, and the agents left out are counted."""
+    lines: list[str] = []
+    listed: list[str] = []
+    used = 0
+    for name in _taking_turns(team, agents):
         about = " ".join((agents[name].description if name in agents else "").split())
         if len(about) > DESCRIPTION_LIMIT:
             about = about[: DESCRIPTION_LIMIT - 1] + "…"
-        lines.append(f"- {name}: {about}" if about else f"- {name}")
+        line = f"- {name}: {about}" if about else f"- {name}"
+        if used + len(line) + 1 > LIST_BUDGET:
+            break
+        lines.append(line)
+        listed.append(name)
+        used += len(line) + 1
+    whole = len(listed) == len(team)
+    order = {name: i for i, name in enumerate(team)}
+    lines = [line for _, line in sorted(zip((order[n] for n in listed), lines))]
+    if not whole:
+        lines.append(f"… and {len(team) - len(listed)} more (`roost agents` lists them all): name one as the agent.")
+    agent: dict[str, Any] = {"type": "string", "description": "the agent that does the task"}
+    if whole:
+        agent["enum"] = list(team)
     schema = {
         "type": "object",
         "properties": {
-            "agent": {"type": "string", "enum": list(team), "description": "the agent that does the task"},
+            "agent": agent,
             "prompt": {"type": "string", "minLength": 1, "description": "the task, complete on its own"},
             "description": {"type": "string", "description": "the task in a few words, for the people watching"},
         },
         "required": ["agent", "prompt"],
     }
     return ToolSpec(TASK, _TASK_ABOUT + "\n\nAgents:\n" + "\n".join(lines), schema)
+
+
+def _taking_turns(team: tuple[str, ...], agents: Mapping[str, Agent]) -> list[str]:
+    """``team`` with the user's own agents and the project's taking turns."""
+    project = [n for n in team if n in agents and agents[n].from_project]
+    own = [n for n in team if n not in project]
+    turns: list[str] = []
+    for pair in zip(own, project):
+        turns += pair
+    return turns + own[len(project):] + project[len(own):]
