@@ -325,3 +325,13 @@ async def test_agents_list_names_the_tools_roost_does_not_have(client: TrioClien
     assert unknown["code-reviewer"] == [] and unknown["default"] == []
     assert [t for t in unknown["test-runner"] if t not in mapped] == []
     assert unknown["test-planner"] == []  # tools: [Read, Grep, Bash, Task]
+
+
+async def test_the_users_skills_are_listed_beside_a_project_with_many(client: TrioClient, project: Path) -> None:
+    # 181 project skills and 17 of the user's: the cut list names the user's too.
+    skills(project / ".claude" / "skills", 181)
+    for n in range(17):
+        write(home() / ".claude" / "skills" / f"mine-{n:02}" / "SKILL.md", f"---\nname: mine-{n:02}\ndescription: Mine {n}.\n---\nbody\n")
+    layer = next(x for x in (await client.call("prompt", cwd=str(project)))["layers"] if x["name"] == "skills")
+    assert all(f"- mine-{n:02}: Mine {n}." in layer["text"] for n in range(17))
+    assert "- skill-000:" in layer["text"] and " more skills" in layer["text"]

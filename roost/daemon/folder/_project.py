@@ -20,11 +20,13 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, TypeVar
 
 import platformdirs
 
 from ._files import read_head
+
+T = TypeVar("T")
 
 #: Bytes of a SKILL.md read for its front matter and body.
 SKILL_LIMIT = 256 * 1024
@@ -310,3 +312,12 @@ def _scalar(text: str, line: int) -> Any:
     if isinstance(value, (dict, list)) and not text.startswith(("[", "{")):
         return text
     return value
+
+
+def taking_turns(first: list[T], second: list[T]) -> list[T]:
+    """``first`` and ``second`` taking turns (the rest of the longer one after): where a
+    list of the user's and the project's things is cut, neither crowds the other out."""
+    turns: list[T] = []
+    for pair in zip(first, second):
+        turns += pair
+    return turns + first[len(second):] + second[len(first):]

@@ -49,7 +49,7 @@ import trio
 from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
 from ._files import FileRefused, read_head
-from ._project import Place, claude_home, find_skills, memory_files
+from ._project import Place, claude_home, find_skills, memory_files, taking_turns
 
 T = TypeVar("T")
 
@@ -419,8 +419,10 @@ def _skills(root: Path, trusted: bool) -> Layer:
     skills = find_skills(root, trusted)
     if not skills:
         return Layer("skills", "")
-    # The project's skills first: when the list is cut, the user's many go first.
-    ordered = sorted(skills.items(), key=lambda item: (item[1].own, item[0]))
+    # The project's and the user's take turns: when the list is cut, neither's many crowd
+    # out the other's.
+    named = sorted(skills.items())
+    ordered = taking_turns([i for i in named if not i[1].own], [i for i in named if i[1].own])
     lines: list[str] = []
     size = 0
     for shown, (name, skill) in enumerate(ordered):

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping
 from roost.loop import TASK
 
 from ..folder._agents import DEFAULT_AGENT, Agent
+from ..folder._project import taking_turns
 from ..providers import ToolSpec
 
 #: What an agent-tool takes.
@@ -76,7 +77,8 @@ def task_spec(team: tuple[str, ...], agents: Mapping[str, Agent]) -> ToolSpec:
     lines: list[str] = []
     listed: list[str] = []
     used = 0
-    for name in _taking_turns(team, agents):
+    project = [n for n in team if n in agents and agents[n].from_project]
+    for name in taking_turns([n for n in team if n not in project], project):
         about = " ".join((agents[name].description if name in agents else "").split())
         if len(about) > DESCRIPTION_LIMIT:
             about = about[: DESCRIPTION_LIMIT - 1] + "…"
@@ -104,13 +106,3 @@ def task_spec(team: tuple[str, ...], agents: Mapping[str, Agent]) -> ToolSpec:
         "required": ["agent", "prompt"],
     }
     return ToolSpec(TASK, _TASK_ABOUT + "\n\nAgents:\n" + "\n".join(lines), schema)
-
-
-def _taking_turns(team: tuple[str, ...], agents: Mapping[str, Agent]) -> list[str]:
-    """``team`` with the user's own agents and the project's taking turns."""
-    project = [n for n in team if n in agents and agents[n].from_project]
-    own = [n for n in team if n not in project]
-    turns: list[str] = []
-    for pair in zip(own, project):
-        turns += pair
-    return turns + own[len(project):] + project[len(own):]
