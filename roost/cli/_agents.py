@@ -35,9 +35,12 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
         if agent.get("tools") is not None:
             extras.append("tools: " + ", ".join(agent["tools"]))
         click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))
+        size = ""
         if agent.get("description"):
             click.echo(f"  {agent['description'].splitlines()[0]}")
-        click.echo(click.style(f"  {agent['source']}", dim=True))
+            # What the task tool's list carries of it with every model call.
+            size = f" · description {len(' '.join(agent['description'].split())):,} chars"
+        click.echo(click.style(f"  {agent['source']}{size}", dim=True))
     for problem in result["problems"]:
         click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
     for agent in result["agents"]:

@@ -20,7 +20,7 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     listed = e2e.roost("agents")
     assert listed.returncode == 0
     assert "code-reviewer  (sonnet = anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
-    assert str(agents / "reviewer.md") in listed.stdout
+    assert f"{agents / 'reviewer.md'} · description 13 chars" in listed.stdout
     assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
     assert "explorer: tools roost does not have: WebSearch, NotebookEdit (its runs go without them)" in listed.stderr
 
