@@ -84,6 +84,9 @@ class Renderer:
         if line is not None:
             warn = "unsandboxed" in line or "ignored" in line
             self._out(line, **({"fg": "yellow"} if warn else {"dim": True}))
+        heavy = tools_note(e.get("prompt") or [])
+        if heavy is not None:
+            self._out(heavy, fg="yellow")
         self._hook_failures(e)
 
     def _project_untrusted(self, e: dict[str, Any]) -> None:
@@ -294,6 +297,20 @@ def sandbox_line(sandbox: dict[str, Any] | None) -> str | None:
     if ignored:
         line += f" · ignored, a project may only narrow it: {', '.join(ignored)}"
     return line
+
+
+#: Tokens of tool descriptions past which a run's header says so (Claude Code warns there too).
+TOOLS_TOKENS_WARN = 15_000
+
+
+def tools_note(prompt: list[dict[str, Any]]) -> str | None:
+    """A warning when the tools a run offers take more than :data:`TOOLS_TOKENS_WARN` of
+    every call (``run.started``'s ``prompt`` sizes; about 4 characters a token)."""
+    chars = sum(int(layer.get("chars", 0)) for layer in prompt if layer.get("name") == "tools")
+    if chars // 4 <= TOOLS_TOKENS_WARN:
+        return None
+    return (f"tool descriptions take about {chars // 4:,} tokens of every call: fewer MCP servers "
+            "or agents (an agent's tools list) would leave more room for the work")
 
 
 def protected_note(sandbox: dict[str, Any], limit: int = 6) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from roost.cli._render import Renderer, sandbox_line
+from roost.cli._render import Renderer, sandbox_line, tools_note
 from roost.cli.shell import _display as shell
 from roost.cli.shell._transcript import Transcript
 
@@ -146,3 +146,10 @@ def test_text_and_output_reach_the_terminal_without_escape_sequences_of_their_ow
     assert "]52;c;" in click.unstyle(shown) and "link" in shown
     # The shell cleans the same way.
     assert "\x1b" not in shell.clean(HOSTILE) and "\x9b" not in shell.clean(HOSTILE)
+
+
+def test_a_run_whose_tools_take_much_of_every_call_says_so() -> None:
+    layers = [{"name": "instructions", "chars": 400_000, "source": "AGENTS.md"}]
+    assert tools_note(layers + [{"name": "tools", "chars": 20_000, "source": "tools"}]) is None
+    note = tools_note(layers + [{"name": "tools", "chars": 124_000, "source": "tools"}])
+    assert note is not None and note.startswith("tool descriptions take about 31,000 tokens of every call")

@@ -311,3 +311,12 @@ def test_the_task_tools_list_keeps_to_its_budget_with_the_users_and_the_projects
     # A list that fits is whole, and the model may only name its agents.
     small = task_spec(team[:5], agents)
     assert "more" not in small.description and small.input_schema["properties"]["agent"]["enum"] == list(team[:5])
+
+
+async def test_run_started_records_what_the_offered_tools_take_of_every_call(client: TrioClient, project: Path) -> None:
+    run = await client.call("dispatch", task="t", model="scripted/demo", cwd=str(project), attach=True, yes=True)
+    events = await events_until(client, finished(run["run"]))
+    started = next(e for e in events if e["type"] == "run.started")
+    [tools] = [layer for layer in started["prompt"] if layer["name"] == "tools"]
+    # Every built-in's description and schema: several thousand characters.
+    assert tools["chars"] > 2000

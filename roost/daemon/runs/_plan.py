@@ -12,6 +12,7 @@ is equipped the same way: one path for tools, one for the prompt, one for confin
 from __future__ import annotations
 
 import fnmatch
+import json
 import logging
 import os
 import secrets
@@ -220,7 +221,7 @@ class Planner:
             time.time(),
             settings,
             request_id=request.request_id,
-            prompt=tuple(sizes(layers)),
+            prompt=(*sizes(layers), self._tools_size(settings, specs, servers)),
             untrusted=setup.untrusted_notice(),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
@@ -410,6 +411,19 @@ class Planner:
             read_only=self._read_only(tools, servers),
             sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
+
+    def _tools_size(
+        self, settings: RunSettings, specs: Mapping[str, ToolSpec], servers: Mapping[str, McpServerConfig]
+    ) -> dict[str, object]:
+        """What the tools the model is offered take of every call (descriptions and input
+        schemas, in characters), recorded with the prompt's layers."""
+        mcp = {t.name: t for t in self.mcp.tools(servers, settings.tools)} if self.mcp is not None else {}
+        chars = 0
+        for name in settings.tools:
+            found = self.tools.get(name) or specs.get(name) or mcp.get(name)
+            if found is not None:
+                chars += len(found.description) + len(json.dumps(found.input_schema))
+        return {"name": "tools", "chars": chars, "source": "tool descriptions and input schemas"}
 
     def _read_only(self, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
         """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP
