@@ -209,13 +209,14 @@ async def test_instruction_files_claude_code_reads_with_their_imports(client: Tr
     write(project / "CLAUDE.md", "Root: see @docs/rules.md and @AGENTS.md\n```\n@docs/secret.md\n```\n")
     write(project / "AGENTS.md", "Root agents: run make test.")
     write(project / "CLAUDE.local.md", "Local: my sandbox URL is http://localhost:8000")
+    write(project / ".claude" / "CLAUDE.md", "Dot-claude: the project's memory where Claude Code also keeps it.")
     write(project / "docs" / "rules.md", "Rules: no globals. @more/deeper.md")
     write(project / "docs" / "secret.md", "FENCED")
     write(project / "docs" / "more" / "deeper.md", "Deeper: back to @../rules.md (a cycle)")
     prompt = await client.call("prompt", cwd=str(project))
     layer = next(x for x in prompt["layers"] if x["name"] == "instructions")
     body = layer["text"]
-    order = ["Mine: answer", "Mine: short", "Root agents:", "Root: see", "Rules: no globals", "Deeper:", "Local: my"]
+    order = ["Mine: answer", "Mine: short", "Root agents:", "Root: see", "Rules: no globals", "Deeper:", "Dot-claude:", "Local: my"]
     assert [body.index(part) for part in order] == sorted(body.index(part) for part in order), body
     assert body.count("Rules: no globals") == 1 and body.count("Root agents:") == 1 and "FENCED" not in body
     assert f"Instructions from {project / 'docs' / 'rules.md'} (imported by {project / 'CLAUDE.md'})" in body

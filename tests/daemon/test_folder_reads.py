@@ -157,7 +157,7 @@ async def test_one_dispatch_opens_each_file_of_the_folder_once(
     run = next(e for e in events if e["type"] == "run.started")
     assert run["command"]["name"] == "review" and run["agent"] == "reviewer"
     assert [layer["name"] for layer in run["prompt"]] == [
-        "agent", "mode", "bootstrap", "instructions", "skills", "memory", "repo map",
+        "agent", "mode", "bootstrap", "instructions", "skills", "memory", "repo map", "tools",
     ]
     assert not [e for e in events if e["type"] == "project.untrusted"]
     counts = opens.since(tmp_path)

@@ -5,7 +5,7 @@ longest prefix.
 2. mode: what the run mode expects
 3. bootstrap: OS, Python, date, project path, git branch
 4. instructions: the user's ``~/.claude/CLAUDE.md``, then AGENTS.md, CLAUDE.md,
-   CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
+   .claude/CLAUDE.md, CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
    directory, each followed by the files it imports (``@path``, as in Claude Code)
 5. skills: name and description of each SKILL.md folder, bounded, only for a run that has
    the ``skill`` tool (which reads one)
@@ -56,7 +56,7 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 #: Files merged into the instructions layer, in each folder from the root down.
-INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md", ".roost/INSTRUCTIONS.md")
 #: Characters the repo map may take, and the files it looks at.
 REPO_MAP_LIMIT = 8000
 REPO_MAP_FILES = 2000
