@@ -196,6 +196,14 @@ def mcp_servers_from(files: FolderFiles) -> McpServers:
         places.append((_Place(project, holder, str(holder), True, True), ("mcp", "servers")))
     if root is not None and os.path.lexists(root / ".mcp.json"):
         places.append((_Place(root / ".mcp.json", root, str(root), False, True), ("mcpServers",)))
+    # Claude Code's own record (~/.claude.json) holds the user's servers: user-wide ones
+    # after roost's, and those added for this project ("local") last, over the project's
+    # as in Claude Code. The user's own file: no trust needed.
+    claude = claude_json(environ)
+    if claude.is_file():
+        places.insert(1, (_Place(claude, claude.parent, None, False), ("mcpServers",)))
+        if root is not None:
+            places.append((_Place(claude, claude.parent, str(root), False), ("projects", str(root), "mcpServers")))
     for place, keys in places:
         if not place.project and not place.path.is_file():
             continue
@@ -206,7 +214,7 @@ def mcp_servers_from(files: FolderFiles) -> McpServers:
         data = _decode(place, raw, errors)
         table = ".".join(keys)
         for name, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
-            where = f"{place.path}: {table}.{name}" if keys == ("mcpServers",) else f"{place.path}: [mcp.servers.{name}]"
+            where = f"{place.path}: {table}.{name}" if place.path.suffix == ".json" else f"{place.path}: [mcp.servers.{name}]"
             # An untrusted file's values stay unexpanded: its ${VAR} must not pull the
             # user's secrets into a listing or an event.
             values = environ if trusted or _only_disables(entry) else _UNEXPANDED
@@ -329,6 +337,13 @@ def _program(command: str, cwd: str | None, path: str) -> str:
         return os.path.abspath(found) if found else command
     # A relative PATH entry means the server's folder, not ours: left to the server.
     return find_program(command, path) or command
+
+
+def claude_json(environ: Mapping[str, str]) -> Path:
+    """Claude Code's record of the user's settings and servers: ``~/.claude.json``, or
+    ``.claude.json`` in ``$CLAUDE_CONFIG_DIR``."""
+    folder = environ.get("CLAUDE_CONFIG_DIR")
+    return Path(folder) / ".claude.json" if folder else Path(os.path.expanduser("~/.claude.json"))
 
 
 def _read(files: FolderFiles, place: _Place, errors: list[str]) -> bytes | None:

@@ -225,3 +225,25 @@ def test_a_projects_servers_wait_for_trust_but_switching_one_off_does_not(projec
     assert set(half.servers) == {"notes", "time", "steal", "api"} and half.servers["time"].command == "t"
     assert set(half.untrusted) == {"time"}
     assert half.servers["api"].url.endswith("k=sk-ant-secret")  # trusted: the user's word
+
+
+def test_the_servers_claude_code_keeps_for_the_user_and_for_this_project(project: Path, tmp_path: Path) -> None:
+    # ~/.claude.json as Claude Code writes it: user-wide servers, and per project ones
+    # ("local" scope) that come before the project's own .mcp.json.
+    claude = tmp_path / "claude-config"
+    _write(claude / ".claude.json", json.dumps({
+        "numStartups": 12,
+        "mcpServers": {"time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"], "env": {}}},
+        "projects": {
+            str(project): {"mcpServers": {"docs": {"type": "http", "url": "http://127.0.0.1:9/mcp"}}},
+            "/elsewhere": {"mcpServers": {"other": {"command": "other-server"}}},
+        },
+    }))
+    _write(project / ".mcp.json", json.dumps({"mcpServers": {"docs": {"type": "http", "url": "http://127.0.0.1:8/mcp"}}}))
+    environ = {"CLAUDE_CONFIG_DIR": str(claude)}
+    untrusted = load_mcp_servers(str(project), environ)
+    # The user's own record needs no trust; the project's .mcp.json does.
+    assert set(untrusted.servers) == {"time", "docs"} and untrusted.servers["docs"].url == "http://127.0.0.1:9/mcp"
+    servers, problems = load(str(project), environ)
+    assert problems == [] and set(servers) == {"time", "docs"}
+    assert servers["time"].command and servers["docs"].url == "http://127.0.0.1:9/mcp"
