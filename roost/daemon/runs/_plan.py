@@ -221,7 +221,7 @@ class Planner:
             time.time(),
             settings,
             request_id=request.request_id,
-            prompt=(*sizes(layers), self._tools_size(settings, specs, servers)),
+            prompt=(*sizes(layers), _tools_size(self.tools, self.mcp, settings, specs, servers)),
             untrusted=setup.untrusted_notice(),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
@@ -412,19 +412,6 @@ class Planner:
             sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
 
-    def _tools_size(
-        self, settings: RunSettings, specs: Mapping[str, ToolSpec], servers: Mapping[str, McpServerConfig]
-    ) -> dict[str, object]:
-        """What the tools the model is offered take of every call (descriptions and input
-        schemas, in characters), recorded with the prompt's layers."""
-        mcp = {t.name: t for t in self.mcp.tools(servers, settings.tools)} if self.mcp is not None else {}
-        chars = 0
-        for name in settings.tools:
-            found = self.tools.get(name) or specs.get(name) or mcp.get(name)
-            if found is not None:
-                chars += len(found.description) + len(json.dumps(found.input_schema))
-        return {"name": "tools", "chars": chars, "source": "tool descriptions and input schemas"}
-
     def _read_only(self, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
         """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP
         tools their server marks ``readOnlyHint``."""
@@ -462,6 +449,24 @@ def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] 
             raise PlanError(f"{found.source}: a project's command cannot name {found.model}")
         asked = replace(asked, model=found.model)
     return found.expand(invocation[1]), command, asked
+
+
+def _tools_size(
+    registry: ToolRegistry,
+    mcp: McpManager | None,
+    settings: RunSettings,
+    specs: Mapping[str, ToolSpec],
+    servers: Mapping[str, McpServerConfig],
+) -> dict[str, object]:
+    """What the tools the model is offered take of every call (descriptions and input
+    schemas, in characters), recorded with the prompt's layers."""
+    offered = {t.name: t for t in mcp.tools(servers, settings.tools)} if mcp is not None else {}
+    chars = 0
+    for name in settings.tools:
+        found = registry.get(name) or specs.get(name) or offered.get(name)
+        if found is not None:
+            chars += len(found.description) + len(json.dumps(found.input_schema))
+    return {"name": "tools", "chars": chars, "source": "tool descriptions and input schemas"}
 
 
 def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
