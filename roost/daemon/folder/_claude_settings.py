@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from roost.loop import Rule, escape
 
 from ._claude import tool_matcher
-from ._config import ConfigError, Hook, parse_rules
+from ._config import ConfigError, Hook, parse_rules, read_config
 from ._project import claude_user_dir
 from ._reading import FolderFiles
 from ._scripts import shell_words
@@ -106,7 +106,7 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
     rules: list[Rule] = []
     mode: str | None = None
     if os.path.lexists(user):
-        mine = _settings(user, _read(files, user, own=True))
+        mine = _settings(user, read_config(files, user, own=True))
         hooks += _hooks(user, mine)
         for action in ("allow", "deny", "ask"):
             rules += _rules(user, mine, action)
@@ -121,7 +121,7 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
         # A project at the home folder: its .claude is the user's own (read above).
         if not os.path.lexists(path) or _same(path, user):
             continue
-        data = _read(files, path)
+        data = read_config(files, path)
         trusted = files.covers(path)
         settings = _settings(path, data)
         rules += _rules(path, settings, "deny") + _rules(path, settings, "ask")
@@ -151,13 +151,6 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
             if item.trusted:
                 hooks.append(hook)
     return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules), mode)
-
-
-def _read(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
-    try:
-        return files.read(path, own=own)
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 
 
 def _settings(path: Path, data: bytes) -> Mapping[str, Any]:

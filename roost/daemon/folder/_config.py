@@ -301,7 +301,7 @@ def config_from(files: FolderFiles) -> Config:
     )
     user = user_config_file()
     if user.is_file():
-        parsed = _parse(user, _read(files, user, own=True))
+        parsed = _parse(user, read_config(files, user, own=True))
         config = replace(
             _merge(config, parsed, str(user)),
             tool_env_pass=passed(parsed, str(user)),
@@ -312,7 +312,7 @@ def config_from(files: FolderFiles) -> Config:
     project = project_config_file(files.root)
     if project is not None:
         root = os.fspath(project.parent.parent)
-        data = _read(files, project)
+        data = read_config(files, project)
         parsed = _parse(project, data)
         # Checked whole first: an error anywhere in the file is an error, trusted or not.
         _merge(config, parsed, str(project))
@@ -386,7 +386,8 @@ def _builtin_providers(environ: Mapping[str, str]) -> dict[str, ProviderConfig]:
     return providers
 
 
-def _read(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
+def read_config(files: FolderFiles, path: Path, *, own: bool = False) -> bytes:
+    """A config file's bytes as the folder's reading gives them (ConfigError if not)."""
     try:
         return files.read(path, own=own)
     except OSError as exc:
