@@ -225,7 +225,7 @@ class Planner:
             untrusted=setup.untrusted_notice(),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
-            instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
+            instructions=_written_by_files(layers),
             command=command,
         )
         return RunPlan(
@@ -281,7 +281,7 @@ class Planner:
             time.time(),
             settings,
             prompt=tuple(sizes(layers)),
-            instructions=tuple(layer.text for layer in layers if layer.name in ("instructions", "memory")),
+            instructions=_written_by_files(layers),
         )
         return replace(
             caller,
@@ -467,6 +467,12 @@ def _tools_size(
         if found is not None:
             chars += len(found.description) + len(json.dumps(found.input_schema))
     return {"name": "tools", "chars": chars, "source": "tool descriptions and input schemas"}
+
+
+def _written_by_files(layers: list[Layer]) -> tuple[str, ...]:
+    """The texts of the prompt's layers a project's files wrote (instructions, memory):
+    the input guardrails read them with the task."""
+    return tuple(layer.text for layer in layers if layer.name in ("instructions", "memory"))
 
 
 def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
