@@ -61,6 +61,13 @@ class _Commands(click.Group):
         command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
         return command
 
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and name not in _COMMANDS and not name.startswith("-") and not ctx.resilient_parsing:
+            # click suggests from the commands it holds; ours are imported on first use.
+            raise click.exceptions.NoSuchCommand(name, possibilities=list(_COMMANDS), ctx=ctx)
+        return super().resolve_command(ctx, args)
+
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]}, invoke_without_command=True)
 @click.version_option(roost.__version__, prog_name="roost")

@@ -31,6 +31,10 @@ EXIT_STATUS = {
 EXIT_APPROVAL_TIMEOUT = 11
 
 
+#: Lines of a task shown in a run's header; the rest is counted.
+TASK_LINES = 8
+
+
 def exit_status(reason: str) -> int:
     """The exit status for a run that ended with ``reason`` (1 for reasons not listed)."""
     return EXIT_STATUS.get(reason, 1)
@@ -103,9 +107,9 @@ class Renderer:
         if e.get("command"):
             # A custom command: as typed, then what it expanded to.
             self._out(f"{prefix}: {e['command']}", bold=True)
-            self._out(str(e.get("text", "")), dim=True)
+            self._out(folded(str(e.get("text", ""))), dim=True)
             return
-        self._out(f"{prefix}: {e.get('text', '')}", bold=True)
+        self._out(f"{prefix}: {folded(str(e.get('text', '')))}", bold=True)
 
     def _text_delta(self, e: dict[str, Any]) -> None:
         self._streamed = True
@@ -353,6 +357,16 @@ def shorten(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     return text[: max(0, width - 1)] + "…"
+
+
+def folded(text: str, lines: int = TASK_LINES) -> str:
+    """A long text (a piped file, a command's expansion) as its first ``lines`` lines and
+    a count of the rest: the header says what the task is, the log keeps it whole."""
+    rows = text.rstrip("\n").split("\n")
+    if len(rows) <= lines:
+        return text
+    rest = "\n".join(rows[lines:])
+    return "\n".join(rows[:lines]) + f"\n… {len(rows) - lines} more lines ({size(len(rest.encode()))})"
 
 
 def seconds(value: float) -> str:

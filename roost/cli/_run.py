@@ -24,7 +24,7 @@ _PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
     "answered within --approval-timeout (a run that would exit 0); 2 bad usage; 10 refused "
     "by the daemon or no daemon. With --detach: 0 once the run has started."
 )
-@click.argument("task")
+@click.argument("task", required=False)
 @click.option("--session", "-s", "--resume", "-r", "session", help="Run in this session (id or unique prefix); default: a new one.")
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Run in this folder's last session.")
 @click.option("--model", "-m", envvar="ROOST_MODEL", help="provider/model, a Claude model name or alias, or a [models] alias, e.g. scripted/demo, anthropic/claude-sonnet-4-6, claude-opus-4-1-20250805, sonnet, opusplan (default: ANTHROPIC_MODEL, else config default_model).  [env: ROOST_MODEL]")
@@ -55,7 +55,7 @@ _PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 @click.pass_obj
 def dispatch(
     obj: dict[str, Any],
-    task: str,
+    task: str | None,
     session: str | None,
     continue_: bool,
     model: str | None,
@@ -92,11 +92,12 @@ def dispatch(
       roost dispatch "..." --model scripted/demo --json | jq .type
       roost dispatch "fix the tests" --detach
       git diff | roost dispatch "review this change"
-      roost dispatch - < task.md
+      echo "fix the lint" | roost dispatch
       roost dispatch -c "and now the docs"
       roost dispatch -p "fix the lint" --output-format json --allowedTools "Bash(npm run lint:*),Edit"
 
-    Input piped to the command follows TASK in the task (TASK "-": the input is the task).
+    Input piped to the command follows TASK in the task; with no TASK (or TASK "-"), the
+    input is the task.
 
     In agent mode, writes and shell commands wait for approval: at a terminal you are
     asked here; otherwise, or from any other terminal, answer with `roost approve` or
@@ -215,10 +216,12 @@ def _session_cwd(client: Client, session: str) -> str:
     return next((str(r.get("cwd", "")) for r in rows if r["id"] == session), "")
 
 
-def _with_piped_input(task: str) -> str:
-    """TASK with what was piped to the command after it (TASK ``-``: the input alone), as
-    ``llm`` does."""
-    if task == "-":
+def _with_piped_input(task: str | None) -> str:
+    """TASK with what was piped to the command after it (no TASK, or ``-``: the input
+    alone), as ``llm`` does."""
+    if task is None or task == "-":
+        if sys.stdin.isatty():
+            raise click.UsageError("give a TASK, or pipe one in: echo TASK | roost dispatch")
         task = sys.stdin.read()
     elif not sys.stdin.isatty():
         piped = sys.stdin.read()

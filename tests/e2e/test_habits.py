@@ -26,6 +26,31 @@ def test_piped_input_follows_the_task_and_dash_reads_the_task(e2e: E2E) -> None:
     assert '"task": "the whole task\\n"' in whole.stdout
 
 
+def test_piped_input_is_the_task_when_none_is_given_and_a_long_one_is_folded(e2e: E2E) -> None:
+    piped = "".join(f"line {n}\n" for n in range(1, 401))
+    done = subprocess.run(
+        [ROOST, "dispatch", "--model", e2e.script([text("ok")])],
+        input=piped, capture_output=True, text=True, cwd=e2e.project, env=e2e.env, timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "task: line 1\n" in done.stdout and "line 8\n… 392 more lines (" in done.stdout
+    assert "line 9\n" not in done.stdout
+    logged = e2e.ok("logs", e2e.json_out("sessions", "--json")[0]["id"], "--json").stdout.splitlines()
+    assert next(json.loads(e) for e in logged if '"run.started"' in e)["task"] == piped
+    nothing = subprocess.run(
+        [ROOST, "dispatch", "--model", "scripted/demo"], input="", capture_output=True, text=True,
+        cwd=e2e.project, env=e2e.env, timeout=30,
+    )
+    assert nothing.returncode == 2 and "the task is empty" in nothing.stderr
+
+
+def test_a_mistyped_command_gets_the_closest_name(e2e: E2E) -> None:
+    typo = e2e.roost("dispatc", "go")
+    assert typo.returncode == 2
+    assert "No such command 'dispatc'. Did you mean 'dispatch'?" in typo.stderr
+    assert "Did you mean" not in e2e.roost("zzz").stderr
+
+
 def test_continue_runs_in_this_folders_last_session(e2e: E2E) -> None:
     refused = e2e.roost("dispatch", "-c", "go on", "--model", "scripted/demo")
     assert refused.returncode == 2 and "no session in" in refused.stderr
