@@ -360,11 +360,11 @@ def resolve_session(client: Client, given: str) -> str:
 
 
 def last_session(client: Client, folder: str) -> str:
-    """The newest session whose folder is ``folder``."""
+    """The session of ``folder`` used last (its last event the newest)."""
     rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
     if not rows:
         raise click.UsageError(f"no session in {folder} yet: roost dispatch TASK starts one")
-    return max(rows, key=lambda r: r.get("created", 0))["id"]
+    return max(rows, key=lambda r: (r.get("last_active", 0), r.get("created", 0)))["id"]
 
 
 def refused(error: RpcError) -> DaemonError:

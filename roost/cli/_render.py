@@ -51,12 +51,22 @@ def printable(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+#: The events whose first line ``roost logs`` marks with their seq.
+_MARKED = frozenset(
+    ("run.started", "message.user", "message.assistant", "tool.finished", "permission.requested", "human.asked", "run.finished")
+)
+
+
 class Renderer:
     """Turns a session's events into lines; keeps just enough state to avoid repeats."""
 
-    def __init__(self, echo: Callable[..., None] = click.echo, *, color: bool | None = None) -> None:
+    def __init__(self, echo: Callable[..., None] = click.echo, *, color: bool | None = None, seqs: bool = False) -> None:
         self._echo = echo
         self._color = color
+        #: Whether the lines an event starts are marked with its seq (``roost logs``: the
+        #: points ``fork --at`` takes), and the mark the next line written gets.
+        self._seqs = seqs
+        self._mark = ""
         self._streamed = False
         self._mid_line = False
         #: The last checklist shown, by the ``path`` of the agent that keeps it.
@@ -66,14 +76,21 @@ class Renderer:
         """Write one event."""
         kind = event.get("type")
         handler = getattr(self, "_" + str(kind).replace(".", "_"), None)
-        if handler is not None:
-            handler(event)
+        if handler is None:
+            return
+        if self._seqs and kind in _MARKED and event.get("seq"):
+            self._end_line()
+            self._mark = f"[{event['seq']}] "
+        handler(event)
 
     def _out(self, text: str, *, nl: bool = True, **style: Any) -> None:
         # Every event's text passes here: roost's own colours are added after.
         text = printable(text)
         if style:
             text = click.style(text, **style)
+        if self._mark:
+            text = click.style(self._mark, dim=True) + text
+            self._mark = ""
         self._echo(text, nl=nl, color=self._color)
 
     def _end_line(self) -> None:

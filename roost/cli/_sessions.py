@@ -13,9 +13,9 @@ import click
 
 from roost.protocol import Client, ConnectionClosed, Timeout
 
-from ._connect import DaemonError, Target, connect, daemon, resolve_session, target
+from ._connect import DaemonError, Target, connect, daemon, last_session, resolve_session, target, workdir
 from ._follow import follow, print_json
-from ._render import Renderer, session_tree, size, tree_id, when
+from ._render import Renderer, printable, session_tree, size, tree_id, when
 
 #: Seconds ``logs --follow`` waits for a daemon that went away (or the connection to its
 #: host) to come back.
@@ -45,7 +45,8 @@ class Duration(click.ParamType):
 @click.option("--yes", "-y", is_flag=True, help="With --prune: delete without asking (for scripts).")
 @click.pass_obj
 def sessions(obj: dict[str, Any], as_json: bool, prune: bool, older_than: float | None, dry_run: bool, yes: bool) -> None:
-    """List sessions: id, created, cwd, last run status, event count.
+    """List sessions: id, last activity, last run status, event count, title (the first
+    task's first line), folder.
 
     Forks are listed under the session they were forked from, with the seq they start
     after (`└ ID @SEQ`).
@@ -77,10 +78,13 @@ def sessions(obj: dict[str, Any], as_json: bool, prune: bool, older_than: float 
         return
     tree = [(tree_id(depth, row), row) for depth, row in session_tree(rows)]
     width = max(13, *(len(name) + 1 for name, _ in tree))
-    click.echo(f"{'ID':<{width}} {'CREATED':<19}  {'STATUS':<10} {'EVENTS':>6}  CWD")
+    titled = max(5, *(len(row.get("title") or "") for _, row in tree))
+    click.echo(f"{'ID':<{width}} {'LAST ACTIVE':<19}  {'STATUS':<10} {'EVENTS':>6}  {'TITLE':<{titled}}  CWD")
     for name, row in tree:
+        active = row.get("last_active") or row["created"]
         click.echo(
-            f"{name:<{width}} {when(row['created']):<19}  {row['status']:<10} {row['events']:>6}  {row['cwd']}"
+            f"{name:<{width}} {when(active):<19}  {row['status']:<10} {row['events']:>6}  "
+            f"{printable(row.get('title') or ''):<{titled}}  {row['cwd']}"
         )
 
 
@@ -188,21 +192,27 @@ def fork(obj: dict[str, Any], session: str, at: int | None, as_json: bool) -> No
 
 
 @click.command()
-@click.argument("session")
+@click.argument("session", required=False)
 @click.option("--follow", "-f", "follow_", is_flag=True, help="After the history, show new events as they happen.")
 @click.option("--since", type=click.IntRange(min=0), default=0, help="Only events after this seq.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @click.pass_obj
-def logs(obj: dict[str, Any], session: str, follow_: bool, since: int, as_json: bool) -> None:
-    """Show SESSION's stored events; with --follow, then its live ones (Ctrl-C to stop).
+def logs(obj: dict[str, Any], session: str | None, follow_: bool, since: int, as_json: bool) -> None:
+    """Show SESSION's stored events (default: the session of this folder used last); with
+    --follow, then its live ones (Ctrl-C to stop).
+
+    Each event's first line starts with its seq, [17]: the point `roost fork --at` takes.
 
     \b
     Example, from a second terminal while a run is going:
       roost logs 3f2a --follow
     """
-    on_event = print_json if as_json else Renderer().render
+    on_event = print_json if as_json else Renderer(seqs=True).render
     with daemon(obj) as client:
-        session = resolve_session(client, session)
+        if session is None:
+            session = last_session(client, workdir(target(obj), client))
+        else:
+            session = resolve_session(client, session)
         if follow_:
             try:
                 _follow_across_restarts(target(obj), client, session, on_event, since)

@@ -75,6 +75,8 @@ async def test_a_run_on_a_fork_sends_the_model_only_the_history_up_to_the_fork(
     assert (rows[fork["session"]]["parent"], rows[fork["session"]]["forked_at"]) == (session, end_of_first)
     assert rows[fork["session"]]["events"] == len(fork_log)
     assert (rows[session]["parent"], rows[session]["forked_at"]) == (None, None)
+    # Titles: each session's own first task.
+    assert (rows[session]["title"], rows[fork["session"]]["title"]) == ("first", "third")
 
 
 async def test_a_seq_between_a_call_and_its_result_forks_at_the_model_call_before(
@@ -96,6 +98,8 @@ async def test_a_seq_between_a_call_and_its_result_forks_at_the_model_call_befor
     assert f"forked from {run['session']} at seq {reply - 1}" in events[-1]["error"]
     rows = {r["id"]: r for r in (await client.call("sessions.list"))["sessions"]}
     assert rows[fork["session"]]["status"] == "aborted" and rows[run["session"]]["status"] == "done"
+    # A fork with no run of its own goes by the task it was forked from.
+    assert rows[fork["session"]]["title"] == rows[run["session"]]["title"] == "go"
 
     with pytest.raises(RpcError) as info:
         await client.call("sessions.fork", session=run["session"], at=len(log) + 1)

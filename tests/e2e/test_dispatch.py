@@ -49,16 +49,24 @@ def test_demo_dispatch_starts_the_daemon_and_every_command_sees_the_run(e2e: E2E
     assert started - 1 <= row["created"] <= time.time()
     assert os.path.realpath(row["cwd"]) == os.path.realpath(e2e.project)
     assert row["status"] == "done"
+    assert row["title"] == "list the files here and count them"
+    assert started - 1 <= row["last_active"] <= time.time()
     stored = e2e.events(session)
     assert row["events"] == len(stored) == stored[-1]["seq"]
     table = e2e.ok("sessions").stdout.splitlines()
-    assert table[0].split()[:3] == ["ID", "CREATED", "STATUS"]
+    assert table[0].split() == ["ID", "LAST", "ACTIVE", "STATUS", "EVENTS", "TITLE", "CWD"]
     assert table[1].startswith(session) and " done " in table[1] and table[1].endswith(row["cwd"])
+    assert " list the files here and count them " in table[1]
 
     history = e2e.ok("logs", session).stdout
-    # The stored history reads the same as the run did live.
-    assert history == done.stdout
+    # The stored history reads the same as the run did live, each event's first line
+    # marked with the seq `fork --at` takes.
+    assert re.sub(r"^\[\d+\] ", "", history, flags=re.M) == done.stdout
+    finished = next(e for e in stored if e["type"] == "run.finished")
+    assert history.splitlines()[-1].startswith(f"[{finished['seq']}] ■ done")
     assert e2e.ok("logs", session[:4]).stdout == history
+    # With no session named: the one of this folder used last.
+    assert e2e.ok("logs").stdout == history
 
     stopped = e2e.ok("stop")
     assert stopped.stdout.strip() == f"stopped roost daemon (pid {pid})"

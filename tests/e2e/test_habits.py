@@ -35,7 +35,9 @@ def test_piped_input_is_the_task_when_none_is_given_and_a_long_one_is_folded(e2e
     assert done.returncode == 0, done.stderr
     assert "task: line 1\n" in done.stdout and "line 8\n… 392 more lines (" in done.stdout
     assert "line 9\n" not in done.stdout
-    logged = e2e.ok("logs", e2e.json_out("sessions", "--json")[0]["id"], "--json").stdout.splitlines()
+    (row,) = e2e.json_out("sessions", "--json")
+    assert row["title"] == "line 1"  # from a task long enough to be stored apart
+    logged = e2e.ok("logs", row["id"], "--json").stdout.splitlines()
     assert next(json.loads(e) for e in logged if '"run.started"' in e)["task"] == piped
     nothing = subprocess.run(
         [ROOST, "dispatch", "--model", "scripted/demo"], input="", capture_output=True, text=True,
@@ -59,6 +61,14 @@ def test_continue_runs_in_this_folders_last_session(e2e: E2E) -> None:
     second = json.loads(e2e.ok("dispatch", "-c", "more", "--model", model, "--json").stdout.splitlines()[0])
     assert second["session"] == first["session"]
     assert len(e2e.json_out("sessions", "--json")) == 1
+    # A newer session, then the first one used again: -c means the one used last.
+    newer = json.loads(e2e.ok("dispatch", "other", "--model", e2e.script([text("new")]), "--json").stdout.splitlines()[0])
+    # The scripted model answers by the session's turn: the first session had two.
+    model = e2e.script([text("one")], [text("two")], [text("old again")], [text("which")])
+    assert newer["session"] != first["session"]
+    e2e.ok("dispatch", "-s", first["session"], "back", "--model", model)
+    third = json.loads(e2e.ok("dispatch", "-c", "which", "--model", model, "--json").stdout.splitlines()[0])
+    assert third["session"] == first["session"]
 
 
 def test_no_color_and_piped_output_are_plain(e2e: E2E) -> None:

@@ -72,8 +72,16 @@ class SessionsApi(ApiPart):
                     "parent": row.parent,
                     "forked_at": row.forked_at,
                     "last_active": row.last_active,
+                    "title": row.title,
                 }
             )
+        # A fork with no run of its own goes by the task it was forked from.
+        listed = {entry["id"]: entry for entry in out}
+        for entry in out:
+            source = entry
+            while not source["title"] and source["parent"] in listed:
+                source = listed[source["parent"]]
+            entry["title"] = source["title"]
         return {"sessions": out}
 
     async def sessions_prune(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:

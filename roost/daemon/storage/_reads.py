@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
+import msgpack
 import trio
 
 from roost.loop import Event
@@ -27,6 +28,10 @@ from ._numbering import Numbering
 from ._schema import LAST_ACTIVE
 
 _T = TypeVar("_T")
+
+
+#: Characters of a session's title (its first task's first line).
+TITLE_LENGTH = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +48,8 @@ class SessionRow:
     forked_at: int | None = None
     #: When its own last event happened (when it was created, if it has none).
     last_active: float = 0.0
+    #: Its first task, shortened to one line (a fork without runs of its own: "").
+    title: str = ""
 
 
 class Reader:
@@ -135,19 +142,33 @@ class Reader:
                 (SELECT count(*) FROM events e WHERE e.session = s.id),
                 (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.finished'
                  ORDER BY seq DESC LIMIT 1),
-                {LAST_ACTIVE}
+                {LAST_ACTIVE},
+                (SELECT body FROM events e WHERE e.session = s.id AND e.type = 'run.started'
+                 ORDER BY seq LIMIT 1)
                FROM sessions s {"WHERE s.id = ?" if only is not None else ""} ORDER BY s.created""",
             (only,) if only is not None else (),
         )
         out = []
-        for id, cwd, created, parent, forked_at, count, last, active in rows:
+        for id, cwd, created, parent, forked_at, count, last, active, first in rows:
             status = _unpack(last)["reason"] if last else None
             if parent is not None:
                 count += forked_at
                 if status is None:
                     status = await self._inherited_status(id)
-            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active))
+            title = await self._title(first) if first is not None else ""
+            out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active, title))
         return out
+
+    async def _title(self, body: bytes) -> str:
+        """The first line of a ``run.started`` body's task, up to :data:`TITLE_LENGTH`
+        characters (a task stored apart is read back for it)."""
+        task = _unpack(body).get("task", "")
+        if isinstance(task, msgpack.ExtType):
+            rows = await self._read("SELECT zlib, data FROM blobs WHERE hash = ?", (task.data,))
+            task = decompress(rows[0][1], bool(rows[0][0])) if rows else ""
+        lines = [line.strip() for line in str(task).splitlines() if line.strip()]
+        first = lines[0] if lines else ""
+        return first if len(first) <= TITLE_LENGTH else first[: TITLE_LENGTH - 1] + "…"
 
     async def _inherited_status(self, session: str) -> str | None:
         """The reason the last run a fork shares with its ancestors ended."""
