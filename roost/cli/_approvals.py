@@ -16,44 +16,47 @@ from ._render import brief, session_offer
 
 
 @click.command()
-@click.argument("session")
-@click.argument("call_id")
+@click.argument("which", nargs=-1, metavar="[SESSION] [CALL_ID]")
 @click.option("--session-scope", is_flag=True, help="Also allow such calls for the rest of the session.")
 @click.pass_obj
-def approve(obj: dict[str, Any], session: str, call_id: str, session_scope: bool) -> None:
-    """Approve the tool call CALL_ID that SESSION waits on.
+def approve(obj: dict[str, Any], which: tuple[str, ...], session_scope: bool) -> None:
+    """Approve a tool call a session waits on.
+
+    Name the call by its id or the start of it, the session by its id or the start of it,
+    or neither when only one request is open (see `roost pending`).
 
     \b
-    Example:
+    Examples:
+      roost approve                 # the one open request
+      roost approve 3f2a            # the one request session 3f2a waits on
       roost approve 3f2a toolu_01 --session-scope
     """
     scope = "session" if session_scope else "once"
-    _respond(obj, "permission.respond", session, call_id, decision="approve", scope=scope)
+    call_id = _respond(obj, "permission.respond", which, decision="approve", scope=scope)
     click.echo(f"approved {call_id}" + (" for the session" if session_scope else ""))
 
 
 @click.command()
-@click.argument("session")
-@click.argument("call_id")
+@click.argument("which", nargs=-1, metavar="[SESSION] [CALL_ID]")
 @click.option("--reason", "-r", default="", help="Why; the model sees it.")
 @click.pass_obj
-def deny(obj: dict[str, Any], session: str, call_id: str, reason: str) -> None:
-    """Deny the tool call CALL_ID that SESSION waits on; the model gets an error result."""
+def deny(obj: dict[str, Any], which: tuple[str, ...], reason: str) -> None:
+    """Deny a tool call a session waits on (named as for `roost approve`); the model gets
+    an error result."""
     params: dict[str, Any] = {"decision": "deny"}
     if reason:
         params["reason"] = reason
-    _respond(obj, "permission.respond", session, call_id, **params)
+    call_id = _respond(obj, "permission.respond", which, **params)
     click.echo(f"denied {call_id}")
 
 
 @click.command()
-@click.argument("session")
-@click.argument("call_id")
-@click.argument("text")
+@click.argument("which", nargs=-1, metavar="[SESSION] [CALL_ID] TEXT", required=True)
 @click.pass_obj
-def answer(obj: dict[str, Any], session: str, call_id: str, text: str) -> None:
-    """Answer the question CALL_ID (an ask_human call) in SESSION with TEXT."""
-    _respond(obj, "human.respond", session, call_id, answer=text)
+def answer(obj: dict[str, Any], which: tuple[str, ...]) -> None:
+    """Answer a question (an ask_human call) with TEXT; the question is named as for
+    `roost approve`."""
+    call_id = _respond(obj, "human.respond", which[:-1], answer=which[-1])
     click.echo(f"answered {call_id}")
 
 
@@ -100,9 +103,47 @@ def answer_hint(row: dict[str, Any]) -> str:
     return f"roost approve {session} {call}{scope} · roost deny {session} {call} [--reason ...]"
 
 
-def _respond(obj: dict[str, Any], method: str, session: str, call_id: str, **params: Any) -> None:
+def _respond(obj: dict[str, Any], method: str, which: tuple[str, ...], **params: Any) -> str:
+    """Send ``method`` for the open request ``which`` names; the call id answered."""
+    if len(which) > 2:
+        raise click.UsageError(f"name at most a session and a call, not {len(which)} things")
     with daemon(obj) as client:
-        client.call(method, session=resolve_session(client, session), call_id=call_id, **params)
+        try:
+            row = _the_request(client.call("pending")["pending"], which, method == "human.respond")
+        except click.UsageError:
+            if len(which) < 2:
+                raise
+            # Named in full but not open: the daemon says why (answered already, and by whom).
+            row = {"session": resolve_session(client, which[0]), "call_id": which[1]}
+        client.call(method, session=row["session"], call_id=row["call_id"], **params)
+    return str(row["call_id"])
+
+
+def _the_request(rows: list[dict[str, Any]], which: tuple[str, ...], human: bool) -> dict[str, Any]:
+    """The one open request (a question if ``human``, else a permission request) that
+    ``which`` names: a session and a call, a session or a call, or nothing; each by id or
+    the start of it.
+
+    Raises:
+        click.UsageError: none or more than one request fits; the message lists them.
+    """
+    what = "question" if human else "permission request"
+    rows = [r for r in rows if (r.get("kind") == "human") == human]
+    if len(which) == 2:
+        fits = [r for r in rows if r["session"].startswith(which[0]) and r["call_id"].startswith(which[1])]
+    elif which:
+        fits = [r for r in rows if r["call_id"].startswith(which[0])] or [r for r in rows if r["session"].startswith(which[0])]
+    else:
+        fits = rows
+    if len(fits) == 1:
+        return fits[0]
+    named = " ".join(which)
+    if not fits:
+        where = f" for {named}" if named else ""
+        listed = "".join(f"\n  {describe_request(r)}" for r in rows)
+        raise click.UsageError(f"no open {what}{where}" + (f"; open now:{listed}" if listed else ""))
+    listed = "".join(f"\n  {describe_request(r)}" for r in fits)
+    raise click.UsageError(f"{len(fits)} {what}s are open{' for ' + named if named else ''}: name one{listed}")
 
 
 def prompt_answer(client: Client, event: dict[str, Any]) -> None:

@@ -40,6 +40,28 @@ def test_a_dispatch_waits_for_an_approval_given_from_another_terminal(e2e: E2E) 
     assert again.returncode == 10 and "already answered: approve by roost-cli#" in again.stderr
 
 
+def test_requests_are_named_by_what_tells_them_apart(e2e: E2E) -> None:
+    nobody = e2e.roost("approve")
+    assert nobody.returncode == 2 and "no open permission request" in nobody.stderr
+    first = json.loads(e2e.ok("dispatch", "one", "--model", e2e.script([bash("echo 1")], [text("a")]), "--detach", "--json").stdout)
+    [row] = wait_until(lambda: pending(e2e), what="the first request")
+    second = json.loads(e2e.ok("dispatch", "two", "--model", e2e.script([bash("echo 2")], [text("b")]), "--detach", "--json").stdout)
+    rows = wait_until(lambda: pending(e2e) if len(pending(e2e)) == 2 else None, what="the second request")
+    two = e2e.roost("approve")
+    assert two.returncode == 2 and "2 permission requests are open: name one" in two.stderr
+    assert all(f"{r['session']} {r['call_id']} bash echo" in two.stderr for r in rows)
+    # The session alone, when it waits on one request.
+    assert e2e.ok("approve", first["session"][:5]).stdout.strip() == f"approved {row['call_id']}"
+    wait_until(lambda: e2e.session_row(first["session"])["status"] == "done", what="the first run")
+    # The call alone, by the start of its id; a question is not a permission request.
+    [other] = pending(e2e)
+    assert other["session"] == second["session"]
+    assert e2e.roost("answer", other["call_id"][:8], "hello").returncode == 2
+    assert e2e.ok("deny", other["call_id"][:8]).stdout.strip() == f"denied {other['call_id']}"
+    wait_until(lambda: e2e.session_row(second["session"])["status"] == "done", what="the second run")
+    assert [e["is_error"] for e in e2e.events(second["session"]) if e["type"] == "tool.finished"] == [True]
+
+
 def test_deny_with_a_reason_and_the_model_sees_it(e2e: E2E) -> None:
     model = e2e.script([bash("rm -rf build")], [text("OK, I will not.")])
     watcher = e2e.popen([ROOST, "dispatch", "clean", "--model", model, "--json"], stdout=subprocess.PIPE)
