@@ -89,6 +89,17 @@ def test_an_unknown_agent_is_one_line_with_the_closest_names(e2e: E2E) -> None:
 
 
 def test_a_failed_dispatch_leaves_no_session_behind(e2e: E2E) -> None:
-    for args in (("--model", "nosuch/x"), ("--agent", "nobody", "--model", "scripted/demo"), ("--allow", "bash(")):
+    for args in (
+        ("--model", "nosuch/x"), ("--agent", "nobody", "--model", "scripted/demo"), ("--allow", "bash("),
+        ("--model", "scripted/dmeo"),
+    ):
         assert e2e.roost("dispatch", "go", *args).returncode == 10, args
     assert e2e.json_out("sessions", "--json") == []
+
+
+def test_a_model_named_wrong_gets_the_name_meant(e2e: E2E) -> None:
+    typo = e2e.roost("dispatch", "go", "--model", "scripted/dmeo")
+    assert "no script file at" in typo.stderr and "did you mean scripted/demo?" in typo.stderr
+    bare = e2e.roost("dispatch", "go", "--model", "gpt-4o")
+    assert "is not of the form provider/model" in bare.stderr and "did you mean openai/gpt-4o?" in bare.stderr
+    assert "did you mean" not in e2e.roost("dispatch", "go", "--model", "llama3").stderr

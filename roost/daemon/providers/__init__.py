@@ -11,6 +11,7 @@ from ._base import (
     ToolSpec,
 )
 from ._registry import ProviderRegistry, Resolved
+from ._scripted import ScriptedProvider, script_problem
 
 __all__ = [
     "MAX_TOKENS",
@@ -22,5 +23,7 @@ __all__ = [
     "ProviderRegistry",
     "ProviderUnavailable",
     "Resolved",
+    "ScriptedProvider",
     "ToolSpec",
+    "script_problem",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -64,7 +65,7 @@ class ProviderRegistry:
         if not sep or not name or not model:
             raise ProviderUnavailable(
                 f"model id {model_id!r} is not of the form provider/model "
-                f"(providers: {', '.join(sorted(config.providers))})"
+                f"(providers: {', '.join(sorted(config.providers))}){_suggestion(model_id, config)}"
             )
         entry = config.providers.get(name)
         if entry is None:
@@ -107,6 +108,21 @@ class ProviderRegistry:
         providers, self._providers = list(self._providers.values()), {}
         for provider in providers:
             await provider.aclose()
+
+
+#: How OpenAI's own model names start: such a name given alone is an OpenAI model.
+_OPENAI_NAMES = re.compile(r"(gpt-|chatgpt-|o[1-9](-|$)|text-embedding-|codex-)")
+
+
+def _suggestion(named: str, config: Config) -> str:
+    """``; did you mean P/named?`` for a model named without its provider: the provider
+    whose ``[models]`` table has the name, else for OpenAI's names the OpenAI-compatible
+    provider (``openai`` first)."""
+    owners = [p for p, entry in sorted(config.providers.items()) if named in entry.models]
+    if not owners and _OPENAI_NAMES.match(named):
+        kinds = sorted((p != "openai", p) for p, entry in config.providers.items() if entry.kind == "openai")
+        owners = [p for _, p in kinds[:1]]
+    return f"; did you mean {owners[0]}/{named}?" if owners else ""
 
 
 def _build(entry: ProviderConfig, key: str | None) -> Provider:

@@ -20,6 +20,7 @@ unless the response names one. Text streams as deltas, a few words at a time. A 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import time
@@ -61,6 +62,19 @@ DEMO_SCRIPT: Mapping[str, Any] = {
         },
     ]
 }
+
+
+def script_problem(name: str, cwd: str) -> str | None:
+    """Why ``scripted/name`` cannot run in ``cwd`` (no such script file), or None: said
+    when a run is prepared, before a session is made for it."""
+    if name == "demo":
+        return None
+    path = Path(name) if Path(name).is_absolute() else Path(cwd) / name
+    if path.is_file():
+        return None
+    near = difflib.get_close_matches(name, ["demo"], n=1)
+    hint = f"; did you mean scripted/{near[0]}?" if near else " (scripted/demo is the built-in one)"
+    return f"scripted: no script file at {path}{hint}"
 
 
 class ScriptedProvider:

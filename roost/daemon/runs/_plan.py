@@ -41,7 +41,7 @@ from ..folder._prompt import Layer, PromptCache, compose, render, sizes
 from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
-from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec
+from ..providers import ProviderError, ProviderRegistry, ProviderUnavailable, Resolved, ScriptedProvider, ToolSpec, script_problem
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ._delegation import agent_specs, delegates
@@ -184,7 +184,12 @@ class Planner:
         Raises:
             ProviderError: its provider cannot be used here (ProviderUnavailable).
         """
-        return self.providers.resolve(model, setup.config, environ, plan=plan)
+        resolved = self.providers.resolve(model, setup.config, environ, plan=plan)
+        if isinstance(resolved.provider, ScriptedProvider):
+            problem = script_problem(resolved.model, setup.cwd)
+            if problem is not None:
+                raise ProviderUnavailable(problem)
+        return resolved
 
     async def dispatch(self, request: Dispatch) -> RunPlan:
         """The plan of a client's dispatch.
