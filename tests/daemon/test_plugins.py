@@ -1,7 +1,8 @@
 """Claude Code's plugins where Claude Code installs them (~/.claude/plugins: the installed
 record, the cache, a marketplace's copy), enabled by enabledPlugins: each enabled plugin's
 agents, commands, skills, hooks and MCP servers reach runs as Claude Code names them; a
-project may turn a plugin off, and turn one on only when trusted."""
+project may turn a plugin off, and turn one on only when trusted; plugins.list and
+`roost plugins` say what each brings."""
 
 from __future__ import annotations
 
@@ -227,6 +228,33 @@ async def test_a_run_gets_what_the_plugin_brings(client: TrioClient, project: Pa
     assert seen == {"tool_input": {"command": "rm a.txt"}, "plugin_root": str(review)}
     assert results["toolu_2"]["result"] == f"plugin root {review} file {review}/servers/probe.py"
     assert events[-1]["reason"] == "done"
+
+
+async def test_plugins_list_says_what_each_brings_and_what_waits_for_trust(client: TrioClient, project: Path) -> None:
+    review = install(("review-kit", "1.2.0"), ("notes-kit", "0.1.0"))["review-kit"]
+    user_settings({REVIEW: True})
+    shared = enable(project / ".claude" / "settings.json", **{NOTES: True})
+    (review / "agents" / "broken.md").write_text("---\ndescription: [unclosed\n---\nx")
+    listed = await client.call("plugins.list", cwd=str(project), env={**os.environ, "PLUGIN_PYTHON": sys.executable})
+    first, second = listed["plugins"]
+    assert first == {
+        "id": REVIEW, "name": "review-kit", "marketplace": MARKET, "version": "1.2.0",
+        "description": "Review workflow: an explorer agent, review commands, a changelog skill and a guard hook",
+        "root": str(review), "enabled": True, "enabled_by": str(claude_dir() / "settings.json"), "active": True,
+        "agents": ["review-kit:auditor", "review-kit:code-explorer"],
+        "commands": ["review-kit:git:tidy", "review-kit:review", "review-kit:ship"],
+        "skills": ["review-kit:changelog"],
+        "hooks": [f"PreToolUse Bash: python3 {review}/hooks/guard.py"],
+        "mcp_servers": ["plugin_review-kit_probe"],
+        "problems": [first["problems"][0]],
+    }
+    assert first["problems"][0].startswith(f"{review}/agents/broken.md:")
+    assert (second["id"], second["active"], second["agents"], second["commands"]) == (NOTES, False, [], [])
+    assert [(u["kind"], u["name"], u["source"]) for u in listed["untrusted"]] == [("plugin", NOTES, str(shared))]
+    await trust(client, project)
+    listed = await client.call("plugins.list", cwd=str(project), env={**os.environ, "PLUGIN_PYTHON": sys.executable})
+    assert listed["plugins"][1]["active"] and listed["plugins"][1]["agents"] == ["notes-kit:scribe"]
+    assert listed["untrusted"] == []
 
 
 async def test_an_untrusted_projects_plugin_is_reported_at_dispatch_and_stays_off(client: TrioClient, project: Path) -> None:
