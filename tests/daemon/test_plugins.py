@@ -101,6 +101,7 @@ def test_an_enabled_plugins_parts_load_named_as_claude_code_names_them(project: 
     assert commands.find("review") is commands.find("review-kit:review")
     assert commands.find("review").expand("a.txt") == "Review a.txt with care and list the problems you find."
     assert commands.find("tidy").scope == "plugin"
+    assert f"as {review}/STYLE.md says" in commands.find("tidy").expand("")
     # Hooks: ${CLAUDE_PLUGIN_ROOT} is the plugin's folder; the hook is the user's own.
     [hook] = setup.hooks
     assert (hook.event, hook.match) == ("PreToolUse", "Bash")

@@ -173,14 +173,15 @@ def commands_from(files: FolderFiles) -> CommandSet:
     problems: list[str] = []
     user = claude_user_dir(files.environ) / "commands"
     project = files.place.root / ".claude" / "commands"
-    # The enabled plugins' commands first, named /plugin:command (see _plugins).
+    # The enabled plugins' commands first, named /plugin:command, ${CLAUDE_PLUGIN_ROOT}
+    # their folder (see _plugins).
     plugins = plugins_from(files).active
-    folders = [(place, "plugin", f"{p.name}:") for p in plugins for place in p.commands]
-    folders.append((user, "user", ""))
+    folders = [(place, "plugin", f"{p.name}:", p.root) for p in plugins for place in p.commands]
+    folders.append((user, "user", "", ""))
     # A project at the home folder: its .claude is the user's own.
     if os.path.realpath(project) != os.path.realpath(user):
-        folders.append((project, "project", ""))
-    for folder, scope, prefix in folders:
+        folders.append((project, "project", "", ""))
+    for folder, scope, prefix, root in folders:
         single = folder.is_file()  # a plugin's command file named in its plugin.json
         for path in [folder] if single else _files(folder, problems):
             name = prefix + ":".join(path.relative_to(folder.parent if single else folder).with_suffix("").parts)
@@ -189,6 +190,7 @@ def commands_from(files: FolderFiles) -> CommandSet:
                 continue
             try:
                 data = files.read(path, COMMAND_LIMIT, own=scope != "project")
+                data = data.replace(b"${CLAUDE_PLUGIN_ROOT}", root.encode()) if root else data
                 commands[name] = _parse(name, data, str(path), scope)
             except FrontMatterError as exc:
                 problems.append(str(exc))

@@ -25,8 +25,9 @@ A path in plugin.json must stay inside the plugin's folder. Each part is read wh
 other of its kind is, named as Claude Code names it: an agent ``plugin:agent``, a command
 ``/plugin:command``, a skill ``plugin:skill``, an MCP server ``plugin_PLUGIN_SERVER`` (its
 tools ``mcp__plugin_PLUGIN_SERVER__tool`` in Claude Code's names). ``${CLAUDE_PLUGIN_ROOT}``
-in a hook's command and a server's command, args, env and url is the plugin's folder, and a
-hook and a stdio server get ``CLAUDE_PLUGIN_ROOT`` in their environment.
+in a hook's command, a command file's text and a server's command, args, env and url is the
+plugin's folder, and a hook and a stdio server get ``CLAUDE_PLUGIN_ROOT`` in their
+environment.
 
 Enabled: ``enabledPlugins`` (``{"feature-dev@claude-code-plugins": true}``) of the user's
 ``settings.json``, then the project's ``.claude/settings.json`` and
@@ -50,7 +51,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -113,7 +114,7 @@ class PluginSet:
     #: Problems not of one plugin (the record, a settings file), a line each.
     problems: tuple[str, ...] = ()
     #: Plugins a project's settings turn on, each trusted (applied) or not.
-    widening: tuple[Widening, ...] = field(default=())
+    widening: tuple[Widening, ...] = ()
 
     @property
     def active(self) -> tuple[Plugin, ...]:
