@@ -42,6 +42,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("_agents", "agents"),
     "prompt": ("_agents", "prompt"),
     "compact": ("_agents", "compact"),
+    "plugins": ("_plugins", "plugins"),
     "mcp": ("_mcp", "mcp"),
     "trust": ("_trust", "trust"),
     "untrust": ("_trust", "untrust"),

@@ -317,6 +317,16 @@ METHODS: tuple[Method, ...] = (
         ("commands", "problems"),
     ),
     Method(
+        "plugins.list",
+        "The user's Claude Code plugins for a folder (installed as Claude Code installs them, "
+        "enabled by enabledPlugins in its settings files): each with its version, marketplace, "
+        "folder, whether it is enabled and by which file, the agents, commands, skills, hooks and "
+        "MCP servers it brings, and its problems; problems of the records; untrusted: plugins a "
+        "project's settings would turn on but may not (not trusted).",
+        (Param("cwd", "str", doc="where the project's settings (enabledPlugins) are looked up"), _ENV),
+        ("plugins", "problems", "untrusted"),
+    ),
+    Method(
         "prompt",
         "The system prompt a run would get, layer by layer.",
         (

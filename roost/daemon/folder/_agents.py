@@ -17,7 +17,8 @@
 The body is the agent's instructions. Files come from ``~/.claude/agents/`` and the user
 config dir (``agents/``), the user's own, then the project's ``.claude/agents/`` and
 ``.roost/agents/``, subfolders included (``.claude/agents/team/reviewer.md``); a later file
-of the same name overrides an earlier one and the built-in. Claude Code's sub-agent format
+of the same name overrides an earlier one and the built-in. The enabled Claude Code plugins'
+agents come first, named ``plugin:agent`` as Claude Code names them (see ``_plugins``). Claude Code's sub-agent format
 loads as it is: front matter that only its lenient reading accepts (an unquoted
 ``description:`` holding ``: ``), ``tools: Read, Grep``, its tool names (``WebFetch`` is
 ``web_fetch``, ``Task`` and ``Agent`` are ``task``, ``mcp__server__tool`` is
@@ -48,6 +49,7 @@ from roost.protocol import MODES
 from ..sandbox import MODES as SANDBOX_MODES
 from ._claude import roost_tool
 from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, split_front_matter
+from ._plugins import plugins_from
 from ._reading import FolderFiles
 from ._trust import NO_TRUST, Trust, Widening, digest
 
@@ -137,6 +139,14 @@ def agents_from(files: FolderFiles) -> AgentSet:
     agents = dict(BUILTIN_AGENTS)
     problems: list[str] = []
     widening: list[Widening] = []
+    # The enabled plugins' agents first: Claude Code ranks them below the user's and the
+    # project's, and names them after their plugin (plugin:agent).
+    for plugin in plugins_from(files).active:
+        for place in plugin.agents:
+            for path in agent_files(place)[:AGENT_FILES] if place.is_dir() else [place]:
+                if (found := _read_agent(files, path, True, problems)) is not None:
+                    named = f"{plugin.name}:{found[0].name}"
+                    agents[named] = replace(found[0], name=named)
     for folder in agent_dirs(files.root):
         if not folder.path.is_dir():
             continue
@@ -145,23 +155,29 @@ def agents_from(files: FolderFiles) -> AgentSet:
             problems.append(f"{folder.path}: more than {AGENT_FILES} agent files; the rest are not read")
             paths = paths[:AGENT_FILES]
         for path in paths:
-            try:
-                data = files.read(path, own=folder.own)
-                agent = parse_agent(data.decode("utf-8-sig"), str(path))
-            except AgentError as exc:
-                problems.append(str(exc))
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
-            else:
-                agent = replace(agent, from_project=not folder.own)
-                widens = None if folder.own else _widens(agent)
-                if widens is not None:
-                    item = Widening("agent", agent.name, widens, str(path), digest(data), files.covers(path))
-                    widening.append(item)
-                    if not item.trusted:
-                        continue
-                agents[agent.name] = agent
+            if (found := _read_agent(files, path, folder.own, problems)) is None:
+                continue
+            agent, data = replace(found[0], from_project=not folder.own), found[1]
+            widens = None if folder.own else _widens(agent)
+            if widens is not None:
+                item = Widening("agent", agent.name, widens, str(path), digest(data), files.covers(path))
+                widening.append(item)
+                if not item.trusted:
+                    continue
+            agents[agent.name] = agent
     return AgentSet(agents, tuple(problems), tuple(widening))
+
+
+def _read_agent(files: FolderFiles, path: Path, own: bool, problems: list[str]) -> tuple[Agent, bytes] | None:
+    """The agent of one file and the file's bytes (None, and a problem, if it cannot be used)."""
+    try:
+        data = files.read(path, own=own)
+        return parse_agent(data.decode("utf-8-sig"), str(path)), data
+    except AgentError as exc:
+        problems.append(str(exc))
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+    return None
 
 
 def unknown_tools(

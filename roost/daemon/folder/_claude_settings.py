@@ -107,7 +107,7 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
     mode: str | None = None
     if os.path.lexists(user):
         mine = _settings(user, read_config(files, user, own=True))
-        hooks += _hooks(user, mine)
+        hooks += settings_hooks(user, mine)
         for action in ("allow", "deny", "ask"):
             rules += _rules(user, mine, action)
         rules += _folders(user, mine)
@@ -135,7 +135,7 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
                 mode = theirs
             else:
                 widening.append(Widening("default mode", theirs, "defaultMode", str(path), digest(data), False))
-        for hook in _hooks(path, settings):
+        for hook in settings_hooks(path, settings):
             # A hook runs in the session's folder, and is written for the project's root.
             runs = files.scripts(shell_words(hook.command), (place.cwd, root))
             item = Widening(
@@ -202,8 +202,13 @@ def _folders(path: Path, settings: Mapping[str, Any]) -> list[Rule]:
     return parse_rules([f"read({escape(os.path.join(base, os.path.expanduser(f)).rstrip('/'))}/**)" for f in folders], "allow", str(path))
 
 
-def _hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
-    """The hooks roost runs of one settings file, in the file's order."""
+def settings_hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
+    """The hooks roost runs of one settings file (or a plugin's ``hooks.json``, which has
+    the same ``hooks`` object), in the file's order.
+
+    Raises:
+        ConfigError: ``hooks`` is not of Claude Code's shape.
+    """
     events = settings.get("hooks", {})
     if not isinstance(events, dict):
         raise ConfigError(f"{path}: hooks must be an object of events")

@@ -140,6 +140,9 @@ class Hook:
     #: The Claude Code event of a hook from a ``settings.json`` (it gets Claude Code's
     #: payload and is read as Claude Code reads it); None: roost's own format.
     event: str | None = None
+    #: A Claude Code plugin's hook: the plugin's folder (its ``CLAUDE_PLUGIN_ROOT``). The
+    #: user installed and enabled it: it runs as the user's own hooks do.
+    plugin_root: str | None = None
 
     def applies(self, tool: str) -> bool:
         """Whether the hook runs for calls of ``tool``."""

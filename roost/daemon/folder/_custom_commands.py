@@ -11,8 +11,9 @@ Files come from the user's ``~/.claude/commands`` (``$CLAUDE_CONFIG_DIR`` moves 
 project's ``.claude/commands`` (at its root); a project's command overrides the user's of
 the same name, as its agents and skills do. A file in a subfolder is named by its path:
 ``frontend/component.md`` is ``/frontend:component``, and ``/component`` too while no other
-command ends so. Front matter is optional: ``description`` (else the body's first line),
-``argument-hint``, ``model`` (Claude Code's names understood: ``haiku``), ``allowed-tools``
+command ends so. An enabled Claude Code plugin's commands are ``/plugin:command`` (scope
+``plugin``; see ``_plugins``). Front matter is optional: ``description`` (else the body's
+first line), ``argument-hint``, ``model`` (Claude Code's names understood: ``haiku``), ``allowed-tools``
 (listed, not applied: in Claude Code it approves calls without asking, which only the
 user's own rules and flags do here).
 
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ._plugins import plugins_from
 from ._project import FrontMatterError, claude_user_dir, split_front_matter
 from ._reading import FolderFiles
 from ._trust import NO_TRUST, Trust
@@ -64,7 +66,7 @@ class CustomCommand:
     model: str | None = None
     allowed_tools: tuple[str, ...] = ()
     source: str = ""
-    #: ``user`` or ``project``.
+    #: ``user``, ``project`` or ``plugin``.
     scope: str = "project"
 
     @property
@@ -171,18 +173,24 @@ def commands_from(files: FolderFiles) -> CommandSet:
     problems: list[str] = []
     user = claude_user_dir(files.environ) / "commands"
     project = files.place.root / ".claude" / "commands"
-    folders: list[tuple[Path, str]] = [(user, "user")]
+    # The enabled plugins' commands first, named /plugin:command, ${CLAUDE_PLUGIN_ROOT}
+    # their folder (see _plugins).
+    plugins = plugins_from(files).active
+    folders = [(place, "plugin", f"{p.name}:", p.root) for p in plugins for place in p.commands]
+    folders.append((user, "user", "", ""))
     # A project at the home folder: its .claude is the user's own.
     if os.path.realpath(project) != os.path.realpath(user):
-        folders.append((project, "project"))
-    for folder, scope in folders:
-        for path in _files(folder, problems):
-            name = ":".join(path.relative_to(folder).with_suffix("").parts)
+        folders.append((project, "project", "", ""))
+    for folder, scope, prefix, root in folders:
+        single = folder.is_file()  # a plugin's command file named in its plugin.json
+        for path in [folder] if single else _files(folder, problems):
+            name = prefix + ":".join(path.relative_to(folder.parent if single else folder).with_suffix("").parts)
             if not all(_PART.fullmatch(part) for part in name.split(":")):
                 problems.append(f"{path}: a command's name is letters, digits, _ - and . (folders: a :)")
                 continue
             try:
-                data = files.read(path, COMMAND_LIMIT, own=scope == "user")
+                data = files.read(path, COMMAND_LIMIT, own=scope != "project")
+                data = data.replace(b"${CLAUDE_PLUGIN_ROOT}", root.encode()) if root else data
                 commands[name] = _parse(name, data, str(path), scope)
             except FrontMatterError as exc:
                 problems.append(str(exc))

@@ -86,6 +86,9 @@ class Place:
     root: Path
     #: The user trusted the project (its files may lead out of it).
     trusted: bool = False
+    #: The enabled Claude Code plugins' skill folders: (the plugin's name, a folder of
+    #: skill folders); their skills are ``plugin:skill``.
+    plugin_skills: tuple[tuple[str, str], ...] = ()
 
 
 def project_root(cwd: str | None) -> Path | None:
@@ -167,9 +170,12 @@ def agent_files(folder: Path) -> list[Path]:
     return found
 
 
-def find_skills(root: str | os.PathLike[str], trusted: bool = False) -> dict[str, Skill]:
+def find_skills(
+    root: str | os.PathLike[str], trusted: bool = False, plugins: tuple[tuple[str, str], ...] = ()
+) -> dict[str, Skill]:
     """The skills of the project at ``root`` and the user's, by name; later folders
-    override earlier.
+    override earlier. ``plugins``: the enabled plugins' skill folders (see
+    :attr:`Place.plugin_skills`), the user's own, their skills named ``plugin:skill``.
 
     A SKILL.md whose front matter cannot be read is named after its folder; one that is not
     a regular file, or (unless the folder is ``trusted``) leads out of the project, is left
@@ -177,7 +183,8 @@ def find_skills(root: str | os.PathLike[str], trusted: bool = False) -> dict[str
     """
     found: dict[str, Skill] = {}
     root = Path(root)
-    for folder in skill_dirs(root):
+    folders = [(f"{name}:", Folder(Path(path), True)) for name, path in plugins]
+    for prefix, folder in folders + [("", folder) for folder in skill_dirs(root)]:
         if not folder.path.is_dir():
             continue
         within = None if trusted or folder.own else root
@@ -190,7 +197,7 @@ def find_skills(root: str | os.PathLike[str], trusted: bool = False) -> dict[str
                 meta, _ = split_front_matter(text, str(skill))
             except FrontMatterError:
                 meta = {}
-            name = str(meta.get("name") or skill.parent.name)
+            name = prefix + str(meta.get("name") or skill.parent.name)
             found[name] = Skill(str(meta.get("description", "")).strip(), skill, folder.own)
     return found
 

@@ -253,7 +253,7 @@ def _layers(
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(place.cwd, root, repository), "this machine"),
         _instructions(root, Path(place.cwd), within, cache),
-        _skills(root, place.trusted) if skills else Layer("skills", ""),
+        _skills(root, place.trusted, place.plugin_skills) if skills else Layer("skills", ""),
         _memory(root, within, cache),
         _repo_map(root, files, cache),
         Layer("summary", summary_text(summary), "compaction"),
@@ -415,8 +415,8 @@ def imports(text: str) -> list[str]:
     return [name for name in dict.fromkeys(found) if name]
 
 
-def _skills(root: Path, trusted: bool) -> Layer:
-    skills = find_skills(root, trusted)
+def _skills(root: Path, trusted: bool, plugins: tuple[tuple[str, str], ...]) -> Layer:
+    skills = find_skills(root, trusted, plugins)
     if not skills:
         return Layer("skills", "")
     # The project's and the user's take turns: when the list is cut, neither's many crowd

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from ._files import CONFIG_LIMIT, read_bounded
 from ._project import Place, project_root
 from ._scripts import Word, scripts
 from ._trust import NO_TRUST, Script, Trust
+
+_T = TypeVar("_T")
 
 
 class FolderFiles:
@@ -48,6 +50,7 @@ class FolderFiles:
         self._contents: dict[tuple[str, int, bool], bytes | OSError] = {}
         self._covered: dict[str, bool] = {}
         self._recorded: dict[str, str] = {}
+        self._derived: dict[str, Any] = {}
 
     @property
     def place(self) -> Place:
@@ -92,6 +95,14 @@ class FolderFiles:
         from ``bases`` (see ``_scripts``); each file is hashed once in this reading."""
         assert self.root is not None
         return scripts(words, self.root, bases, self.trust, self._recorded)
+
+    def once(self, key: str, make: Callable[[], _T]) -> _T:
+        """What ``make`` derives from the files, made once in this reading (several parts
+        need the user's installed plugins, say: see ``_plugins``)."""
+        if key not in self._derived:
+            self._derived[key] = make()
+        found: _T = self._derived[key]
+        return found
 
     @property
     def _within(self) -> Path | None:

@@ -2,7 +2,7 @@
 
 A dispatch, a sub-agent, a compaction and restart recovery all need the same things from a
 session's folder: the merged config, the agents, the MCP servers, the hooks of Claude Code's
-settings files, the custom commands, what the project's files would widen but may not (see
+settings files, the custom commands, the user's Claude Code plugins, what the project's files would widen but may not (see
 ``_trust``), and the project files that must not change under a run
 (:attr:`FolderSetup.protected`). :func:`load_folder` reads them as one pipeline, in one
 worker thread: the project's root is found once, each file is read once (bounded, see
@@ -29,6 +29,7 @@ from ._agents import AgentSet, agents_from
 from ._claude_settings import ClaudeSettings, claude_settings_from
 from ._config import Config, Hook, config_from
 from ._custom_commands import CommandSet, commands_from
+from ._plugins import PluginSet, plugins_from
 from ._project import Place
 from ._reading import FolderFiles
 from ._scripts import Word, argv_words, named_files, project_files, shell_words
@@ -57,17 +58,23 @@ class FolderSetup:
     protected: tuple[str, ...] = ()
     #: The custom commands (``/name``) of the user and the project.
     commands: CommandSet = CommandSet({})
+    #: The user's Claude Code plugins (see ``_plugins``): their agents, commands and MCP
+    #: servers are in the parts above; their hooks and skills come from here.
+    plugins: PluginSet = PluginSet()
 
     @property
     def place(self) -> Place:
         """Where runs in this folder work: what reads more of it (the system prompt's
         files) starts from here."""
-        return Place(self.cwd, Path(self.root), self.trusted)
+        return Place(self.cwd, Path(self.root), self.trusted, self.plugins.skill_folders)
 
     @property
     def widening(self) -> tuple[Widening, ...]:
         """Everything the project's files say that widens, trusted or not."""
-        return self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
+        return (
+            self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
+            + self.plugins.widening
+        )
 
     @property
     def trust_files(self) -> dict[str, str]:
@@ -81,8 +88,9 @@ class FolderSetup:
 
     @property
     def hooks(self) -> tuple[Hook, ...]:
-        """The hooks runs here get: config.toml's, then Claude Code's settings files'."""
-        return self.config.hooks + self.claude.hooks
+        """The hooks runs here get: config.toml's, Claude Code's settings files', then the
+        enabled plugins'."""
+        return self.config.hooks + self.claude.hooks + self.plugins.hooks
 
     @property
     def ignored(self) -> tuple[Widening, ...]:
@@ -131,6 +139,7 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
         place.trusted,
         claude_settings_from(files),
         commands=commands_from(files),
+        plugins=plugins_from(files),
     )
     protected = protected_files(setup, trust)
     # What trust records and trusted entries run is read-only in the sandbox too.

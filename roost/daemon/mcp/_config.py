@@ -7,6 +7,11 @@ Sources, each overriding the earlier ones server by server:
 3. the project's ``.mcp.json`` (at its root: the nearest folder holding ``.roost``,
    ``.claude`` or ``.git``), in the ``{"mcpServers": {...}}`` shape other tools write.
 
+Claude Code's records of the user's servers (``~/.claude.json``) and the enabled Claude Code
+plugins' servers (their ``.mcp.json``, named ``plugin_PLUGIN_SERVER``, ``${CLAUDE_PLUGIN_ROOT}``
+their folder: see ``roost.daemon.folder._plugins``) are the user's own too, read after the
+user's ``config.toml``.
+
 ::
 
     [mcp.servers.time]                     # stdio: a command the daemon starts
@@ -58,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
+from roost.daemon.folder._plugins import ROOT_VARIABLE, plugins_from
 from roost.daemon.folder._project import project_config_file, user_config_file
 from roost.daemon.folder._reading import FolderFiles
 from roost.daemon.folder._scripts import Word, argv_words
@@ -152,6 +158,11 @@ class _Place:
     strict: bool
     #: A project's file: its servers need trust, and it must not lead out of the project.
     project: bool = False
+    #: What its servers' names get in front (a plugin's: ``plugin_NAME_``).
+    prefix: str = ""
+    #: Variables its entries may use besides the environment's (a plugin's
+    #: ``CLAUDE_PLUGIN_ROOT``), which its stdio servers also get.
+    variables: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -204,6 +215,13 @@ def mcp_servers_from(files: FolderFiles) -> McpServers:
         places.insert(1, (_Place(claude, claude.parent, None, False), ("mcpServers",)))
         if root is not None:
             places.append((_Place(claude, claude.parent, str(root), False), ("projects", str(root), "mcpServers")))
+    # The enabled plugins' servers, the user's too, after the user's own files.
+    at = 2 if claude.is_file() else 1
+    places[at:at] = [
+        (_Place(path, Path(plugin.root), None, False, prefix=f"plugin_{plugin.name}_", variables={ROOT_VARIABLE: plugin.root}), keys)
+        for plugin in plugins_from(files).active
+        for path, keys in plugin.mcp
+    ]
     for place, keys in places:
         if not place.project and not place.path.is_file():
             continue
@@ -213,16 +231,19 @@ def mcp_servers_from(files: FolderFiles) -> McpServers:
         trusted = not place.project or files.covers(place.path)
         data = _decode(place, raw, errors)
         table = ".".join(keys)
-        for name, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
-            where = f"{place.path}: {table}.{name}" if place.path.suffix == ".json" else f"{place.path}: [mcp.servers.{name}]"
+        for key, entry in _section(data, keys, f"{place.path}: {table}", errors).items():
+            name = place.prefix + key
+            where = f"{place.path}: {table}.{key}" if place.path.suffix == ".json" else f"{place.path}: [mcp.servers.{key}]"
             # An untrusted file's values stay unexpanded: its ${VAR} must not pull the
             # user's secrets into a listing or an event.
-            values = environ if trusted or _only_disables(entry) else _UNEXPANDED
+            values = {**environ, **place.variables} if trusted or _only_disables(entry) else _UNEXPANDED
             try:
                 config = _parse(name, entry, servers.get(name), place, values)
             except _Malformed as exc:
                 errors.append(f"{where}: {exc}")
                 continue
+            if place.variables and config.command is not None:
+                config = replace(config, env={**place.variables, **config.env})
             if not place.project or _only_disables(entry):
                 servers[name] = config
                 continue

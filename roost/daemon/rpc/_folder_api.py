@@ -1,5 +1,6 @@
 """A folder's methods: what a project sets up, as a run there would see it (providers, MCP
-servers, agents, custom commands, the system prompt), and the trust that lets it widen."""
+servers, agents, custom commands, the user's Claude Code plugins, the system prompt), and
+the trust that lets it widen."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from roost.protocol import MODES, ErrorCode, RpcError
 from ..folder._agents import Agent, unknown_tools
 from ..folder._config import Config
 from ..folder._models import ModelNameError
+from ..folder._plugin_report import plugin_report
 from ..folder._prompt import compose, render
 from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
@@ -39,6 +41,7 @@ class FolderApi(ApiPart):
             "mcp.restart": self.mcp_restart,
             "agents.list": self.agents_list,
             "commands.list": self.commands_list,
+            "plugins.list": self.plugins_list,
             "prompt": self.prompt,
             "trust.show": self.trust_show,
             "trust.add": self.trust_add,
@@ -127,6 +130,10 @@ class FolderApi(ApiPart):
         environ = client_environ(params)
         commands = (await self._folder(checked_cwd(params.get("cwd")), environ)).commands
         return {"commands": commands.describe(), "problems": list(commands.problems)}
+
+    async def plugins_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        setup = await self._folder(checked_cwd(params.get("cwd")), client_environ(params))
+        return await trio.to_thread.run_sync(plugin_report, setup)
 
     async def prompt(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         mode = params.get("mode")

@@ -2,7 +2,8 @@
 
 One runner serves two formats. A hook runs ``bash -c COMMAND`` in the session's folder, in
 its own process group, with the session's environment without secrets plus
-``CLAUDE_PROJECT_DIR`` (the project's root), and a JSON object on stdin. A project's hooks
+``CLAUDE_PROJECT_DIR`` (the project's root; a plugin's hook also ``CLAUDE_PLUGIN_ROOT``, its
+folder), and a JSON object on stdin. A project's hooks
 (a trusted folder's ``.roost/config.toml`` and ``.claude/settings*.json``) run in the run's
 sandbox, where the project's files stay writable and the rest is held as for any command;
 the user's own run as the user configured them.
@@ -399,7 +400,10 @@ def _from_project(hook: Hook, where: HookEnv) -> bool:
     """Whether ``hook`` is the project's (its ``.roost/config.toml``, ``.claude/settings.json``
     or ``settings.local.json``): the one place this is decided. Only a hook from the user's
     own files (``config.toml`` in the user's config folder, Claude Code's user settings, as
-    the loaders name them) is the user's; any other is the project's."""
+    the loaders name them) or from a plugin the user installed and enabled is the user's;
+    any other is the project's."""
+    if hook.plugin_root is not None:
+        return False
     environ = where.env if where.env is not None else os.environ
     return hook.source not in (str(user_config_file()), str(claude_user_dir(environ) / "settings.json"))
 
@@ -411,6 +415,8 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)
     env["CLAUDE_PROJECT_DIR"] = where.root
+    if hook.plugin_root is not None:
+        env["CLAUDE_PLUGIN_ROOT"] = hook.plugin_root
     sandbox = where.sandbox if _from_project(hook, where) else None
     # The run's sandbox records its own process group in the ledger.
     ledger = where.ledger if sandbox is None else None

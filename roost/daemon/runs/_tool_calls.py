@@ -171,6 +171,7 @@ class ToolCalls:
                         outside_ok=effect.outside,
                         env=plan.tool_environ,
                         trusted_folder=setup is not None and setup.trusted,
+                        plugin_skills=setup.plugins.skill_folders if setup is not None else (),
                         read_permission=_read_permission(track.state),
                         sandbox=live.sandbox,
                         private_network=setup is not None and setup.config.fetch_private,

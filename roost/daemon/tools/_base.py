@@ -40,6 +40,8 @@ class ToolContext:
     env: Mapping[str, str] | None = None
     #: The user trusted the session's folder: project files that link out of it are read.
     trusted_folder: bool = False
+    #: The enabled Claude Code plugins' skill folders (see ``folder._project.Place``).
+    plugin_skills: tuple[tuple[str, str], ...] = ()
     #: What the run's permission policy says to a read of a real path: ``allow``, ``ask``
     #: or ``deny`` (None: no policy, as in tests of the tools alone). glob and grep ask it
     #: about every file they walk into, read about its file (see :func:`readable`).

@@ -1,7 +1,8 @@
 """The ``skill`` tool: the body of a skill (a folder with a SKILL.md) the prompt lists.
 
-Skills come from the user's folders (``~/.claude/skills/``, ``skills/`` in the config dir)
-and the project (``.claude/skills/``, ``.roost/skills/``); the system prompt of a run with
+Skills come from the user's folders (``~/.claude/skills/``, ``skills/`` in the config dir,
+the enabled Claude Code plugins' ``plugin:skill``) and the project (``.claude/skills/``,
+``.roost/skills/``); the system prompt of a run with
 this tool carries only their names and descriptions, and the model reads one when it needs
 it.
 """
@@ -22,14 +23,14 @@ _SCHEMA = {
 }
 
 
-def _skills(cwd: str, trusted: bool) -> tuple[Path, dict[str, Skill]]:
+def _skills(cwd: str, trusted: bool, plugins: tuple[tuple[str, str], ...]) -> tuple[Path, dict[str, Skill]]:
     """The project's root (looked for once, in the tool's thread) and the skills there."""
     root = project_root(cwd) or Path(cwd)
-    return root, find_skills(root, trusted)
+    return root, find_skills(root, trusted, plugins)
 
 
 async def _run_skill(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
-    root, skills = await ctx.in_thread(_skills, ctx.cwd, ctx.trusted_folder)
+    root, skills = await ctx.in_thread(_skills, ctx.cwd, ctx.trusted_folder, ctx.plugin_skills)
     found = skills.get(input["name"])
     if found is None:
         known = ", ".join(sorted(skills)) or "none"
