@@ -346,9 +346,14 @@ METHODS: tuple[Method, ...] = (
     ),
     Method(
         "providers.list",
-        "Configured providers, and whether each is usable (no network).",
-        (Param("cwd", "str", doc="where project config is looked up"), _ENV),
-        ("providers", "default_model", "files", "untrusted"),
+        "Configured providers, and whether each is usable (no network); with `model`, what "
+        "that name comes to there, or why it cannot be used.",
+        (
+            Param("cwd", "str", doc="where project config is looked up"),
+            _ENV,
+            Param("model", "str", doc="a model name to check: `model` in the result is {id, problem}"),
+        ),
+        ("providers", "default_model", "files", "untrusted", "model"),
     ),
     Method(
         "trust.show",

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from .conftest import E2E, ROOST, bash, text
+from .conftest import E2E, ROOST, bash, text, wait_until
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["which", "tmux"], capture_output=True).returncode != 0, reason="tmux is not installed"
@@ -413,3 +413,26 @@ def test_rewind_goes_on_in_a_fork_from_before_the_last_task(e2e: E2E, tmux: Tmux
     assert (row["parent"], row["forked_at"]) == (session, starts[1] - 1)
     pane.submit("/sessions")
     pane.wait(f"└ {fork} @{row['forked_at']}")
+
+
+def test_other_tools_command_names_and_typos_lead_where_meant(e2e: E2E, tmux: Tmux) -> None:
+    pane = tmux.open("shell", "--model", e2e.script([text("one")]))
+    pane.wait(IDLE)
+    first = session_of(e2e)
+    pane.submit("/modle")
+    pane.wait("did you mean /mode or /model?")
+    # A model that cannot be used is refused when it is set, not at the next task.
+    pane.submit("/model scripted/dmeo")
+    pane.wait("not changed: scripted: no script file at")
+    assert "did you mean scripted/demo?" in pane.screen()
+    pane.submit("/model scripted/demo")
+    pane.wait("(the next tasks use model scripted/demo)")
+    # Claude Code's /clear starts afresh: a new session here.
+    pane.submit("/clear")
+    wait_until(lambda: len(e2e.json_out("sessions", "--json")) == 2, what="a new session")
+    assert first in {row["id"] for row in e2e.json_out("sessions", "--json")}
+    pane.submit("/help")
+    pane.wait("(also /clear)")
+    assert "(also /exit, /quit)" in pane.screen()
+    pane.submit("/quit")
+    pane.wait("detached from session")

@@ -15,7 +15,7 @@ from roost.protocol import MODES
 from .._connect import env_param
 from .._report import report_rows
 from . import _display as r
-from ._slash import COMMANDS, SCOPES, find
+from ._slash import COMMANDS, SCOPES, closest, find
 from ._transcript import Transcript
 from ._view import SessionView
 
@@ -33,7 +33,11 @@ class Builtins:
         """Run ``/name arg`` (``name`` as typed: a unique prefix will do)."""
         matches = find(name)
         if len(matches) != 1:
-            known = ", ".join("/" + c.name for c in matches) if matches else "/help lists them"
+            if matches:
+                known = "it may be " + ", ".join("/" + c.name for c in matches)
+            else:
+                near = closest(name, [c for c, _, _ in self._shell.names.commands])
+                known = ("did you mean " + " or ".join("/" + n for n in near) + "? " if near else "") + "/help lists them"
             self._shell.screen.print(r.note(f"unknown command /{name}: {known}", "class:error"))
             return
         await getattr(self, "_cmd_" + matches[0].name)(arg)
@@ -42,7 +46,10 @@ class Builtins:
         shell = self._shell
         # The folder's commands as they are now (files may have changed since connecting).
         await shell.keeper.refresh_commands(await shell.keeper.ready())
-        builtins = [(c.name, c.args, c.doc) for c in COMMANDS]
+        builtins = [
+            (c.name, c.args, c.doc + (f" (also {', '.join('/' + a for a in c.aliases)})" if c.aliases else ""))
+            for c in COMMANDS
+        ]
         shell.screen.print(r.help_lines(builtins, shell.names.commands))
 
     # -- what the next tasks run with ----------------------------------------------------------
@@ -73,6 +80,15 @@ class Builtins:
         if not arg:
             shell.screen.print(r.note(f"model: {shell.choices.model or shell.view.model or 'the default'}"))
             return
+        client = await shell.keeper.ready()
+        if client.info.get("api_level", 0) >= 12:
+            # Checked now, where the next task would run, rather than failing that task (an
+            # older daemon has no such check).
+            params = {"cwd": shell.cwd(), "model": arg, **env_param(shell.target)}
+            checked = (await client.call("providers.list", params)).get("model") or {}
+            if checked.get("problem"):
+                shell.screen.print(r.note(f"not changed: {checked['problem']}", "class:error"))
+                return
         shell.choices.model = arg
         shell.screen.print(r.note(f"(the next tasks use model {arg})"))
 

@@ -29,7 +29,7 @@ from ._builtins import Builtins
 from ._complete import Names, ShellCompleter
 from ._keeper import ConnectionKeeper
 from ._requests import OpenRequests
-from ._slash import builtin, parse
+from ._slash import builtin, closest, parse
 from ._transcript import Transcript
 from ._view import SessionView
 
@@ -231,7 +231,16 @@ class Shell:
             self.screen.print(r.note(f"(a run is in flight; {text.split()[0]} starts a run of its own: "
                                      "wait for this one, or abort it)", "class:error"))
             return
-        await self.send(text)
+        try:
+            await self.send(text)
+        except RpcError as exc:
+            name = text.split()[0][1:]
+            near = closest(name, [n for n, _, _ in self.names.commands])
+            if exc.code != ErrorCode.INVALID_PARAMS or not near:
+                raise
+            # The daemon has no such command: perhaps a slip of a command's name.
+            hint = " or ".join("/" + n for n in near)
+            self.screen.print(r.note(f"{exc.message}; did you mean {hint}?", "class:error"))
 
     async def _abort(self) -> None:
         client = await self.keeper.ready()

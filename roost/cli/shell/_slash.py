@@ -9,6 +9,7 @@ that ``name`` begins.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Collection
 
@@ -26,6 +27,8 @@ class Command:
     doc: str
     #: What its argument completes to: "agent", "mode", "model", "session", "scope" or "".
     complete: str = ""
+    #: Other names it answers to in full: the ones other tools use (Claude Code's /clear).
+    aliases: tuple[str, ...] = ()
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -35,7 +38,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("model", "ID", "provider/model or an alias for the next tasks", "model"),
     Command("sessions", "", "list the daemon's sessions"),
     Command("switch", "ID", "go to another session (id or unique prefix)", "session"),
-    Command("new", "", "start a new session in this directory"),
+    Command("new", "", "start a new session in this directory", aliases=("clear",)),
     Command("rewind", "[N]", "go on in a fork of this session from before its last N tasks (default 1)"),
     Command("abort", "", "abort the run in flight (the session stays)"),
     Command("approve", "[once|session]", "approve the open request", "scope"),
@@ -43,7 +46,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("compact", "", "compact the session's history"),
     Command("report", "", "the last run: steps, tools, tokens, cost, latency"),
     Command("prompt", "", "the session's system prompt"),
-    Command("detach", "", "leave; runs go on in the daemon"),
+    Command("detach", "", "leave; runs go on in the daemon", aliases=("exit", "quit")),
 )
 
 
@@ -60,15 +63,21 @@ def parse(text: str) -> tuple[str, str] | None:
 
 def find(name: str) -> list[Command]:
     """The commands ``name`` may mean: the one of that name, else those it is a prefix of."""
-    exact = [c for c in COMMANDS if c.name == name]
+    exact = [c for c in COMMANDS if name == c.name or name in c.aliases]
     return exact or [c for c in COMMANDS if c.name.startswith(name)]
+
+
+def closest(name: str, custom: Collection[str] = ()) -> list[str]:
+    """The names (built-in, their aliases, ``custom``) closest to a mistyped ``name``."""
+    known = [n for c in COMMANDS for n in (c.name, *c.aliases)] + list(custom)
+    return difflib.get_close_matches(name, known, n=3, cutoff=0.6)
 
 
 def builtin(name: str, custom: Collection[str]) -> list[Command] | None:
     """The built-in commands ``/name`` may mean (more than one: it is ambiguous), or None
     when it is a custom command: one of the ``custom`` names, a ``folder:name``, or any
     name no built-in begins (the daemon says whether there is such a command)."""
-    if any(c.name == name for c in COMMANDS):
+    if any(name == c.name or name in c.aliases for c in COMMANDS):
         return find(name)
     if name in custom or ":" in name:
         return None

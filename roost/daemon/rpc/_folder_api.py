@@ -21,6 +21,7 @@ from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
 from ..folder._trust import TrustError, TrustStore
 from ..mcp import UnknownServer
+from ..providers import ProviderError
 from ..runs._settings import SettingsError, find_agent
 from ._api_part import ApiPart, Handler, checked_cwd, client_environ
 from ._connection import Connection
@@ -72,11 +73,19 @@ class FolderApi(ApiPart):
                     "source": entry.source,
                 }
             )
+        checked = None
+        if params.get("model"):
+            try:
+                resolved = self.conductor.planner.resolve(params["model"], setup, environ)
+                checked = {"id": resolved.model_id, "problem": None}
+            except ProviderError as exc:
+                checked = {"id": None, "problem": exc.message}
         return {
             "providers": out,
             "default_model": config.default_model,
             "files": list(config.files),
             "untrusted": setup.untrusted_notice(),
+            "model": checked,
         }
 
     async def mcp_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
