@@ -11,7 +11,19 @@ import click
 
 from roost.protocol import Client, ConnectionClosed, RoostError
 
-from ._connect import EXIT_REFUSED, DaemonError, Target, connect, report_notices, socket_path, start_daemon, target, try_connect
+from ._connect import (
+    EXIT_REFUSED,
+    DaemonError,
+    Target,
+    connect,
+    env_param,
+    report_notices,
+    socket_path,
+    start_daemon,
+    target,
+    try_connect,
+    workdir,
+)
 from ._hosts import load_hosts
 
 
@@ -22,26 +34,31 @@ from ._hosts import load_hosts
 def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
     """Show the daemon's pid, version, socket, uptime, sessions and runs in flight, its
     database (and what is wrong with it, if anything), whether commands can run sandboxed
-    (and if not, why), and notices (a damaged database set aside).
+    (and if not, why), notices (a damaged database set aside), and the config files a
+    dispatch here reads, with the keys in them roost ignores.
 
     Does not start a daemon: exits 10 when none is running (with --all-hosts: when one of
-    them is not running or cannot be reached).
+    them is not running or cannot be reached); exits 1 when the config here is broken.
     """
     if all_hosts:
         _all_hosts(obj, as_json)
         return
-    with connect(target(obj), start=False) as client:
-        info = client.call("status")
+    where = target(obj)
+    with connect(where, start=False) as client:
+        info = client.call("status", cwd=workdir(where, client), **env_param(where))
+    config = info.get("config") or {}
     if as_json:
         import json  # only here: the commands start without it
 
         click.echo(json.dumps(info))
+        if config.get("error"):
+            raise SystemExit(1)
         return
     store = info.get("store") or {}
-    where = target(obj).host
+    host = where.host
     click.echo(
         f"roost {info['version']} · pid {info['pid']} · up {_duration(info['uptime'])}"
-        + (f" · on {where.label}" if where is not None else "")
+        + (f" · on {host.label}" if host is not None else "")
         + f"\nsocket   {info['socket']}\n"
         f"database {info.get('database', '?')}"
     )
@@ -59,6 +76,13 @@ def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
             )
     for notice in info.get("notices") or []:
         click.secho(f"notice   {notice}", fg="yellow")
+    if config.get("error"):
+        click.secho(f"config   BROKEN: {config['error']}; every dispatch here fails until it is fixed", fg="red")
+        raise SystemExit(1)
+    if config:
+        click.echo(f"config   {', '.join(config.get('files') or []) or 'none (built-in defaults)'}")
+    for warning in config.get("warnings") or []:
+        click.secho(f"         {warning}", fg="yellow")
 
 
 def _all_hosts(obj: dict[str, Any], as_json: bool) -> None:

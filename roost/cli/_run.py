@@ -152,6 +152,8 @@ def dispatch(
             params["request_id"] = request_id
         params["attach"] = not detach
         started = client.call("dispatch", params)
+        for warning in started.get("warnings") or []:
+            click.secho(f"warning: {warning}", fg="yellow", err=True)
         # Imported once the daemon is at work: json alone takes ~1 ms to load, and the
         # run need not wait for this process's printer.
         from ._follow import print_json

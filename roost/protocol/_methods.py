@@ -112,9 +112,11 @@ METHODS: tuple[Method, ...] = (
     ),
     Method(
         "status",
-        "Daemon status, and whether commands can run sandboxed here (and if not, why).",
-        (),
-        ("pid", "version", "socket", "uptime", "sessions", "runs", "database", "sandbox"),
+        "Daemon status, and whether commands can run sandboxed here (and if not, why); with "
+        "`cwd`, the config files a dispatch there reads, their unknown keys, or why they cannot "
+        "be used.",
+        (Param("cwd", "str", doc="a folder whose config to check: `config` is {files, warnings, error}"), _ENV),
+        ("pid", "version", "socket", "uptime", "sessions", "runs", "database", "sandbox", "config"),
     ),
     Method("shutdown", "Stop the daemon: runs are aborted and stored, then it exits.", (), ("ok",)),
     Method("sessions.list", "Every session, newest last.", (), ("sessions",)),
@@ -227,7 +229,7 @@ METHODS: tuple[Method, ...] = (
             ),
             _ENV,
         ),
-        ("session", "run"),
+        ("session", "run", "model", "warnings"),
     ),
     Method(
         "chat",

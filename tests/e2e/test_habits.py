@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 from .conftest import E2E, ROOST, bash, text
 
@@ -103,3 +104,35 @@ def test_a_model_named_wrong_gets_the_name_meant(e2e: E2E) -> None:
     bare = e2e.roost("dispatch", "go", "--model", "gpt-4o")
     assert "is not of the form provider/model" in bare.stderr and "did you mean openai/gpt-4o?" in bare.stderr
     assert "did you mean" not in e2e.roost("dispatch", "go", "--model", "llama3").stderr
+
+
+def test_config_keys_roost_does_not_read_are_said_with_the_key_meant(e2e: E2E) -> None:
+    config = Path(e2e.env["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text('default-model = "scripted/demo"\n\n[permisions]\nallow = ["bash(ls)"]\n\n[providers.local]\nkind = "openai"\nbase-url = "http://127.0.0.1:9/v1"\n')
+    (e2e.project / ".roost").mkdir()
+    (e2e.project / ".roost" / "config.toml").write_text("[compaction]\nkeep = 3\n")
+    e2e.ok("sessions")  # starts the daemon, which status does not
+    status = e2e.ok("status").stdout
+    assert f"{config}: unknown key default-model, ignored; did you mean default_model?" in status
+    assert f"{config}: unknown table [permisions], ignored; did you mean [permissions]?" in status
+    assert f"{config}: unknown key base-url in [providers.local], ignored; did you mean base_url?" in status
+    assert "config.toml: unknown key keep in [compaction], ignored (known: at, keep_turns)" in status
+    done = e2e.roost("dispatch", "go", "--model", e2e.script([text("ok")]))
+    assert done.returncode == 0
+    warned = [line for line in done.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 4 and "did you mean [permissions]?" in warned[1]
+    assert json.loads(e2e.ok("status", "--json").stdout)["config"]["warnings"] == [w[len("warning: "):] for w in warned]
+
+
+def test_a_broken_config_makes_status_fail_and_each_error_is_said_once(e2e: E2E) -> None:
+    config = Path(e2e.env["XDG_CONFIG_HOME"]) / "roost" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    e2e.ok("dispatch", "go", "--model", e2e.script([text("ok")]))
+    config.write_text('default_model = "scripted/demo"\n[providers\n')
+    status = e2e.roost("status")
+    assert status.returncode == 1
+    assert f"config   BROKEN: {config}:" in status.stdout and "every dispatch here fails" in status.stdout
+    failed = e2e.roost("dispatch", "go", "--model", "scripted/demo")
+    assert failed.returncode == 10
+    assert len(failed.stderr.strip().splitlines()) == 1 and str(config) in failed.stderr

@@ -96,6 +96,7 @@ from roost.loop import Guardrail, Rule, secrets_guardrails
 from ..runs._environ import EnvPolicy
 from ..sandbox import SandboxConfig
 from ._claude import tool_matcher
+from ._config_keys import unknown_keys
 from ._config_tables import (
     ConfigError,
     env_policy,
@@ -225,6 +226,8 @@ class Config:
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
     sandbox: SandboxConfig = SandboxConfig()
     project_sandbox: SandboxConfig | None = None
+    #: Keys of the files that roost does not read (typos, most often), one line each.
+    warnings: tuple[str, ...] = ()
 
     def model_id(self, name: str | None, environ: Mapping[str, str], *, plan: bool = False) -> str:
         """The model ``name`` names (None: the one used when nothing names one), with
@@ -311,6 +314,7 @@ def config_from(files: FolderFiles) -> Config:
             tool_env=env_policy(parsed, str(user)),
             sandbox=sandbox_table(parsed, str(user), None),
             fetch_private=fetch_private(parsed, str(user)),
+            warnings=tuple(unknown_keys(parsed, str(user))),
         )
     project = project_config_file(files.root)
     if project is not None:
@@ -338,7 +342,8 @@ def config_from(files: FolderFiles) -> Config:
             config = replace(config, hooks=tuple(kept))
         else:
             config = _merge(config, _narrowing(parsed), str(project))
-        config = replace(config, widening=widening, project_sandbox=sandbox)
+        warnings = (*config.warnings, *unknown_keys(parsed, str(project)))
+        config = replace(config, widening=widening, project_sandbox=sandbox, warnings=warnings)
     return config
 
 

@@ -36,7 +36,8 @@ from roost.protocol import (
 
 from ..runs._conductor import Conductor
 from ..storage._store import StoreError, StoreFull
-from ._api_part import Handler
+from ..folder._config import ConfigError
+from ._api_part import Handler, checked_cwd, client_environ
 from ._connection import Connection
 from ._folder_api import FolderApi
 from ._runs_api import RunsApi
@@ -89,7 +90,16 @@ class Api:
         return hello_result(connection, params, self.notices)
 
     async def status(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        config: dict[str, Any] | None = None
+        if params.get("cwd"):
+            # The config a dispatch there would read: broken, or with keys it ignores.
+            try:
+                setup = await self.conductor.planner.load_folder(checked_cwd(params["cwd"]), client_environ(params))
+                config = {"files": list(setup.config.files), "warnings": list(setup.config.warnings), "error": None}
+            except ConfigError as exc:
+                config = {"files": [], "warnings": [], "error": str(exc)}
         return {
+            "config": config,
             "pid": os.getpid(),
             "version": roost.__version__,
             "socket": self.socket,

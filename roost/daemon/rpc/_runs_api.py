@@ -114,7 +114,8 @@ class RunsApi(ApiPart):
                 with trio.CancelScope(shield=True):
                     await self._forget_new(session)
             raise
-        return {"session": session.id, "run": run, "model": plan.settings.model}
+        warnings = list(plan.setup.config.warnings) if plan.setup is not None else []
+        return {"session": session.id, "run": run, "model": plan.settings.model, "warnings": warnings}
 
     async def _forget_new(self, session: Session) -> None:
         """Delete a session a refused dispatch made, that holds nothing but its creation."""
