@@ -154,16 +154,7 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
     for hook in hooks:
         if hook.kind != "pre_tool" or not hook.applies(tool):
             continue
-        if hook.event is not None:
-            payload = where.claude_payload(
-                hook.event,
-                tool_name=claude.tool_name(tool),
-                tool_input=claude.claude_input(tool, input, where.cwd),
-                tool_use_id=call["call_id"],
-            )
-        else:
-            payload = {**call, "input": input, "hook": hook.kind}
-        ran = await _run(hook, payload, where)
+        ran = await _run(hook, _tool_payload(hook, call, input, where), where)
         if ran.problem is not None:
             failures.append(ran.problem)
             continue
@@ -181,6 +172,28 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
             else:
                 failures.append(f"hook {hook.command!r}: the new input must be a JSON object; ignored")
     return PreOutcome(None, input if changed else None, tuple(failures))
+
+
+def _tool_payload(
+    hook: Hook, call: Mapping[str, Any], input: Mapping[str, Any], where: HookEnv, result: ToolResult | None = None
+) -> dict[str, Any]:
+    """What a hook of the call ``call`` (with ``input``, as earlier hooks left it) is given
+    in its format: before the call (no ``result``) or after it."""
+    tool = call["tool"]
+    if hook.event is None:
+        done = {"result": result.text, "is_error": result.is_error} if result is not None else {}
+        return {**call, "input": input, "hook": hook.kind, **done}
+    if result is not None:
+        done = {"tool_response": claude.tool_response(tool, input, result.text, result.is_error, where.cwd)}
+    else:
+        done = {}
+    return where.claude_payload(
+        hook.event,
+        tool_name=claude.tool_name(tool),
+        tool_input=claude.claude_input(tool, input, where.cwd),
+        tool_use_id=call["call_id"],
+        **done,
+    )
 
 
 def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
@@ -216,17 +229,7 @@ async def run_post_hooks(
     for hook in hooks:
         if hook.kind != "post_tool" or not hook.applies(tool):
             continue
-        if hook.event is not None:
-            payload = where.claude_payload(
-                hook.event,
-                tool_name=claude.tool_name(tool),
-                tool_input=claude.claude_input(tool, call["input"], where.cwd),
-                tool_use_id=call["call_id"],
-                tool_response=claude.tool_response(tool, call["input"], result.text, result.is_error, where.cwd),
-            )
-        else:
-            payload = {**call, "hook": hook.kind, "result": result.text, "is_error": result.is_error}
-        ran = await _run(hook, payload, where)
+        ran = await _run(hook, _tool_payload(hook, call, call["input"], where, result), where)
         if hook.event is None and ran.problem is None and ran.status != 0:
             ran = _Ran(ran.status, ran.stdout, ran.stderr, f"hook {hook.command!r} exited with status {ran.status}")
         if ran.problem is not None:
