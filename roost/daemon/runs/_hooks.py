@@ -43,7 +43,8 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   ``additionalContext``, is context for the model, as UserPromptSubmit's is; it cannot
   block.
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
-  run); for Stop, it lets the run end even if another hook blocked.
+  run): once the step's calls are answered, before another model call starts; for Stop, it
+  lets the run end even if another hook blocked.
 
 Post hooks run only for calls that ran (not one a pre hook blocked).
 

@@ -186,6 +186,13 @@ class ToolCalls:
         if failures:
             log.warning("session %s: %s", session.id, "; ".join(failures))
             meta["hook_failures"] = list(failures)
+        stop = pre.stop or post.stop
+        if stop is not None:
+            # A hook said the run must not go on ("continue": false): told before the
+            # result, the run ends once this step's calls are answered, before any other
+            # model call starts.
+            ending = Abort(time.time(), f"a hook stopped the run: {stop}", after_step=True)
+            await self._feed_result(session, track, effect.run, ending)
         await self._feed_result(
             session,
             track,
@@ -199,10 +206,6 @@ class ToolCalls:
                 meta,
             ),
         )
-        stop = pre.stop or post.stop
-        if stop is not None and track.state.run is not None and track.state.run.id == effect.run:
-            # A hook said the run must not go on ("continue": false).
-            await self._feed_result(session, track, effect.run, abort_of(track, f"a hook stopped the run: {stop}"))
 
     async def run_check(self, session: Session, track: Track, effect: RunCheck) -> None:
         """exec mode's check command, after an attempt."""
