@@ -26,11 +26,14 @@ Stop) and are read as Claude Code reads them: exit 0 goes on (stdout is read onl
 a JSON object, and for UserPromptSubmit plain stdout is context for the model); exit 2
 blocks, with stderr as the reason; other exits are failures, reported. JSON answers:
 
-- PreToolUse: ``hookSpecificOutput.permissionDecision`` ``deny`` blocks the call with
-  ``permissionDecisionReason``; ``ask`` blocks it too, since roost asks people before hooks
-  run, never after; ``allow`` is no objection (it never skips a rule or a person).
-  ``updatedInput`` replaces the input. The older ``{"decision": "block", "reason"}`` blocks
-  and ``"approve"`` is no objection.
+- PreToolUse (run before the loop decides the call, as Claude Code runs them before its
+  permission check: see ``ToolCalls.pre_hooks``): ``hookSpecificOutput.permissionDecision``
+  ``deny`` blocks the call with ``permissionDecisionReason``; ``ask`` has a person approve
+  it, in every mode (``--yes`` too); ``allow`` approves a call that would ask, never one a
+  deny rule refuses, an ask rule asks about or a protected path (see ``loop.decide``); of
+  several hooks, ``ask`` outdoes ``allow``. ``updatedInput`` replaces the input, which is
+  what is decided. The older ``{"decision": "block", "reason"}`` blocks and ``"approve"``
+  allows.
 - PostToolUse: ``{"decision": "block", "reason"}`` (or exit 2) and
   ``hookSpecificOutput.additionalContext`` are added to the result the model sees.
 - UserPromptSubmit: ``{"decision": "block", "reason"}`` (or exit 2) refuses the prompt;
@@ -50,9 +53,9 @@ Post hooks run only for calls that ran (not one a pre hook blocked).
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
-``stop_hooks.finished``) and in the daemon log; it blocks nothing. Hooks run after the
-permission decision: a hook can block an allowed call, never allow one that a rule or a
-person refused.
+``stop_hooks.finished``) and in the daemon log; it blocks nothing. Only the hooks that run
+can approve: the user's own, and a project's only while its files are trusted (an
+untrusted project's never run).
 """
 
 from __future__ import annotations
@@ -112,12 +115,15 @@ class HookEnv:
 @dataclass(frozen=True, slots=True)
 class PreOutcome:
     """What the pre hooks said: a block (its reason), a new input, a stop of the run (its
-    reason), and failures to report."""
+    reason), failures to report, and Claude Code's ``permissionDecision`` when one said
+    ``ask`` (it outdoes ``allow``) or ``allow``, with its reason."""
 
     blocked: str | None = None
     input: Mapping[str, Any] | None = None
     failures: tuple[str, ...] = field(default=())
     stop: str | None = None
+    decision: str | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +158,7 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
     tool, input = call["tool"], call["input"]
     failures: list[str] = []
     changed = False
+    said: dict[str, str] = {}
     for hook in hooks:
         if hook.kind != "pre_tool" or not hook.applies(tool):
             continue
@@ -164,7 +171,7 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
         answer, problem = _answer(hook, ran)
         if problem is not None:
             failures.append(problem)
-        blocked, new, stop = _claude_pre(hook, answer) if hook.event is not None else _roost_pre(hook, answer)
+        blocked, new, stop = _claude_pre(hook, answer, said) if hook.event is not None else _roost_pre(hook, answer)
         if blocked is not None or stop is not None:
             return PreOutcome(blocked or stop, None, tuple(failures), stop)
         if new is not None:
@@ -172,7 +179,8 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
                 input, changed = (claude.roost_input(tool, new) if hook.event is not None else new), True
             else:
                 failures.append(f"hook {hook.command!r}: the new input must be a JSON object; ignored")
-    return PreOutcome(None, input if changed else None, tuple(failures))
+    decision = "ask" if "ask" in said else "allow" if "allow" in said else None
+    return PreOutcome(None, input if changed else None, tuple(failures), None, decision, said.get(decision or "", ""))
 
 
 def _tool_payload(
@@ -204,19 +212,17 @@ def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, 
     return None, answer.get("input"), None
 
 
-def _claude_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
-    """(block reason, new input, stop reason) of a Claude Code PreToolUse hook."""
+def _claude_pre(hook: Hook, answer: Mapping[str, Any], said: dict[str, str]) -> tuple[str | None, Any, str | None]:
+    """(block reason, new input, stop reason) of a Claude Code PreToolUse hook; its ``ask``
+    or ``allow`` (or the older ``approve``) noted in ``said``, with its reason."""
     stop = _stop(answer)
     specific = _specific(answer)
     decision = specific.get("permissionDecision")
     reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or "")
     if decision == "deny" or answer.get("decision") == "block":
         return reason or _blocked(hook), None, stop
-    if decision == "ask":
-        # roost asks people before hooks run: a question now could never be put, and a
-        # hook's question must not go unasked.
-        why = reason or "no reason given"
-        return f"the hook {hook.command!r} asks for a person's approval, which roost cannot ask for after its own: {why}", None, stop
+    if decision in ("ask", "allow") or answer.get("decision") == "approve":
+        said.setdefault("ask" if decision == "ask" else "allow", reason or f"the hook {hook.command!r}")
     return None, specific.get("updatedInput"), stop
 
 
