@@ -187,6 +187,14 @@ def decide(
     return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
 
 
+def call_matches(rule: Rule, name: str, input: Mapping[str, Any], cwd: str, home: str) -> bool:
+    """Whether ``rule`` is about the call ``name(input)`` as a deny rule of it would be (a
+    bash line: any command it runs could be what it names; a path as named): Claude Code's
+    ``if`` on a hook."""
+    deny = Rule(DENY, rule.tool, rule.pattern, rule.source)
+    return decide(Policy((deny,), home=home), Mode.AGENT, (), name, input, cwd).action == DENY
+
+
 def paths_named(name: str, input: Mapping[str, Any]) -> tuple[str, ...]:
     """The paths a call names, as written: what the daemon resolves before it is decided
     (a file tool's path, the files a bash line's redirections write)."""

@@ -3,14 +3,19 @@ gone with the session, SessionEnd, Notification and PreCompact, ``if`` and ``asy
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+import trio
+
+from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
 from roost.daemon._paths import state_dir
 
-from .conftest import text
-from .test_claude_hooks import run, written
+from .conftest import bash, text, trust, write_script
+from .test_claude_hooks import group, of_type, run, script, settings, written
 
 
 async def test_a_deleted_sessions_transcript_goes_with_it(client: TrioClient, project: Path) -> None:
@@ -26,3 +31,49 @@ async def test_a_deleted_sessions_transcript_goes_with_it(client: TrioClient, pr
     assert [s["id"] for s in pruned["sessions"]] == [session]
     assert not path.exists() and not path.with_suffix("").exists()
     assert kept.exists()
+
+
+async def test_if_runs_a_hook_only_for_the_calls_its_rule_matches(client: TrioClient, project: Path) -> None:
+    log = 'python3 -c "import json,sys; print(json.load(sys.stdin)[\'tool_input\'][\'command\'], file=open(\'git.log\', \'a\'))"'
+    settings(project, {
+        "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": log, "if": "Bash(git *)"}]}],
+        # An `if` where no tool is called: Claude Code never runs the hook.
+        "Stop": [{"hooks": [{"type": "command", "command": "touch stop-ran", "if": "Bash(*)"}]}],
+    })
+    await trust(client, project)
+    await run(client, project, [bash("echo hi")], [bash("ls && git status")], [bash("gitk")], [text("done")], yes=True)
+    assert (project / "git.log").read_text().splitlines() == ["ls && git status"]
+    assert not (project / "stop-ran").exists()
+
+
+async def test_a_broken_if_is_refused_with_its_place(client: TrioClient, project: Path) -> None:
+    settings(project, {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "true", "if": "Bash("}]}]})
+    model = write_script(project, [text("done")])
+    with pytest.raises(RpcError) as info:
+        await client.call("dispatch", task="t", model=model, cwd=str(project))
+    assert info.value.code == ErrorCode.CONFIG_INVALID and "hooks.PreToolUse[0].hooks[0]: if:" in info.value.message
+
+
+async def test_an_async_hook_runs_off_the_runs_way_and_its_answer_is_ignored(client: TrioClient, project: Path) -> None:
+    slow = """\
+import json, sys, time
+call = json.load(sys.stdin)
+time.sleep(1.5)
+open("async.json", "w").write(json.dumps(call))
+print(json.dumps({"decision": "block", "reason": "too late to matter", "continue": False}))
+"""
+    hook = script(project, "slow.py", slow)
+    settings(project, {"PostToolUse": [group(hook, "Bash", **{"async": True})]})
+    await trust(client, project)
+    began = trio.current_time()
+    events = await run(client, project, [bash("echo hi")], [text("done")], yes=True)
+    took = trio.current_time() - began
+    [result] = of_type(events, "tool.finished")
+    assert result["result"] == "hi\n" and events[-1]["reason"] == "done"
+    assert took < 1.5 and not (project / "async.json").exists()
+    with trio.fail_after(10):
+        while not (project / "async.json").exists():
+            await trio.sleep(0.05)
+    await trio.sleep(0.1)
+    call = json.loads((project / "async.json").read_text())
+    assert call["hook_event_name"] == "PostToolUse" and call["tool_response"]["stdout"] == "hi\n"

@@ -140,6 +140,11 @@ class Hook:
     #: The Claude Code event of a hook from a ``settings.json`` (it gets Claude Code's
     #: payload and is read as Claude Code reads it); None: roost's own format.
     event: str | None = None
+    #: Claude Code's ``if``: a permission rule (``Bash(git *)``) a tool call must match for
+    #: the hook to run, as a deny rule of it would refuse the call (None: every call).
+    condition: Rule | None = None
+    #: Claude Code's ``async``: it runs off the run's way, its answer ignored.
+    background: bool = False
 
     def applies(self, tool: str) -> bool:
         """Whether the hook runs for calls of ``tool``."""

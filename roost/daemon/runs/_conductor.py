@@ -108,7 +108,7 @@ class Conductor:
         self._request_ids: dict[str, tuple[str, str]] = {}
         publish = fanout.publish
         nursery.start_soon(self.transcripts.run)
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts)
+        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
         self.model_calls = ModelCalls(publish, self.feed_result, partial(tool_specs, tools, mcp), self.tool_calls.pre_hooks)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {

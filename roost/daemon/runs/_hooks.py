@@ -49,7 +49,10 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   run): once the step's calls are answered, before another model call starts; for Stop, it
   lets the run end even if another hook blocked.
 
-Post hooks run only for calls that ran (not one a pre hook blocked).
+Post hooks run only for calls that ran (not one a pre hook blocked). A Claude Code hook's
+``if`` (a permission rule: ``Bash(git *)``) narrows the tool calls it runs for; one marked
+``async`` runs off the run's way (:func:`run_detached`): the run does not wait, and what it
+answers is ignored.
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
@@ -63,15 +66,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
 
 import trio
 
 from ..folder import _claude as claude
 from ..folder._config import Hook
 from ..folder._project import claude_user_dir, user_config_file
-from ..sandbox import RunSandbox, SandboxUnavailable
+from roost.loop import call_matches
+
+from ..sandbox import Confinement, RunSandbox, SandboxUnavailable
 from ..tools import Process, ProcessLedger, ToolResult, spawn
 from ._environ import find_program, tool_environment
 
@@ -99,6 +105,9 @@ class HookEnv:
     sandbox: RunSandbox | None = None
     #: The session's transcript in Claude Code's format (see ``_transcript``).
     transcript: str = ""
+    #: Starts an ``async`` hook off the run's way (see :func:`run_detached`; None: such a
+    #: hook runs in line, as the others do).
+    detach: Callable[[Hook, Mapping[str, Any], HookEnv], None] | None = None
 
     def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
@@ -160,7 +169,7 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
     changed = False
     said: dict[str, str] = {}
     for hook in hooks:
-        if hook.kind != "pre_tool" or not hook.applies(tool):
+        if hook.kind != "pre_tool" or not _applies(hook, tool, input, where):
             continue
         ran = await _run(hook, _tool_payload(hook, call, input, where), where)
         if ran.problem is not None:
@@ -234,7 +243,7 @@ async def run_post_hooks(
     failures: list[str] = []
     stop = None
     for hook in hooks:
-        if hook.kind != "post_tool" or not hook.applies(tool):
+        if hook.kind != "post_tool" or not _applies(hook, tool, call["input"], where):
             continue
         ran = await _run(hook, _tool_payload(hook, call, call["input"], where, result), where)
         if hook.event is None and ran.problem is None and ran.status != 0:
@@ -360,6 +369,28 @@ async def run_stop_hooks(
     return StopOutcome(None if ending or not reasons else "\n".join(reasons), tuple(failures))
 
 
+def _applies(hook: Hook, tool: str, input: Mapping[str, Any], where: HookEnv) -> bool:
+    """Whether a tool hook runs for the call ``tool(input)``: its matcher, and its ``if``."""
+    if not hook.applies(tool):
+        return False
+    return hook.condition is None or call_matches(hook.condition, tool, input, where.cwd, os.path.expanduser("~"))
+
+
+async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> None:
+    """An ``async`` hook, off the run's way (it may outlast the run): its answer ignored
+    (Claude Code's decisions of an async hook are), a failure logged; a project's in a
+    sandbox of its own under the run's ``confinement``, as the run's may be gone first.
+    Bounded by its timeout all the same: the daemon keeps no process unbounded."""
+    box = None
+    if confinement is not None and _from_project(hook, where):
+        shown = (where.transcript, where.transcript.removesuffix(".jsonl")) if where.transcript else ()
+        box = RunSandbox(confinement, where.cwd, ledger=where.ledger, shown=shown)
+    async with box if box is not None else nullcontext() as sandbox:
+        ran = await _run(hook, payload, replace(where, sandbox=sandbox, detach=None))
+    if ran.problem is not None:
+        log.warning("session %s: %s", where.session, ran.problem)
+
+
 def _blocked(hook: Hook) -> str:
     return f"blocked by the hook {hook.command!r}"
 
@@ -417,6 +448,9 @@ def _from_project(hook: Hook, where: HookEnv) -> bool:
 async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     """Run one hook with ``payload`` on its stdin, for at most its timeout: a project's in
     the run's sandbox, the user's as the user configured it."""
+    if hook.background and where.detach is not None:
+        where.detach(hook, payload, where)
+        return _Ran(0, "", "")  # it says nothing here
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)

@@ -47,6 +47,7 @@ from ._hooks import (
     run_pre_hooks,
     run_prompt_hooks,
     run_start_hooks,
+    run_detached,
     run_stop_hooks,
 )
 from ._model_calls import FeedResult
@@ -72,8 +73,11 @@ class ToolCalls:
         publish: Callable[[dict[str, Any]], None],
         feed_result: FeedResult,
         transcripts: Transcripts,
+        nursery: trio.Nursery,
     ) -> None:
         self.tools = tools
+        #: Where ``async`` hooks run: the daemon's, as they may outlast their run.
+        self._nursery = nursery
         self._transcripts = transcripts
         self._mcp = mcp
         self._ledger = ledger
@@ -92,7 +96,12 @@ class ToolCalls:
         root = plan.setup.root if plan is not None and plan.setup is not None else cwd
         environ = plan.tool_environ if plan is not None else None
         transcript = self._transcripts.path(session.id)
-        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript)
+        confinement = plan.confinement if plan is not None else None
+
+        def detach(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> None:
+            self._nursery.start_soon(run_detached, hook, payload, where, confinement)
+
+        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript, detach)
 
     async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
         """Before Claude Code hooks run: the transcript they are given holds every event
