@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -14,7 +15,7 @@ from roost.protocol.trio_client import TrioClient
 
 from roost.daemon._paths import state_dir
 
-from .conftest import bash, text, trust, write_script
+from .conftest import bash, events_until, finished, text, trust, write_script
 from .test_claude_hooks import group, of_type, run, script, settings, written
 
 
@@ -77,3 +78,64 @@ print(json.dumps({"decision": "block", "reason": "too late to matter", "continue
     await trio.sleep(0.1)
     call = json.loads((project / "async.json").read_text())
     assert call["hook_event_name"] == "PostToolUse" and call["tool_response"]["stdout"] == "hi\n"
+
+
+LOG = """\
+import json, sys
+payload = json.load(sys.stdin)
+with open("events.jsonl", "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+"""
+
+
+def logged(project: Path) -> list[dict[str, Any]]:
+    path = project / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+async def test_notification_hooks_hear_when_a_call_waits_for_a_person(client: TrioClient, project: Path) -> None:
+    hook = script(project, "log.py", LOG)
+    settings(project, {"Notification": [group(hook, "permission_prompt"), group("touch idle", "idle_prompt")]})
+    await trust(client, project)
+    model = write_script(project, [bash("touch made")], [text("done")])
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    await events_until(client, lambda e: e.get("type") == "permission.requested")
+    with trio.fail_after(10):
+        while not logged(project):
+            await trio.sleep(0.05)
+    [note] = logged(project)
+    assert note["hook_event_name"] == "Notification" and note["notification_type"] == "permission_prompt"
+    assert note["message"] == "roost needs your permission to use Bash" and note["session_id"] == started["session"]
+    await client.call("permission.respond", session=started["session"], call_id=(await pending(client))[0], decision="deny")
+    await events_until(client, finished(started["run"]))
+    assert not (project / "idle").exists()
+
+
+async def pending(client: TrioClient) -> list[str]:
+    return [p["call_id"] for p in (await client.call("pending"))["pending"]]
+
+
+async def test_pre_compact_hooks_run_before_a_compaction(client: TrioClient, project: Path) -> None:
+    hook = script(project, "log.py", LOG)
+    settings(project, {"PreCompact": [group(hook, "auto"), group("touch manual", "manual")]})
+
+    def reply(*blocks: dict[str, Any], tokens: int) -> dict[str, Any]:
+        return {"content": list(blocks), "usage": {"input_tokens": tokens, "output_tokens": 5}}
+
+    read = {"type": "tool_use", "name": "read", "input": {"path": "a.txt"}}
+    path = project / "long.json"
+    path.write_text(json.dumps({
+        "responses": [reply(read, tokens=100), reply(read, tokens=900), reply(text("Finished."), tokens=200)],
+        "summaries": [reply(text("They read a.txt twice."), tokens=50)],
+    }))
+    model = f"scripted/{path}"
+    config = project / ".roost" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(f'[context_windows]\n"{model}" = 1000\n[compaction]\nkeep_turns = 1\n')
+    await trust(client, project)
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, finished(started["run"]))
+    assert of_type(events, "compacted") and events[-1]["reason"] == "done"
+    [before] = logged(project)
+    assert before["hook_event_name"] == "PreCompact" and before["trigger"] == "auto"
+    assert before["custom_instructions"] == "" and not (project / "manual").exists()

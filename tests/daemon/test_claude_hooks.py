@@ -253,6 +253,7 @@ async def test_untrusted_project_hooks_do_not_run_until_trusted(client: TrioClie
     assert ignored == {
         ("hook", "PreToolUse Bash", "touch local-hook-ran", str(local)),
         ("hook", "Stop *", "touch stop-hook-ran", str(shared)),
+        ("hook", "Notification *", "touch never", str(shared)),
         # Each file's permissions.allow widens too, and waits for trust with its hooks.
         ("allow rule", "bash(ls:*)", "", str(local)),
         ("allow rule", "bash(ls:*)", "", str(shared)),

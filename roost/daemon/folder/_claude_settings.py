@@ -8,7 +8,8 @@
 Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
 project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
 ``hooks`` and ``permissions`` are read: of ``hooks`` the events roost runs (PreToolUse,
-PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop) and hooks of ``type: command``; of ``permissions`` the
+PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop, Notification, PreCompact)
+and hooks of ``type: command``; of ``permissions`` the
 ``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
 :func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
 that silently never matches), ``additionalDirectories`` (read rules on those folders) and
@@ -57,10 +58,12 @@ EVENTS: Mapping[str, str] = {
     "Stop": "stop",
     "SessionStart": "session_start",
     "SubagentStop": "subagent_stop",
+    "Notification": "notification",
+    "PreCompact": "pre_compact",
 }
 #: The kinds whose matcher matches a word of the event (how the session started, the
-#: sub-agent's type), not a tool.
-WORD_MATCHED = frozenset({"session_start", "subagent_stop"})
+#: sub-agent's type, the notification's type, what started a compaction), not a tool.
+WORD_MATCHED = frozenset({"session_start", "subagent_stop", "notification", "pre_compact"})
 #: Claude Code's tools roost has none of: a settings file's rules about them are left out
 #: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
 CLAUDE_ONLY_TOOLS = frozenset({

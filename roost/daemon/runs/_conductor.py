@@ -109,7 +109,9 @@ class Conductor:
         publish = fanout.publish
         nursery.start_soon(self.transcripts.run)
         self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
-        self.model_calls = ModelCalls(publish, self.feed_result, partial(tool_specs, tools, mcp), self.tool_calls.pre_hooks)
+        self.model_calls = ModelCalls(
+            publish, self.feed_result, partial(tool_specs, tools, mcp), self.tool_calls.pre_hooks, self.tool_calls.compact_hooks
+        )
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
             CallModel: self.model_calls.call_model,
@@ -297,6 +299,7 @@ class Conductor:
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
+        self.tool_calls.notify(session, track, stored)
         self._perform(session, track, transition.effects)
 
     async def _unstored(self, session: Session, track: Track, error: StoreError) -> None:

@@ -45,6 +45,10 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   ``compact`` after ``roost compact``, else ``resume``; and ``model``): what it prints, or
   ``additionalContext``, is context for the model, as UserPromptSubmit's is; it cannot
   block.
+- Notification (``permission_prompt`` when a call asks, ``idle_prompt`` when the model asks
+  a question; ``message``, ``notification_type``) and PreCompact (``trigger`` ``manual``
+  for ``roost compact``, ``auto``; ``custom_instructions``): they are told, and cannot
+  block; Notification hooks run off the run's way.
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
   run): once the step's calls are answered, before another model call starts; for Stop, it
   lets the run end even if another hook blocked.
@@ -317,6 +321,24 @@ async def run_start_hooks(hooks: tuple[Hook, ...], source: str, model: str, wher
         if isinstance(added, str) and added.strip():
             context.append(added.strip())
     return PromptOutcome(None, tuple(context), tuple(failures))
+
+
+def event_hooks(hooks: tuple[Hook, ...], kind: str, word: str) -> list[Hook]:
+    """The hooks of ``kind`` whose matcher matches ``word`` (a notification's type, what
+    started a compaction)."""
+    return [hook for hook in hooks if hook.kind == kind and claude.event_matcher(hook.match)(word)]
+
+
+async def run_event_hooks(hooks: tuple[Hook, ...], kind: str, word: str, where: HookEnv, **fields: Any) -> tuple[str, ...]:
+    """Run the hooks of an event that neither blocks nor adds anything (PreCompact), those
+    whose matcher matches ``word``, each given Claude Code's payload with ``fields``: they
+    are told, no more (exit 2 is no refusal here); which of them failed."""
+    failures = []
+    for hook in event_hooks(hooks, kind, word):
+        ran = await _run(hook, where.claude_payload(hook.event or "", **fields), where)
+        if ran.problem is not None:
+            failures.append(ran.problem)
+    return tuple(failures)
 
 
 @dataclass(frozen=True, slots=True)

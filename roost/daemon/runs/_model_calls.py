@@ -68,12 +68,19 @@ class ModelCalls:
     """Performs CallModel and Summarize."""
 
     def __init__(
-        self, publish: Callable[[dict[str, Any]], None], feed_result: FeedResult, tool_specs: ToolSpecs, pre_hooks: PreHooks
+        self,
+        publish: Callable[[dict[str, Any]], None],
+        feed_result: FeedResult,
+        tool_specs: ToolSpecs,
+        pre_hooks: PreHooks,
+        compact_hooks: Callable[[Session, Track], Awaitable[None]],
     ) -> None:
         self._publish = publish
         self._feed_result = feed_result
         self._tool_specs = tool_specs
         self._pre_hooks = pre_hooks
+        #: The PreCompact hooks, before a summary (see ``ToolCalls.compact_hooks``).
+        self._compact_hooks = compact_hooks
         self._look_threads = trio.CapacityLimiter(LOOK_THREADS)
 
     async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
@@ -140,7 +147,8 @@ class ModelCalls:
         await self._feed_result(session, track, effect.run, result)
 
     async def summarize(self, session: Session, track: Track, effect: Summarize) -> None:
-        """A compaction's summary of the older history."""
+        """A compaction's summary of the older history, after the PreCompact hooks."""
+        await self._compact_hooks(session, track)
         messages = [dict(m) for m in effect.messages]
         ask = {"type": "text", "text": SUMMARIZE_REQUEST}
         messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}

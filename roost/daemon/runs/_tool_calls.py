@@ -36,6 +36,7 @@ from roost.loop import (
     safe_text,
 )
 
+from ..folder import _claude as claude
 from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
@@ -47,7 +48,9 @@ from ._hooks import (
     run_pre_hooks,
     run_prompt_hooks,
     run_start_hooks,
+    event_hooks,
     run_detached,
+    run_event_hooks,
     run_stop_hooks,
 )
 from ._model_calls import FeedResult
@@ -250,6 +253,47 @@ class ToolCalls:
                 meta,
             ),
         )
+
+    def notify(self, session: Session, track: Track, events: list[Event]) -> None:
+        """Claude Code's Notification hooks, for the stored ``events`` that wait for a person:
+        ``permission_prompt`` when a call asks, ``idle_prompt`` when the model asks a
+        question. They cannot block: they run off the run's way, as ``async`` hooks do."""
+        plan = track.plan
+        if plan is None or not any(hook.kind == "notification" for hook in plan.hooks):
+            return
+        for event in events:
+            if event.type == "permission.requested":
+                kind, message = "permission_prompt", f"roost needs your permission to use {claude.tool_name(str(event.data.get('tool')))}"
+            elif event.type == "human.asked":
+                kind, message = "idle_prompt", str(event.data.get("question", ""))
+            else:
+                continue
+            hooks = event_hooks(plan.hooks, "notification", kind)
+            if hooks:
+                where = self.hook_env(session, track)
+                self._nursery.start_soon(self._notified, session, plan, hooks, where, kind, message)
+
+    async def _notified(
+        self, session: Session, plan: RunPlan, hooks: list[Hook], where: HookEnv, kind: str, message: str
+    ) -> None:
+        await self._current(session, plan.hooks)
+        for hook in hooks:
+            payload = where.claude_payload("Notification", message=message, notification_type=kind)
+            await run_detached(hook, payload, where, plan.confinement)
+
+    async def compact_hooks(self, session: Session, track: Track) -> None:
+        """Claude Code's PreCompact hooks, before a compaction's summary: ``manual`` for
+        ``roost compact``, ``auto`` when the context grew too long. A project's run in the
+        run's sandbox; they cannot stop the compaction."""
+        plan, run = track.plan, track.state.run
+        if plan is None or run is None or not any(hook.kind == "pre_compact" for hook in plan.hooks):
+            return
+        trigger = "manual" if run.settings.mode == "compact" else "auto"
+        await self._current(session, plan.hooks)
+        where = self.hook_env(session, track)
+        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions="")
+        if failures:
+            log.warning("session %s: %s", session.id, "; ".join(failures))
 
     async def run_check(self, session: Session, track: Track, effect: RunCheck) -> None:
         """exec mode's check command, after an attempt."""
