@@ -60,7 +60,7 @@ from ..folder._trust import TrustStore
 from ..mcp import McpManager
 from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
-from ..storage._store import EventStore, SessionRow, StoreError
+from ..storage._store import EventStore, StoreError
 from ..tools import ProcessLedger, ToolRegistry
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
@@ -103,15 +103,14 @@ class Conductor:
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
-        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish, self._deleted)
+        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish, self.transcripts.deleted)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         publish = fanout.publish
         nursery.start_soon(self.transcripts.run)
         self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
-        self.model_calls = ModelCalls(
-            publish, self.feed_result, partial(tool_specs, tools, mcp), self.tool_calls.pre_hooks, self.tool_calls.compact_hooks
-        )
+        specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
+        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
             CallModel: self.model_calls.call_model,
@@ -328,10 +327,6 @@ class Conductor:
             note = Event("error", session.id, run, time.time(), {"message": why, "stored": False})
             self.fanout.publish(note.to_map())
             self._nursery.start_soon(self.sessions.settle_later, session.id)
-
-    async def _deleted(self, rows: list[SessionRow]) -> None:
-        """Sessions were deleted from the store: their transcripts go too."""
-        await self.transcripts.delete(r.id for r in rows)
 
     async def _settle(self, session: Session, why: str) -> None:
         """Store the end of a run that ended in memory only (see :meth:`_unstored`)."""

@@ -38,6 +38,7 @@ import roost
 from roost.loop import Event
 
 from .._paths import ensure_private_dir, private_opener, state_dir
+from ..storage._store import SessionRow
 from ..folder import _claude as claude
 
 log = logging.getLogger(__name__)
@@ -109,14 +110,14 @@ class Transcripts:
             await trio.to_thread.run_sync(self._touch, path)
         return str(path)
 
-    async def delete(self, sessions: Iterable[str]) -> None:
-        """Delete the transcripts of ``sessions`` (deleted from the store), their
-        sub-agents' with them, once what was added for them is written (else the writer
-        would make them again)."""
+    async def deleted(self, rows: Iterable[SessionRow]) -> None:
+        """Delete the transcripts of the sessions ``rows`` lists (deleted from the store),
+        their sub-agents' with them, once what was added for them is written (else the
+        writer would make them again)."""
+        sessions = [row.id for row in rows]
         target = self._added
         while self._written < target:
             await self._progress.wait()
-        sessions = list(sessions)
         paths = [Path(self.path(s)) for s in sessions]
         for session in sessions:
             self._caught_up.discard(session)
