@@ -14,7 +14,7 @@ from ._shell_lines import Command, Judgement, escape, judge
 from ._shell_words import WILD
 from ._permission_rules import CLAUDE_TOOL_NAMES, WEB_FETCH, Rule, RuleError, parse_rule
 from ._permission_paths import USER_CONFIGURATION, USER_TOOLCHAINS
-from ._permissions import ASK_HUMAN, TODO, Decision, Policy, decide, paths_named
+from ._permissions import ASK_HUMAN, TODO, Decision, Policy, call_matches, decide, paths_named
 from ._urls import UrlError, WebAddress, web_address
 from ._context import cut_point, estimate, visible
 from ._effects import (
@@ -37,6 +37,7 @@ from ._inputs import (
     CreateSession,
     HumanAnswered,
     Input,
+    HookVerdict,
     Interrupted,
     ModelFailed,
     ModelFinished,
@@ -79,6 +80,7 @@ __all__ = [
     "FinishRun",
     "GUARDRAIL_ACTIONS",
     "Guardrail",
+    "HookVerdict",
     "HumanAnswered",
     "HumanWait",
     "Input",
@@ -135,6 +137,7 @@ __all__ = [
     "Wait",
     "WebAddress",
     "apply",
+    "call_matches",
     "cost",
     "cut_point",
     "decide",

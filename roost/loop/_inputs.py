@@ -68,6 +68,19 @@ class Summarized:
 
 
 @dataclass(frozen=True, slots=True)
+class HookVerdict:
+    """What the daemon's PreToolUse hooks said of one call, before it is decided: ``allow``
+    (approves a call that would ask, unless an ask rule or a protected path asks), ``ask``
+    (a person approves it, in every mode), ``deny`` (refused, the model told ``reason``),
+    or None (no word on it); and the input they gave it instead (None: as the model wrote
+    it), which is decided and run."""
+
+    decision: str | None = None
+    reason: str = ""
+    input: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelFinished:
     """The model's stream ended with a complete message."""
 
@@ -87,6 +100,9 @@ class ModelFinished:
     #: retries the provider took before the reply came.
     ttft: float | None = None
     retries: int | None = None
+    #: What the PreToolUse hooks said of the reply's calls, by call id (they run before the
+    #: reply is fed, as Claude Code runs them before its permission check).
+    hooks: Mapping[str, HookVerdict] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ Deny wins over ask, ask over allow; a call no rule matches gets the mode's prese
 ``agent`` mode reads (and ``skill``, ``remember`` into the project's memory, ``todo``) are allowed and everything else asks,
 ``web_fetch`` included (a path outside the working directory asks even for a read); ``full`` and ``exec`` allow everything; ``plan`` runs no
 tools. ``yes`` (``--yes``) and ``full`` turn every ask into an allow, never a deny into one.
+A hook's approval (``approved``) turns an ask into an allow too, but not an ask rule's.
 
 Protected paths (:attr:`Policy.protected`: what says which programs run later, outside any
 sandbox, such as ``.git/config``, ``.claude/``, ``~/.bashrc``) are asked about before
@@ -154,12 +155,16 @@ def decide(
     input: Mapping[str, Any],
     cwd: str,
     resolved: Mapping[str, str] | None = None,
+    approved: bool = False,
 ) -> Decision:
     """Whether the call ``name(input)`` may run in a ``mode`` run of a session at ``cwd``.
 
     ``resolved`` maps paths to where they really lead (symlinks followed), as the daemon
     found them: the paths the call names (:func:`paths_named`, as written), the working
     directory and the home folder. A path missing from it is taken as named.
+    ``approved``: a hook approved the call (a PreToolUse hook's ``allow``): a call that
+    would ask is allowed, unless an ask rule or a protected path asks (or a line the judge
+    cannot take whole, where deny rules about bash cannot be checked); a deny stays a deny.
     """
     if mode == Mode.PLAN:
         return Decision(DENY, "plan mode runs no tools")
@@ -177,7 +182,17 @@ def decide(
         verdict = judging.tool(name, read=name != REMEMBER or input.get("scope", "project") != "user")
     if verdict.action == ASK and not verdict.protected and (policy.yes or mode in NO_APPROVAL_MODES):
         return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
+    if verdict.action == ASK and approved and not verdict.protected and not verdict.firm:
+        return Decision(ALLOW, f"approved by a hook ({verdict.reason})", outside=verdict.outside)
     return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
+
+
+def call_matches(rule: Rule, name: str, input: Mapping[str, Any], cwd: str, home: str) -> bool:
+    """Whether ``rule`` is about the call ``name(input)`` as a deny rule of it would be (a
+    bash line: any command it runs could be what it names; a path as named): Claude Code's
+    ``if`` on a hook."""
+    deny = Rule(DENY, rule.tool, rule.pattern, rule.source)
+    return decide(Policy((deny,), home=home), Mode.AGENT, (), name, input, cwd).action == DENY
 
 
 def paths_named(name: str, input: Mapping[str, Any]) -> tuple[str, ...]:
@@ -200,6 +215,8 @@ class _Verdict:
     outside: bool = False
     #: It asks about a protected path: no mode and no ``--yes`` approves it in advance.
     protected: bool = False
+    #: An ask rule asks (or deny rules cannot be checked): a hook's approval does not do.
+    firm: bool = False
 
 
 class _Judging:
@@ -229,7 +246,7 @@ class _Judging:
         for action in (DENY, ASK, ALLOW):
             hit = self.first(action, name, lambda r: r.pattern is None)
             if hit is not None:
-                return _Verdict(action, f"{name}: rule {action} {hit}{origin(hit)}", (name,) if action == ASK else ())
+                return _Verdict(action, f"{name}: rule {action} {hit}{origin(hit)}", (name,) if action == ASK else (), firm=action == ASK)
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
         if name in _READ_TOOLS and read:
@@ -265,7 +282,7 @@ class _Judging:
                 hit = self.first(action, tool, lambda r: self.path_matches(r, real, self.root, self.real_home))
         if hit is not None:
             # An ask rule would outdo an approval for the session: once only.
-            return _Verdict(hit.action, f"{tool} {shown}: rule {hit.action} {hit}{origin(hit)}", (), outside)
+            return _Verdict(hit.action, f"{tool} {shown}: rule {hit.action} {hit}{origin(hit)}", (), outside, firm=hit.action == ASK)
         # Inside the project, the tool for the session; outside, only the path asked about.
         offer = (f"{tool}({escape(real)})",) if outside else (f"{tool}({escape(self.root)}/**)",)
         if self.auto:
@@ -329,7 +346,7 @@ class _Judging:
             hit = self.first(action, WEB_FETCH, matches)
             if hit is not None:
                 # An ask rule would outdo an approval for the session: once only.
-                return _Verdict(action, f"{WEB_FETCH} {address.url}: rule {action} {hit}{origin(hit)}")
+                return _Verdict(action, f"{WEB_FETCH} {address.url}: rule {action} {hit}{origin(hit)}", firm=action == ASK)
         if self.auto:
             return _Verdict(ALLOW, f"{self.mode} mode allows every tool")
         return _Verdict(ASK, f"{WEB_FETCH} asks in {self.mode} mode", (f"{WEB_FETCH}({escape(address.host)})",))
@@ -357,12 +374,12 @@ class _Judging:
                 why = f"roost cannot judge this line whole ({judged.reason}), so it can't be checked against the deny rules (rule deny {hit}{origin(hit)})"
                 return _Verdict(DENY, why, outside=outside)
             why = f"roost cannot judge this line whole ({judged.reason}), so no rule allows it: approve it once if it is fine"
-            return _Verdict(ASK, why, outside=outside)
+            return _Verdict(ASK, why, outside=outside, firm=hit is not None)
         for command in judged.commands:
             hit = self.first(ASK, "bash", lambda r: r.pattern is None or narrows(r, command))
             if hit is not None:
                 # An approval for the session could not outdo the ask rule: once only.
-                return _Verdict(ASK, f"bash {_shown(command)}: rule ask {hit}{origin(hit)}", outside=outside)
+                return _Verdict(ASK, f"bash {_shown(command)}: rule ask {hit}{origin(hit)}", outside=outside, firm=True)
         asking = [w for w in writes if w.action == ASK]
         commands = [c for c in judged.commands if not c.wrapper]
         allowed = {c: self.first(ALLOW, "bash", lambda r: allows(r, c)) for c in commands}

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 from . import _events as ev
 from ._effects import RunTool, StartClock, StartSubagent
 from ._guardrails import OUTPUT, reply_texts, tripped
-from ._inputs import ModelFailed, ModelFinished
+from ._inputs import HookVerdict, ModelFailed, ModelFinished
 from ._modes import COMPACT_MODE, Mode
 from ._permission_rules import ALLOW, ASK, DENY
 from ._permissions import ASK_HUMAN, Decision, decide
@@ -51,20 +51,23 @@ def model_finished(b: Builder, input: ModelFinished) -> None:
     stop = None if b.run.settings.mode == Mode.PLAN else _stop_before_calls(b, input.stop_reason, content)
     if b.run.settings.mode != Mode.PLAN and (stop is None or stop[0] != "guardrail"):
         warn(b, OUTPUT, reply_texts(content), origin="reply")
+    # What is decided and run: the input as the hooks left it.
+    inputs = {c["id"]: _hooked(input.hooks.get(c["id"]), c.get("input", {})) for c in calls}
     decisions = {}
     if b.run.settings.mode != Mode.PLAN and stop is None:
-        decisions = {c["id"]: _decision(b, c["name"], c.get("input", {}), input.resolved) for c in calls}
+        decisions = {c["id"]: _decision(b, c["name"], inputs[c["id"]], input.resolved, input.hooks.get(c["id"])) for c in calls}
+    blocked = {i: v.reason for i, v in input.hooks.items() if v.decision == DENY and _refusable(decisions.get(i))}
     # A call that waits for approval has not started: its request stands where its start
     # would, and it starts once approved.
-    asks = {c["id"] for c in calls if _asks(b.run, decisions.get(c["id"]))}
+    asks = {c["id"] for c in calls if _asks(b.run, decisions.get(c["id"])) and c["id"] not in blocked}
     for call in calls:
         decision = decisions.get(call["id"])
         if call["id"] in asks:
             assert decision is not None
-            _ask(b, call["id"], call["name"], call.get("input", {}), decision, input.diffs.get(call["id"]))
+            _ask(b, call["id"], call["name"], inputs[call["id"]], decision, input.diffs.get(call["id"]))
         else:
-            allowed = decision if decision is not None and decision.action == ALLOW else None
-            b.start_tool(call["id"], call["name"], call.get("input", {}), allowed is not None, bool(allowed and allowed.outside))
+            allowed = decision if decision is not None and decision.action == ALLOW and call["id"] not in blocked else None
+            b.start_tool(call["id"], call["name"], inputs[call["id"]], allowed is not None, bool(allowed and allowed.outside))
     if b.run.settings.mode == Mode.PLAN:
         # One call, no tools: whatever the model asked for is answered, never run.
         for call in calls:
@@ -85,8 +88,12 @@ def model_finished(b: Builder, input: ModelFinished) -> None:
         return
     if calls:
         for call in calls:
-            if call["id"] not in asks:
-                _start_call(b, call["id"], call["name"], call.get("input", {}), decisions[call["id"]])
+            if call["id"] in blocked:
+                # A hook refused it (before the rules and people, as Claude Code's do).
+                b.finish_call(call["id"], f"blocked by a hook: {blocked[call['id']]}", is_error=True, meta={"blocked": True})
+                after_call(b)
+            elif call["id"] not in asks:
+                _start_call(b, call["id"], call["name"], inputs[call["id"]], decisions[call["id"]])
         return
     finish_step(b)
     if input.stop_reason == "refusal":
@@ -109,13 +116,35 @@ def _stop_before_calls(b: Builder, stop_reason: str, content: list[dict[str, Any
     return None
 
 
-def _decision(b: Builder, name: str, input: Mapping[str, Any], resolved: Mapping[str, str]) -> Decision | None:
+def _decision(
+    b: Builder, name: str, input: Mapping[str, Any], resolved: Mapping[str, str], verdict: HookVerdict | None
+) -> Decision | None:
     """What the permission policy says of a call (None: a call it does not judge: a tool the
-    run lacks, a question, a sub-agent)."""
+    run lacks, a question, a sub-agent), with what the hooks said of it: their ``allow``
+    approves what would ask (see :func:`decide`), their ``ask`` asks a person, in every
+    mode, what would run."""
     run = b.run
     if name not in run.settings.tools or name == ASK_HUMAN or name in run.settings.subagents:
         return None
-    return decide(run.settings.policy, run.settings.mode, b.state.allowed, name, input, b.state.cwd, resolved)
+    approved = verdict is not None and verdict.decision == ALLOW
+    policy, mode = run.settings.policy, run.settings.mode
+    decision = decide(policy, mode, b.state.allowed, name, input, b.state.cwd, resolved, approved)
+    if verdict is not None and verdict.decision == ASK and decision.action != DENY:
+        # What approving for the session adds is what the rules offered: the hook asks
+        # again next time all the same.
+        return Decision(ASK, f"a hook asks: {verdict.reason or 'no reason given'}", decision.session_rules, decision.outside)
+    return decision
+
+
+def _hooked(verdict: HookVerdict | None, input: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A call's input as the hooks left it."""
+    return verdict.input if verdict is not None and verdict.input is not None else input
+
+
+def _refusable(decision: Decision | None) -> bool:
+    """Whether a hook's refusal of a call so decided is what the model is told: for a call
+    the rules judge and do not refuse themselves."""
+    return decision is not None and decision.action != DENY
 
 
 def _asks(run: RunState, decision: Decision | None) -> bool:

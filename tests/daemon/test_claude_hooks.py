@@ -122,35 +122,29 @@ print(json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse",
         group(script(project, "old.py", old), "MultiEdit"),
     ]})
     await trust(client, project)
-    events = await run(
-        client, project,
+    model = write_script(
+        project,
         [{"type": "tool_use", "name": "write", "input": {"path": ".env", "content": "X=1"}}],
         [{"type": "tool_use", "name": "write", "input": {"path": "b.txt", "content": "b"}}],
         [{"type": "tool_use", "name": "write", "input": {"path": "new.txt", "content": "n"}}],
         [{"type": "tool_use", "name": "edit", "input": {"path": "c.py", "old": "c.py", "new": "d"}}],
         [text("done")],
-        yes=True,
     )
+    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
+    events = await events_until(client, lambda e: e.get("type") == "permission.requested")
+    # The hook's "ask": a person approves the write, which no rule asked about.
+    asked = events[-1]
+    assert asked["input"] == {"path": "b.txt", "content": "b"} and asked["reason"] == "a hook asks: b.txt is shared"
+    await client.call("permission.respond", session=started["session"], call_id=asked["call_id"], decision="approve")
+    events += await events_until(client, finished(started["run"]))
     env, shared, new, edit = of_type(events, "tool.finished")
     assert env["is_error"] and env["result"] == "blocked by a hook: never touch .env"
     assert not (project / ".env").exists()
-    # roost asks before hooks run, so a hook's "ask" can only refuse.
-    assert shared["is_error"] and "asks for a person's approval" in shared["result"]
-    assert "b.txt is shared" in shared["result"] and (project / "b.txt").read_text() == "b.txt\n"
+    assert not shared["is_error"] and (project / "b.txt").read_text() == "b"
+    # The hook's "allow" approved a write that would have asked in agent mode.
+    assert len(of_type(events, "permission.requested")) == 1
     assert not new["is_error"] and (project / "new.txt").read_text() == "n"
     assert edit["result"] == "blocked by a hook: no edits of c.py"
-
-
-async def test_an_allowing_hook_never_skips_a_person(client: TrioClient, project: Path) -> None:
-    allow = 'echo \'{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow"}}\''
-    settings(project, {"PreToolUse": [group(allow, "*")]})
-    await trust(client, project)
-    model = write_script(project, [bash("touch made")], [text("done")])
-    started = await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True)
-    events = await events_until(client, lambda e: e.get("type") == "permission.requested")
-    await client.call("permission.respond", session=started["session"], call_id=events[-1]["call_id"], decision="deny")
-    events = await events_until(client, finished(started["run"]))
-    assert not (project / "made").exists() and of_type(events, "tool.finished")[0]["meta"]["denied"]
 
 
 async def test_post_tool_use_sees_the_response_and_feeds_the_model(client: TrioClient, project: Path) -> None:
@@ -259,6 +253,7 @@ async def test_untrusted_project_hooks_do_not_run_until_trusted(client: TrioClie
     assert ignored == {
         ("hook", "PreToolUse Bash", "touch local-hook-ran", str(local)),
         ("hook", "Stop *", "touch stop-hook-ran", str(shared)),
+        ("hook", "Notification *", "touch never", str(shared)),
         # Each file's permissions.allow widens too, and waits for trust with its hooks.
         ("allow rule", "bash(ls:*)", "", str(local)),
         ("allow rule", "bash(ls:*)", "", str(shared)),

@@ -53,6 +53,24 @@ def test_yes_approves_what_asks_but_never_what_is_denied():
     assert action(p, "write", path="secrets/key") == "deny"
 
 
+def test_a_hooks_approval_turns_an_ask_into_an_allow_but_not_an_ask_rules_nor_a_deny():
+    def approved(p: Policy, name: str, **input: object) -> str:
+        return decide(p, "agent", (), name, input, CWD, None, approved=True).action
+
+    p = policy("deny bash(rm*)", "ask bash(git push*)", "ask web_fetch(example.com)", "ask write(secret/**)")
+    assert approved(p, "bash", command="touch x") == "allow"
+    assert approved(p, "write", path="a.txt", content="") == "allow"
+    assert approved(p, "bash", command="rm -rf x") == "deny"
+    assert approved(p, "bash", command="git push") == "ask"
+    assert approved(p, "bash", command="ls && git push --force") == "ask"
+    assert approved(p, "web_fetch", url="https://example.com/") == "ask"
+    assert approved(p, "write", path="secret/k", content="") == "ask"
+    # A protected path, and a line the deny rules cannot be checked against, ask still.
+    assert approved(replace(p, protected=(CWD + "/.git",)), "write", path=".git/config", content="") == "ask"
+    assert approved(p, "bash", command="eval \"$X\"") == "ask"
+    assert approved(policy(), "bash", command="eval \"$X\"") == "allow"
+
+
 def test_deny_wins_over_ask_and_ask_over_allow():
     p = policy("allow bash(git *)", "ask bash(git push*)", "deny bash(git push --force*)")
     assert action(p, "bash", command="git status") == "allow"

@@ -8,7 +8,8 @@
 Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
 project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
 ``hooks`` and ``permissions`` are read: of ``hooks`` the events roost runs (PreToolUse,
-PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop) and hooks of ``type: command``; of ``permissions`` the
+PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop, Notification, PreCompact)
+and hooks of ``type: command``; of ``permissions`` the
 ``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
 :func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
 that silently never matches), ``additionalDirectories`` (read rules on those folders) and
@@ -17,6 +18,11 @@ full; ``acceptEdits`` is agent mode with writes and edits in the folder allowed)
 is left alone.
 A matcher is Claude Code's (see ``_claude.tool_matcher``; SessionStart's matches its
 ``source``, SubagentStop's the agent's name; the prompt and stop events have none); ``timeout`` is in seconds, 60 unless said.
+An entry's ``if`` is a permission rule in Claude Code's syntax (``Bash(git *)``,
+``Edit(*.ts)``): on a tool event the hook runs only for the calls it matches (those a deny
+rule of it would refuse: a bash line if any command it runs matches); on another event a
+hook with an ``if`` never runs, as in Claude Code. ``async: true`` runs it off the run's
+way (see ``runs._hooks``).
 
 The user's hooks and rules are the user speaking. A project's deny and ask rules narrow,
 and always apply; its allow rules, folders and a default mode other than ``plan`` widen,
@@ -35,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from roost.loop import Rule, escape
+from roost.loop import Rule, RuleError, escape, parse_rule
 
 from ._claude import tool_matcher
 from ._config import ConfigError, Hook, parse_rules, read_config
@@ -52,10 +58,12 @@ EVENTS: Mapping[str, str] = {
     "Stop": "stop",
     "SessionStart": "session_start",
     "SubagentStop": "subagent_stop",
+    "Notification": "notification",
+    "PreCompact": "pre_compact",
 }
 #: The kinds whose matcher matches a word of the event (how the session started, the
-#: sub-agent's type), not a tool.
-WORD_MATCHED = frozenset({"session_start", "subagent_stop"})
+#: sub-agent's type, the notification's type, what started a compaction), not a tool.
+WORD_MATCHED = frozenset({"session_start", "subagent_stop", "notification", "pre_compact"})
 #: Claude Code's tools roost has none of: a settings file's rules about them are left out
 #: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
 CLAUDE_ONLY_TOOLS = frozenset({
@@ -245,8 +253,30 @@ def _group(event: str, group: Mapping[str, Any], where: str, source: str) -> lis
             raise ConfigError(f"{where}.hooks[{j}]: command must be a shell command")
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
             raise ConfigError(f"{where}.hooks[{j}]: timeout must be a number of seconds > 0")
-        hooks.append(Hook(kind, matcher, command, float(timeout), source, event))
+        background = entry.get("async", False)
+        if not isinstance(background, bool):
+            raise ConfigError(f"{where}.hooks[{j}]: async must be true or false")
+        condition = _condition(entry.get("if"), kind, f"{where}.hooks[{j}]", source)
+        if condition is False:
+            continue  # an `if` on an event without a tool call: Claude Code never runs it
+        rule = condition if isinstance(condition, Rule) else None
+        hooks.append(Hook(kind, matcher, command, float(timeout), source, event, condition=rule, background=background))
     return hooks
+
+
+def _condition(text: Any, kind: str, where: str, source: str) -> Rule | None | bool:
+    """A hook entry's ``if``: the rule a call must match (None: no ``if``; False: an ``if``
+    on an event that has no tool call, where the hook never runs)."""
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise ConfigError(f"{where}: if must be a permission rule such as Bash(git *)")
+    if kind not in ("pre_tool", "post_tool"):
+        return False
+    try:
+        return parse_rule(text, "deny", source)
+    except RuleError as exc:
+        raise ConfigError(f"{where}: if: {exc}") from None
 
 
 def _same(a: Path, b: Path) -> bool:

@@ -144,6 +144,11 @@ class Hook:
     #: A Claude Code plugin's hook: the plugin's folder (its ``CLAUDE_PLUGIN_ROOT``). The
     #: user installed and enabled it: it runs as the user's own hooks do.
     plugin_root: str | None = None
+    #: Claude Code's ``if``: a permission rule (``Bash(git *)``) a tool call must match for
+    #: the hook to run, as a deny rule of it would refuse the call (None: every call).
+    condition: Rule | None = None
+    #: Claude Code's ``async``: it runs off the run's way, its answer ignored.
+    background: bool = False
 
     def applies(self, tool: str) -> bool:
         """Whether the hook runs for calls of ``tool``."""

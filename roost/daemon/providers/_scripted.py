@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -70,8 +71,8 @@ def script_problem(name: str, cwd: str) -> str | None:
     if name == "demo":
         return None
     path = Path(name) if Path(name).is_absolute() else Path(cwd) / name
-    if path.is_file():
-        return None
+    if os.path.exists(path):
+        return None  # what kind of file it is, reading it says
     near = difflib.get_close_matches(name, ["demo"], n=1)
     hint = f"; did you mean scripted/{near[0]}?" if near else " (scripted/demo is the built-in one)"
     return f"scripted: no script file at {path}{hint}"

@@ -101,15 +101,16 @@ class Conductor:
         # run them. The folders the user trusted (None: none, as in tests of other parts).
         confines = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust)
-        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish)
+        # Each session's transcript in Claude Code's format, for hooks (see _transcript).
+        self.transcripts = Transcripts(store.events)
+        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish, self.transcripts.deleted)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         publish = fanout.publish
-        # Each session's transcript in Claude Code's format, for hooks (see _transcript).
-        self.transcripts = Transcripts(store.events)
         nursery.start_soon(self.transcripts.run)
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts)
-        self.model_calls = ModelCalls(publish, self.feed_result, partial(tool_specs, tools, mcp))
+        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
+        specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
+        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
             CallModel: self.model_calls.call_model,
@@ -297,6 +298,7 @@ class Conductor:
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
+        self.tool_calls.notify(session, track, stored)
         self._perform(session, track, transition.effects)
 
     async def _unstored(self, session: Session, track: Track, error: StoreError) -> None:

@@ -27,11 +27,14 @@ Stop) and are read as Claude Code reads them: exit 0 goes on (stdout is read onl
 a JSON object, and for UserPromptSubmit plain stdout is context for the model); exit 2
 blocks, with stderr as the reason; other exits are failures, reported. JSON answers:
 
-- PreToolUse: ``hookSpecificOutput.permissionDecision`` ``deny`` blocks the call with
-  ``permissionDecisionReason``; ``ask`` blocks it too, since roost asks people before hooks
-  run, never after; ``allow`` is no objection (it never skips a rule or a person).
-  ``updatedInput`` replaces the input. The older ``{"decision": "block", "reason"}`` blocks
-  and ``"approve"`` is no objection.
+- PreToolUse (run before the loop decides the call, as Claude Code runs them before its
+  permission check: see ``ToolCalls.pre_hooks``): ``hookSpecificOutput.permissionDecision``
+  ``deny`` blocks the call with ``permissionDecisionReason``; ``ask`` has a person approve
+  it, in every mode (``--yes`` too); ``allow`` approves a call that would ask, never one a
+  deny rule refuses, an ask rule asks about or a protected path (see ``loop.decide``); of
+  several hooks, ``ask`` outdoes ``allow``. ``updatedInput`` replaces the input, which is
+  what is decided. The older ``{"decision": "block", "reason"}`` blocks and ``"approve"``
+  allows.
 - PostToolUse: ``{"decision": "block", "reason"}`` (or exit 2) and
   ``hookSpecificOutput.additionalContext`` are added to the result the model sees.
 - UserPromptSubmit: ``{"decision": "block", "reason"}`` (or exit 2) refuses the prompt;
@@ -43,16 +46,24 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   ``compact`` after ``roost compact``, else ``resume``; and ``model``): what it prints, or
   ``additionalContext``, is context for the model, as UserPromptSubmit's is; it cannot
   block.
+- Notification (``permission_prompt`` when a call asks, ``idle_prompt`` when the model asks
+  a question; ``message``, ``notification_type``) and PreCompact (``trigger`` ``manual``
+  for ``roost compact``, ``auto``; ``custom_instructions``): they are told, and cannot
+  block; Notification hooks run off the run's way.
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
-  run); for Stop, it lets the run end even if another hook blocked.
+  run): once the step's calls are answered, before another model call starts; for Stop, it
+  lets the run end even if another hook blocked.
 
-Post hooks run only for calls that ran (not one a pre hook blocked).
+Post hooks run only for calls that ran (not one a pre hook blocked). A Claude Code hook's
+``if`` (a permission rule: ``Bash(git *)``) narrows the tool calls it runs for; one marked
+``async`` runs off the run's way (:func:`run_detached`): the run does not wait, and what it
+answers is ignored.
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
-``stop_hooks.finished``) and in the daemon log; it blocks nothing. Hooks run after the
-permission decision: a hook can block an allowed call, never allow one that a rule or a
-person refused.
+``stop_hooks.finished``) and in the daemon log; it blocks nothing. Only the hooks that run
+can approve: the user's own, and a project's only while its files are trusted (an
+untrusted project's never run).
 """
 
 from __future__ import annotations
@@ -60,15 +71,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
-from typing import Any, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
 
 import trio
 
 from ..folder import _claude as claude
 from ..folder._config import Hook
 from ..folder._project import claude_user_dir, user_config_file
-from ..sandbox import RunSandbox, SandboxUnavailable
+from roost.loop import call_matches
+
+from ..sandbox import Confinement, RunSandbox, SandboxUnavailable
 from ..tools import Process, ProcessLedger, ToolResult, spawn
 from ._environ import find_program, tool_environment
 
@@ -96,6 +110,9 @@ class HookEnv:
     sandbox: RunSandbox | None = None
     #: The session's transcript in Claude Code's format (see ``_transcript``).
     transcript: str = ""
+    #: Starts an ``async`` hook off the run's way (see :func:`run_detached`; None: such a
+    #: hook runs in line, as the others do).
+    detach: Callable[[Hook, Mapping[str, Any], HookEnv], None] | None = None
 
     def claude_payload(self, event: str, **fields: Any) -> dict[str, Any]:
         """Claude Code's payload of ``event``: the fields every event has, then ``fields``."""
@@ -112,12 +129,15 @@ class HookEnv:
 @dataclass(frozen=True, slots=True)
 class PreOutcome:
     """What the pre hooks said: a block (its reason), a new input, a stop of the run (its
-    reason), and failures to report."""
+    reason), failures to report, and Claude Code's ``permissionDecision`` when one said
+    ``ask`` (it outdoes ``allow``) or ``allow``, with its reason."""
 
     blocked: str | None = None
     input: Mapping[str, Any] | None = None
     failures: tuple[str, ...] = field(default=())
     stop: str | None = None
+    decision: str | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,19 +172,11 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
     tool, input = call["tool"], call["input"]
     failures: list[str] = []
     changed = False
+    said: dict[str, str] = {}
     for hook in hooks:
-        if hook.kind != "pre_tool" or not hook.applies(tool):
+        if hook.kind != "pre_tool" or not _applies(hook, tool, input, where):
             continue
-        if hook.event is not None:
-            payload = where.claude_payload(
-                hook.event,
-                tool_name=claude.tool_name(tool),
-                tool_input=claude.claude_input(tool, input, where.cwd),
-                tool_use_id=call["call_id"],
-            )
-        else:
-            payload = {**call, "input": input, "hook": hook.kind}
-        ran = await _run(hook, payload, where)
+        ran = await _run(hook, _tool_payload(hook, call, input, where), where)
         if ran.problem is not None:
             failures.append(ran.problem)
             continue
@@ -173,7 +185,7 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
         answer, problem = _answer(hook, ran)
         if problem is not None:
             failures.append(problem)
-        blocked, new, stop = _claude_pre(hook, answer) if hook.event is not None else _roost_pre(hook, answer)
+        blocked, new, stop = _claude_pre(hook, answer, said) if hook.event is not None else _roost_pre(hook, answer)
         if blocked is not None or stop is not None:
             return PreOutcome(blocked or stop, None, tuple(failures), stop)
         if new is not None:
@@ -181,7 +193,30 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
                 input, changed = (claude.roost_input(tool, new) if hook.event is not None else new), True
             else:
                 failures.append(f"hook {hook.command!r}: the new input must be a JSON object; ignored")
-    return PreOutcome(None, input if changed else None, tuple(failures))
+    decision = "ask" if "ask" in said else "allow" if "allow" in said else None
+    return PreOutcome(None, input if changed else None, tuple(failures), None, decision, said.get(decision or "", ""))
+
+
+def _tool_payload(
+    hook: Hook, call: Mapping[str, Any], input: Mapping[str, Any], where: HookEnv, result: ToolResult | None = None
+) -> dict[str, Any]:
+    """What a hook of the call ``call`` (with ``input``, as earlier hooks left it) is given
+    in its format: before the call (no ``result``) or after it."""
+    tool = call["tool"]
+    if hook.event is None:
+        done = {"result": result.text, "is_error": result.is_error} if result is not None else {}
+        return {**call, "input": input, "hook": hook.kind, **done}
+    if result is not None:
+        done = {"tool_response": claude.tool_response(tool, input, result.text, result.is_error, where.cwd)}
+    else:
+        done = {}
+    return where.claude_payload(
+        hook.event,
+        tool_name=claude.tool_name(tool),
+        tool_input=claude.claude_input(tool, input, where.cwd),
+        tool_use_id=call["call_id"],
+        **done,
+    )
 
 
 def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
@@ -191,19 +226,17 @@ def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, 
     return None, answer.get("input"), None
 
 
-def _claude_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
-    """(block reason, new input, stop reason) of a Claude Code PreToolUse hook."""
+def _claude_pre(hook: Hook, answer: Mapping[str, Any], said: dict[str, str]) -> tuple[str | None, Any, str | None]:
+    """(block reason, new input, stop reason) of a Claude Code PreToolUse hook; its ``ask``
+    or ``allow`` (or the older ``approve``) noted in ``said``, with its reason."""
     stop = _stop(answer)
     specific = _specific(answer)
     decision = specific.get("permissionDecision")
     reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or "")
     if decision == "deny" or answer.get("decision") == "block":
         return reason or _blocked(hook), None, stop
-    if decision == "ask":
-        # roost asks people before hooks run: a question now could never be put, and a
-        # hook's question must not go unasked.
-        why = reason or "no reason given"
-        return f"the hook {hook.command!r} asks for a person's approval, which roost cannot ask for after its own: {why}", None, stop
+    if decision in ("ask", "allow") or answer.get("decision") == "approve":
+        said.setdefault("ask" if decision == "ask" else "allow", reason or f"the hook {hook.command!r}")
     return None, specific.get("updatedInput"), stop
 
 
@@ -215,19 +248,9 @@ async def run_post_hooks(
     failures: list[str] = []
     stop = None
     for hook in hooks:
-        if hook.kind != "post_tool" or not hook.applies(tool):
+        if hook.kind != "post_tool" or not _applies(hook, tool, call["input"], where):
             continue
-        if hook.event is not None:
-            payload = where.claude_payload(
-                hook.event,
-                tool_name=claude.tool_name(tool),
-                tool_input=claude.claude_input(tool, call["input"], where.cwd),
-                tool_use_id=call["call_id"],
-                tool_response=claude.tool_response(tool, call["input"], result.text, result.is_error, where.cwd),
-            )
-        else:
-            payload = {**call, "hook": hook.kind, "result": result.text, "is_error": result.is_error}
-        ran = await _run(hook, payload, where)
+        ran = await _run(hook, _tool_payload(hook, call, call["input"], where, result), where)
         if hook.event is None and ran.problem is None and ran.status != 0:
             ran = _Ran(ran.status, ran.stdout, ran.stderr, f"hook {hook.command!r} exited with status {ran.status}")
         if ran.problem is not None:
@@ -301,6 +324,24 @@ async def run_start_hooks(hooks: tuple[Hook, ...], source: str, model: str, wher
     return PromptOutcome(None, tuple(context), tuple(failures))
 
 
+def event_hooks(hooks: tuple[Hook, ...], kind: str, word: str) -> list[Hook]:
+    """The hooks of ``kind`` whose matcher matches ``word`` (a notification's type, what
+    started a compaction)."""
+    return [hook for hook in hooks if hook.kind == kind and claude.event_matcher(hook.match)(word)]
+
+
+async def run_event_hooks(hooks: tuple[Hook, ...], kind: str, word: str, where: HookEnv, **fields: Any) -> tuple[str, ...]:
+    """Run the hooks of an event that neither blocks nor adds anything (PreCompact), those
+    whose matcher matches ``word``, each given Claude Code's payload with ``fields``: they
+    are told, no more (exit 2 is no refusal here); which of them failed."""
+    failures = []
+    for hook in event_hooks(hooks, kind, word):
+        ran = await _run(hook, where.claude_payload(hook.event or "", **fields), where)
+        if ran.problem is not None:
+            failures.append(ran.problem)
+    return tuple(failures)
+
+
 @dataclass(frozen=True, slots=True)
 class Subagent:
     """The sub-agent whose run ends, as SubagentStop hooks are told of it."""
@@ -349,6 +390,28 @@ async def run_stop_hooks(
         if answer.get("decision") == "block":
             reasons.append(str(answer.get("reason") or _blocked(hook)))
     return StopOutcome(None if ending or not reasons else "\n".join(reasons), tuple(failures))
+
+
+def _applies(hook: Hook, tool: str, input: Mapping[str, Any], where: HookEnv) -> bool:
+    """Whether a tool hook runs for the call ``tool(input)``: its matcher, and its ``if``."""
+    if not hook.applies(tool):
+        return False
+    return hook.condition is None or call_matches(hook.condition, tool, input, where.cwd, os.path.expanduser("~"))
+
+
+async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> None:
+    """An ``async`` hook, off the run's way (it may outlast the run): its answer ignored
+    (Claude Code's decisions of an async hook are), a failure logged; a project's in a
+    sandbox of its own under the run's ``confinement``, as the run's may be gone first.
+    Bounded by its timeout all the same: the daemon keeps no process unbounded."""
+    box = None
+    if confinement is not None and _from_project(hook, where):
+        shown = (where.transcript, where.transcript.removesuffix(".jsonl")) if where.transcript else ()
+        box = RunSandbox(confinement, where.cwd, ledger=where.ledger, shown=shown)
+    async with box if box is not None else nullcontext() as sandbox:
+        ran = await _run(hook, payload, replace(where, sandbox=sandbox, detach=None))
+    if ran.problem is not None:
+        log.warning("session %s: %s", where.session, ran.problem)
 
 
 def _blocked(hook: Hook) -> str:
@@ -411,6 +474,9 @@ def _from_project(hook: Hook, where: HookEnv) -> bool:
 async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
     """Run one hook with ``payload`` on its stdin, for at most its timeout: a project's in
     the run's sandbox, the user's as the user configured it."""
+    if hook.background and where.detach is not None:
+        where.detach(hook, payload, where)
+        return _Ran(0, "", "")  # it says nothing here
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)

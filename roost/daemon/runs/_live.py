@@ -37,6 +37,9 @@ class LiveRun:
     tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(TOOL_CONCURRENCY))
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
+    #: What the PreToolUse hooks left for a call's result (by call id: the hooks that
+    #: failed, and whether they changed its input), until it runs.
+    prepared: dict[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
 
 
 @asynccontextmanager

@@ -18,8 +18,10 @@ import trio
 from roost.loop import (
     REASONING_DELTA,
     TEXT_DELTA,
+    Abort,
     CallModel,
     Event,
+    HookVerdict,
     Input,
     ModelFailed,
     ModelFinished,
@@ -57,15 +59,28 @@ SUMMARIZE_REQUEST = "Summarize the conversation above for yourself, to continue 
 FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
 #: The specs of the named tools, as the track's model is offered them.
 ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
+#: The PreToolUse hooks of a reply's calls: what they said, and why the run must stop (see
+#: ``ToolCalls.pre_hooks``).
+PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
 
 
 class ModelCalls:
     """Performs CallModel and Summarize."""
 
-    def __init__(self, publish: Callable[[dict[str, Any]], None], feed_result: FeedResult, tool_specs: ToolSpecs) -> None:
+    def __init__(
+        self,
+        publish: Callable[[dict[str, Any]], None],
+        feed_result: FeedResult,
+        tool_specs: ToolSpecs,
+        pre_hooks: PreHooks,
+        compact_hooks: Callable[[Session, Track], Awaitable[None]],
+    ) -> None:
         self._publish = publish
         self._feed_result = feed_result
         self._tool_specs = tool_specs
+        self._pre_hooks = pre_hooks
+        #: The PreCompact hooks, before a summary (see ``ToolCalls.compact_hooks``).
+        self._compact_hooks = compact_hooks
         self._look_threads = trio.CapacityLimiter(LOOK_THREADS)
 
     async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
@@ -101,13 +116,21 @@ class ModelCalls:
             result: Input = reply
         else:
             latency = time.monotonic() - started
+            # Claude Code runs PreToolUse hooks before its permission check: what they say
+            # is weighed when the loop decides.
+            hooks, stop = await self._pre_hooks(session, track, reply.content) if reply.stop_reason != "max_tokens" else ({}, None)
+            if stop is not None:
+                ending = Abort(time.time(), f"a hook stopped the run: {stop}", after_step=True)
+                await self._feed_result(session, track, effect.run, ending)
+            # The paths decided are those of the input that runs.
+            content = tuple(_hooked(block, hooks) for block in reply.content)
             resolved: Mapping[str, str] = {}
             diffs: Mapping[str, str] = {}
-            if _names_paths(reply.content):
+            if _names_paths(content):
                 run = track.state.run
                 previews = run is not None and run.settings.previews()
                 resolved, diffs = await trio.to_thread.run_sync(
-                    _look, track.state.cwd, reply.content, previews, limiter=self._look_threads
+                    _look, track.state.cwd, content, previews, limiter=self._look_threads
                 )
             result = ModelFinished(
                 reply.content,
@@ -119,11 +142,13 @@ class ModelCalls:
                 diffs,
                 ttft=reply.first_token,
                 retries=reply.retries,
+                hooks=hooks,
             )
         await self._feed_result(session, track, effect.run, result)
 
     async def summarize(self, session: Session, track: Track, effect: Summarize) -> None:
-        """A compaction's summary of the older history."""
+        """A compaction's summary of the older history, after the PreCompact hooks."""
+        await self._compact_hooks(session, track)
         messages = [dict(m) for m in effect.messages]
         ask = {"type": "text", "text": SUMMARIZE_REQUEST}
         messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
@@ -188,6 +213,13 @@ def _calls(content: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         for block in content
         if isinstance(block, Mapping) and block.get("type") == "tool_use" and isinstance(block.get("input"), Mapping)
     ]
+
+
+def _hooked(block: Mapping[str, Any], hooks: Mapping[str, HookVerdict]) -> Mapping[str, Any]:
+    """A reply's block with the input its hooks gave it, if they gave it one."""
+    call_id = block.get("id")
+    verdict = hooks.get(call_id) if block.get("type") == "tool_use" and isinstance(call_id, str) else None
+    return {**block, "input": verdict.input} if verdict is not None and verdict.input is not None else block
 
 
 def _names_paths(content: Iterable[Mapping[str, Any]]) -> bool:

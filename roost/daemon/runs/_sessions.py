@@ -195,6 +195,8 @@ class SessionNotFound(KeyError):
 
 #: Ends, in the store, a run that could only be ended in memory: (session, why).
 Settle = Callable[[Session, str], Awaitable[Any]]
+#: What follows the deletion of sessions from the store (given their rows as listed).
+Deleted = Callable[[list[SessionRow]], Awaitable[None]]
 
 
 class SessionTable:
@@ -211,8 +213,11 @@ class SessionTable:
         settle: Settle | None = None,
         nursery: trio.Nursery | None = None,
         publish: Callable[[dict[str, Any]], None] = lambda event: None,
+        deleted: Deleted | None = None,
     ) -> None:
         self._store = store
+        #: Told of the sessions :meth:`prune` deleted (their transcripts go with them).
+        self._deleted = deleted
         #: Where a new session's first events go once stored (the fan-out).
         self._publish = publish
         self._sessions: dict[str, Session] = {}
@@ -388,7 +393,10 @@ class SessionTable:
         for row in old:
             if row.id in gone:
                 log.info("session %s deleted (no activity since %s)", row.id, time.ctime(row.last_active))
-        return [r for r in old if r.id in gone], kept
+        deleted = [r for r in old if r.id in gone]
+        if self._deleted is not None and deleted:
+            await self._deleted(deleted)
+        return deleted, kept
 
     async def create(self, cwd: str) -> Session:
         """A new session in ``cwd``; its first events are stored and published.

@@ -12,15 +12,18 @@ import logging
 import os
 import time
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import trio
 
 from roost.loop import (
+    ASK_HUMAN,
     TOOL_PROGRESS,
     Abort,
     CheckFinished,
     Event,
+    HookVerdict,
+    Mode,
     RunCheck,
     RunStopHooks,
     RunTool,
@@ -33,18 +36,21 @@ from roost.loop import (
     safe_text,
 )
 
+from ..folder import _claude as claude
 from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 from ._hooks import (
     HookEnv,
-    PostOutcome,
     Subagent,
     run_post_hooks,
     run_pre_hooks,
     run_prompt_hooks,
     run_start_hooks,
+    event_hooks,
+    run_detached,
+    run_event_hooks,
     run_stop_hooks,
 )
 from ._model_calls import FeedResult
@@ -70,8 +76,11 @@ class ToolCalls:
         publish: Callable[[dict[str, Any]], None],
         feed_result: FeedResult,
         transcripts: Transcripts,
+        nursery: trio.Nursery,
     ) -> None:
         self.tools = tools
+        #: Where ``async`` hooks run: the daemon's, as they may outlast their run.
+        self._nursery = nursery
         self._transcripts = transcripts
         self._mcp = mcp
         self._ledger = ledger
@@ -90,7 +99,12 @@ class ToolCalls:
         root = plan.setup.root if plan is not None and plan.setup is not None else cwd
         environ = plan.tool_environ if plan is not None else None
         transcript = self._transcripts.path(session.id)
-        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript)
+        confinement = plan.confinement if plan is not None else None
+
+        def detach(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> None:
+            self._nursery.start_soon(run_detached, hook, payload, where, confinement)
+
+        return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript, detach)
 
     async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
         """Before Claude Code hooks run: the transcript they are given holds every event
@@ -132,61 +146,101 @@ class ToolCalls:
             raise PromptBlocked(prompt.blocked)
         return tuple(prompt.context), tuple(prompt.failures)
 
+    async def pre_hooks(
+        self, session: Session, track: Track, content: tuple[Mapping[str, Any], ...]
+    ) -> tuple[dict[str, HookVerdict], str | None]:
+        """The PreToolUse hooks of a reply's tool calls, before the loop decides them: what
+        they said of each (by call id), and why the run must stop, if one said so
+        (``continue: false``). Their transcript holds what was stored before the reply."""
+        plan, live, run = track.plan, track.live, track.state.run
+        if plan is None or live is None or run is None or run.settings.mode == Mode.PLAN:
+            return {}, None
+        settings = run.settings
+        calls = [
+            block for block in content
+            if block.get("type") == "tool_use" and isinstance(block.get("input"), Mapping) and isinstance(block.get("id"), str)
+            and block.get("name") in settings.tools and block["name"] != ASK_HUMAN and block["name"] not in settings.subagents
+        ]
+        if not calls or not any(hook.kind == "pre_tool" for hook in plan.hooks):
+            return {}, None
+        await self._current(session, plan.hooks)
+        where = self.hook_env(session, track)
+        verdicts: dict[str, HookVerdict] = {}
+        stop = None
+        for block in calls:
+            call_id = str(block["id"])
+            pre = await run_pre_hooks(plan.hooks, self._call(session, track, run.id, call_id, block["name"], block["input"]), where)
+            if pre.failures:
+                log.warning("session %s: %s", session.id, "; ".join(pre.failures))
+            live.prepared[call_id] = (pre.failures, pre.input is not None)
+            stop = stop or pre.stop
+            if pre.blocked is not None:
+                verdicts[call_id] = HookVerdict("deny", pre.blocked)
+            elif pre.decision is not None or pre.input is not None:
+                verdicts[call_id] = HookVerdict(pre.decision, pre.reason, pre.input)
+        return verdicts, stop
+
+    def _call(self, session: Session, track: Track, run: str, call_id: str, name: str, input: Mapping[str, Any]) -> dict[str, Any]:
+        """A tool call as hooks in roost's format are given it."""
+        return {
+            "session": session.id,
+            "run": run,
+            "call_id": call_id,
+            "tool": name,
+            "input": dict(input),
+            "cwd": session.state.cwd,
+            **({"path": list(track.path)} if track.path else {}),
+        }
+
     async def run_tool(self, session: Session, track: Track, effect: RunTool) -> None:
-        """One tool call, between its PreToolUse and PostToolUse hooks."""
+        """One tool call (its PreToolUse hooks ran before it was decided: see
+        :meth:`pre_hooks`), then its PostToolUse hooks."""
         live, plan = track.live, track.plan
         assert live is not None and plan is not None, "a tool runs in a run"
         cwd = session.state.cwd
-        call = {
-            "session": session.id,
-            "run": effect.run,
-            "call_id": effect.call_id,
-            "tool": effect.name,
-            "input": dict(effect.input),
-            "cwd": cwd,
-            **({"path": list(track.path)} if track.path else {}),
-        }
+        call = self._call(session, track, effect.run, effect.call_id, effect.name, effect.input)
         where = self.hook_env(session, track)
         hooks = plan.hooks
+        failures, rewritten = live.prepared.pop(effect.call_id, ((), False))
         async with Held(live.tool_limiter):
             started = time.monotonic()
-            await self._current(session, hooks)
-            pre = await run_pre_hooks(hooks, call, where)
-            if pre.blocked is not None:
-                result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
+            if self.tools.get(effect.name) is None and self._mcp is not None and "__" in effect.name:
+                result = await self._mcp.call(
+                    effect.name,
+                    effect.input,
+                    servers=plan.mcp_servers,
+                    on_progress=self._progress(session, track, effect),
+                )
             else:
-                input = pre.input if pre.input is not None else effect.input
-                if self.tools.get(effect.name) is None and self._mcp is not None and "__" in effect.name:
-                    result = await self._mcp.call(
-                        effect.name,
-                        input,
-                        servers=plan.mcp_servers,
-                        on_progress=self._progress(session, track, effect),
-                    )
-                else:
-                    setup = plan.setup
-                    ctx = ToolContext(
-                        cwd=cwd,
-                        ledger=self._ledger,
-                        outside_ok=effect.outside,
-                        env=plan.tool_environ,
-                        trusted_folder=setup is not None and setup.trusted,
-                        plugin_skills=setup.plugins.skill_folders if setup is not None else (),
-                        read_permission=_read_permission(track.state),
-                        sandbox=live.sandbox,
-                        private_network=setup is not None and setup.config.fetch_private,
-                    )
-                    result = await self.tools.call(effect.name, input, ctx)
-                if pre.input is not None:
-                    result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
-            # Post hooks see calls that ran: a blocked one has no result of its own.
-            post = await run_post_hooks(hooks, call, result, where) if pre.blocked is None else PostOutcome(result)
+                setup = plan.setup
+                ctx = ToolContext(
+                    cwd=cwd,
+                    ledger=self._ledger,
+                    outside_ok=effect.outside,
+                    env=plan.tool_environ,
+                    trusted_folder=setup is not None and setup.trusted,
+                    plugin_skills=setup.plugins.skill_folders if setup is not None else (),
+                    read_permission=_read_permission(track.state),
+                    sandbox=live.sandbox,
+                    private_network=setup is not None and setup.config.fetch_private,
+                )
+                result = await self.tools.call(effect.name, effect.input, ctx)
+            if rewritten:
+                result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
+            await self._current(session, hooks)
+            post = await run_post_hooks(hooks, call, result, where)
             result = post.result
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
-        failures = pre.failures + post.failures
-        if failures:
-            log.warning("session %s: %s", session.id, "; ".join(failures))
-            meta["hook_failures"] = list(failures)
+        if post.failures:
+            log.warning("session %s: %s", session.id, "; ".join(post.failures))
+        if failures + post.failures:
+            meta["hook_failures"] = list(failures + post.failures)
+        if post.stop is not None:
+            # A hook said the run must not go on ("continue": false): told before the
+            # result, the run ends once this step's calls are answered, before any other
+            # model call starts.
+            ending = Abort(time.time(), f"a hook stopped the run: {post.stop}", after_step=True)
+            await self._feed_result(session, track, effect.run, ending)
         await self._feed_result(
             session,
             track,
@@ -200,10 +254,47 @@ class ToolCalls:
                 meta,
             ),
         )
-        stop = pre.stop or post.stop
-        if stop is not None and track.state.run is not None and track.state.run.id == effect.run:
-            # A hook said the run must not go on ("continue": false).
-            await self._feed_result(session, track, effect.run, abort_of(track, f"a hook stopped the run: {stop}"))
+
+    def notify(self, session: Session, track: Track, events: list[Event]) -> None:
+        """Claude Code's Notification hooks, for the stored ``events`` that wait for a person:
+        ``permission_prompt`` when a call asks, ``idle_prompt`` when the model asks a
+        question. They cannot block: they run off the run's way, as ``async`` hooks do."""
+        plan = track.plan
+        if plan is None or not any(hook.kind == "notification" for hook in plan.hooks):
+            return
+        for event in events:
+            if event.type == "permission.requested":
+                kind, message = "permission_prompt", f"roost needs your permission to use {claude.tool_name(str(event.data.get('tool')))}"
+            elif event.type == "human.asked":
+                kind, message = "idle_prompt", str(event.data.get("question", ""))
+            else:
+                continue
+            hooks = event_hooks(plan.hooks, "notification", kind)
+            if hooks:
+                where = self.hook_env(session, track)
+                self._nursery.start_soon(self._notified, session, plan, hooks, where, kind, message)
+
+    async def _notified(
+        self, session: Session, plan: RunPlan, hooks: list[Hook], where: HookEnv, kind: str, message: str
+    ) -> None:
+        await self._current(session, plan.hooks)
+        for hook in hooks:
+            payload = where.claude_payload("Notification", message=message, notification_type=kind)
+            await run_detached(hook, payload, where, plan.confinement)
+
+    async def compact_hooks(self, session: Session, track: Track) -> None:
+        """Claude Code's PreCompact hooks, before a compaction's summary: ``manual`` for
+        ``roost compact``, ``auto`` when the context grew too long. A project's run in the
+        run's sandbox; they cannot stop the compaction."""
+        plan, run = track.plan, track.state.run
+        if plan is None or run is None or not any(hook.kind == "pre_compact" for hook in plan.hooks):
+            return
+        trigger = "manual" if run.settings.mode == "compact" else "auto"
+        await self._current(session, plan.hooks)
+        where = self.hook_env(session, track)
+        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions="")
+        if failures:
+            log.warning("session %s: %s", session.id, "; ".join(failures))
 
     async def run_check(self, session: Session, track: Track, effect: RunCheck) -> None:
         """exec mode's check command, after an attempt."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +38,7 @@ import roost
 from roost.loop import Event
 
 from .._paths import ensure_private_dir, private_opener, state_dir
+from ..storage._store import SessionRow
 from ..folder import _claude as claude
 
 log = logging.getLogger(__name__)
@@ -107,6 +109,21 @@ class Transcripts:
         if not path.exists():
             await trio.to_thread.run_sync(self._touch, path)
         return str(path)
+
+    async def deleted(self, rows: Iterable[SessionRow]) -> None:
+        """Delete the transcripts of the sessions ``rows`` lists (deleted from the store),
+        their sub-agents' with them, once what was added for them is written (else the
+        writer would make them again)."""
+        sessions = [row.id for row in rows]
+        target = self._added
+        while self._written < target:
+            await self._progress.wait()
+        paths = [Path(self.path(s)) for s in sessions]
+        for session in sessions:
+            self._caught_up.discard(session)
+        for path in paths:
+            self._ends = {p: end for p, end in self._ends.items() if p != path and path.with_suffix("") not in p.parents}
+        await trio.to_thread.run_sync(_remove, paths)
 
     async def run(self) -> None:
         """The writer: forever, what was added, written (in a worker thread)."""
@@ -208,6 +225,13 @@ class Transcripts:
             ensure_private_dir(path.parent)
             with open(path, "ab", opener=private_opener) as f:
                 f.write(b"".join(lines))
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    """Remove transcripts and their sub-agents' folders (a worker thread's work)."""
+    for path in paths:
+        path.unlink(missing_ok=True)
+        shutil.rmtree(path.with_suffix(""), ignore_errors=True)
 
 
 def entries(event: Event, cwd: str, model: str = "") -> list[dict[str, Any]]:
