@@ -10,7 +10,7 @@ from .conftest import E2E, bash, text
 def test_dispatch_runs_a_custom_command(e2e: E2E) -> None:
     commands = e2e.project / ".claude" / "commands"
     commands.mkdir(parents=True)
-    (commands / "count.md").write_text("---\ndescription: Count files\n---\nCount the files matching $1.\n")
+    (commands / "count.md").write_text("---\ndescription: Count files\n---\nCount the files matching $0.\n")
     model = e2e.script([text("There are two.")])
     done = e2e.ok("dispatch", "/count *.txt", "--model", model)
     assert "task: /count *.txt\nCount the files matching *.txt.\n" in done.stdout

@@ -67,7 +67,9 @@ class FolderSetup:
     @property
     def widening(self) -> tuple[Widening, ...]:
         """Everything the project's files say that widens, trusted or not."""
-        return self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
+        return (
+            self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening + self.commands.widening
+        )
 
     @property
     def trust_files(self) -> dict[str, str]:

@@ -62,6 +62,7 @@ from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
 from ..tools import ProcessLedger, ToolRegistry
+from ._command_lines import run_lines
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
@@ -139,6 +140,12 @@ class Conductor:
             PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         first = plan.first
+        if isinstance(first, Submit) and plan.lines:
+            # A command's !`command` lines, allowed when it was planned, run first.
+            task = await run_lines(
+                self.tool_calls.tools, first.task, plan.lines, session.state.cwd, plan.confinement, plan.tool_environ, self.ledger
+            )
+            first = replace(first, task=task)
         if isinstance(first, Submit):
             typed = first.command["typed"] if first.command is not None else first.task
             context, failures = await self.tool_calls.task_hooks(session, plan, typed)
