@@ -143,10 +143,14 @@ async def test_file_references_are_included_inside_the_project(
     secret = write(tmp_path / "secret.txt", "the secret")
     (project / "leak.txt").symlink_to(secret)
     write(project / "src" / "app.py", "print('hello')\n# !`touch ran-from-a-file`\n")
-    write(project / ".claude" / "commands" / "review.md", "Review @src/app.py, @leak.txt and @$0. Mail a@b.example.\n")
+    write(project / ".env", "API_KEY=sk-not-for-the-model\n")
+    write(user_dir() / "config.toml", '[permissions]\ndeny = ["read(**/.env)"]\n')
+    write(project / ".claude" / "commands" / "review.md", "Review @src/app.py, @leak.txt and @$0 with @.env. Mail a@b.example.\n")
     await typed(client, project, "/review a.txt")
     text = sent(anthropic)
-    assert text.startswith("Review @src/app.py, @leak.txt and @a.txt. Mail a@b.example.")
+    assert text.startswith("Review @src/app.py, @leak.txt and @a.txt with @.env. Mail a@b.example.")
+    # The user's deny rule on reads holds for what a command names.
+    assert "sk-not-for-the-model" not in text and '<file path=".env">not included:' in text
     assert "<file path=\"src/app.py\">\nprint('hello')" in text and '<file path="a.txt">\na.txt\n</file>' in text
     # Out of the project (a link) in a folder not trusted: named, not read; and a file's
     # !`command` is only text.

@@ -28,7 +28,7 @@ from typing import Sequence
 #: (anywhere in the text, code spans and fences included).
 SHELL_LINE = re.compile(r"!`([^`\n]+)`")
 #: ``@path``: after white space or a bracket, not inside a word (``a@b.c`` is an address).
-_REFERENCE = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))@((?:~/|\.{0,2}/)?[\w][\w./~+-]*)", re.M)
+_REFERENCE = re.compile(r"(?:(?<=^)|(?<=[\s(\[]))@((?:~/|/)?[\w.][\w./~+-]*)", re.M)
 
 
 def words(arguments: str) -> list[str]:

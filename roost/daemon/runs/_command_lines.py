@@ -20,8 +20,9 @@ user's behalf, so it is held exactly as a model's bash call of the run would be:
 
 ``@path`` (:func:`include_files`): each path the text names, relative to the session's
 folder, that is a regular file inside the project (anywhere, if the user trusted the
-folder) is read, bounded, and sent after the text; a name that is no such file stays as
-written, and is only text.
+folder) and that the run's policy lets a read tool read without asking (the user's deny
+rules on ``read`` hold) is read, bounded, and sent after the text; a name that is no such
+file stays as written, and is only text.
 """
 
 from __future__ import annotations
@@ -81,13 +82,7 @@ def judge_lines(command: CustomCommand, task: str, policy: Policy, mode: str, cw
     lines = tuple(shell_lines(task))
     for line in lines:
         input = {"command": line}
-        resolved = {}
-        for path in (*paths_named("bash", input), cwd, os.path.expanduser("~")):
-            try:
-                resolved[path] = real_path(cwd, path)
-            except (OSError, ValueError):
-                continue
-        decision = decide(policy, mode, (), "bash", input, cwd, resolved)
+        decision = decide(policy, mode, (), "bash", input, cwd, _resolved(cwd, paths_named("bash", input)))
         if decision.action == ALLOW:
             continue
         where = f"/{command.short} ({command.source})"
@@ -124,14 +119,21 @@ async def run_lines(
     return SHELL_LINE.sub(lambda match: next(done), task, count=len(lines))
 
 
-def include_files(task: str, place: Place) -> str:
+def include_files(task: str, place: Place, policy: Policy) -> str:
     """``task`` with the files its ``@path`` references name after it (see the module
-    docstring). Blocking: call it in a worker thread."""
+    docstring), each one ``policy`` lets a read tool read without asking. Blocking: call
+    it in a worker thread."""
     included: list[str] = []
     within = None if place.trusted else place.root
     for name in file_references(task)[:MAX_FILES]:
         path = os.path.join(place.cwd, os.path.expanduser(name))
         if not os.path.isfile(path):
+            continue
+        # As a read of the run would be decided (in agent mode: plan mode runs no tools,
+        # yet its task may name files), deny and ask rules and the outside check included.
+        decision = decide(policy, "agent", (), "read", {"path": path}, place.cwd, _resolved(place.cwd, (path,)))
+        if decision.action != ALLOW:
+            included.append(f'<file path="{name}">not included: {decision.reason}</file>')
             continue
         try:
             data = read_bounded(path, FILE_LIMIT, within=within)
@@ -141,3 +143,15 @@ def include_files(task: str, place: Place) -> str:
         text = data.decode("utf-8", errors="replace")
         included.append(f'<file path="{name}">\n{text.rstrip()}\n</file>')
     return "\n\n".join([task, *included]) if included else task
+
+
+def _resolved(cwd: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """Where ``paths``, the working directory and the home folder really lead, for
+    :func:`roost.loop.decide` (an impossible path is decided as named)."""
+    resolved = {}
+    for path in (*paths, cwd, os.path.expanduser("~")):
+        try:
+            resolved[path] = real_path(cwd, path)
+        except (OSError, ValueError):
+            continue
+    return resolved

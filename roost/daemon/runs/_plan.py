@@ -497,7 +497,7 @@ async def _prepared(
 
     def prepare() -> tuple[str, tuple[str, ...]]:
         lines = judge_lines(found, task, settings.policy, settings.mode, place.cwd)
-        return include_files(task, place), lines
+        return include_files(task, place, settings.policy), lines
 
     try:
         text, lines = await trio.to_thread.run_sync(prepare)
