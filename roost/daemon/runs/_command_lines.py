@@ -28,7 +28,6 @@ file stays as written, and is only text.
 from __future__ import annotations
 
 import os
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Mapping
 
@@ -39,7 +38,7 @@ from ..folder._command_text import SHELL_LINE, file_references, shell_lines
 from ..folder._custom_commands import CustomCommand
 from ..folder._files import read_bounded
 from ..folder._project import Place
-from ..sandbox import Confinement, RunSandbox
+from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, real_path
 
 #: A permission decision's words (``roost.loop``'s).
@@ -101,19 +100,17 @@ async def run_lines(
     task: str,
     lines: tuple[str, ...],
     cwd: str,
-    confinement: Confinement | None,
+    sandbox: RunSandbox | None,
     env: Mapping[str, str] | None,
     ledger: ProcessLedger | None,
 ) -> str:
     """``task`` with each of ``lines`` (its ``!`command``` lines, judged) replaced by what
-    it printed, run as the run's commands run."""
+    it printed, run as the run's commands run: in ``sandbox`` (None: sandbox mode off)."""
     outputs: list[str] = []
-    box = RunSandbox(confinement, cwd, ledger=ledger) if confinement is not None else None
-    async with box if box is not None else nullcontext():
-        for line in lines:
-            ctx = ToolContext(cwd=cwd, ledger=ledger, timeout=LINE_TIMEOUT, env=env, sandbox=box)
-            result = await tools.call("bash", {"command": line}, ctx)
-            outputs.append(result.text.rstrip("\n"))
+    for line in lines:
+        ctx = ToolContext(cwd=cwd, ledger=ledger, timeout=LINE_TIMEOUT, env=env, sandbox=sandbox)
+        result = await tools.call("bash", {"command": line}, ctx)
+        outputs.append(result.text.rstrip("\n"))
     done = iter(outputs)
     # The lines are the text's first ones: what ``@path`` added after it is only text.
     return SHELL_LINE.sub(lambda match: next(done), task, count=len(lines))

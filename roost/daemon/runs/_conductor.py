@@ -62,7 +62,6 @@ from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
 from ..tools import ProcessLedger, ToolRegistry
-from ._command_lines import run_lines
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
@@ -130,8 +129,9 @@ class Conductor:
 
     async def start_run(self, session: Session, plan: RunPlan) -> str:
         """Start the run ``plan`` prepared on ``session``; return its id once its first
-        events are stored. A dispatch's UserPromptSubmit hooks see its task first, as it
-        was typed: they may refuse it or add context. Its commands run in the plan's sandbox
+        events are stored. A dispatch's command's ``!`command``` lines run first (see
+        ``_command_lines``); its UserPromptSubmit hooks see its task as it was typed: they
+        may refuse it or add context. Its commands run in the plan's sandbox
         (unsandboxed only in mode ``off``); where the sandbox cannot be built, the run ends
         ``error`` at its first command.
 
@@ -140,16 +140,8 @@ class Conductor:
             PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         first = plan.first
-        if isinstance(first, Submit) and plan.lines:
-            # A command's !`command` lines, allowed when it was planned, run first.
-            task = await run_lines(
-                self.tool_calls.tools, first.task, plan.lines, session.state.cwd, plan.confinement, plan.tool_environ, self.ledger
-            )
-            first = replace(first, task=task)
         if isinstance(first, Submit):
-            typed = first.command["typed"] if first.command is not None else first.task
-            context, failures = await self.tool_calls.task_hooks(session, plan, typed)
-            plan = replace(plan, first=replace(first, context=context, hook_failures=failures))
+            plan = replace(plan, first=await self.tool_calls.task_hooks(session, plan, first))
         else:
             # The transcript exists before the run's sandbox is built, which shows it.
             await self.transcripts.sync(session.id)
