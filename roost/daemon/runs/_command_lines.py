@@ -87,7 +87,7 @@ def judge_lines(command: CustomCommand, task: str, policy: Policy, mode: str, cw
         where = f"/{command.short} ({command.source})"
         if decision.action == DENY:
             raise LineRefused(f"{where}: !`{line}` is refused: {decision.reason}")
-        if command.allowed_tools and not command.granted:
+        if command.allowed_tools and not command.granted and command.kind == "command":
             how = f"its allowed-tools apply once you trust the folder (roost trust {Path(command.source).parent})"
         else:
             how = "allow it with an allow rule (bash(...) in config.toml, Bash(...) in the command's allowed-tools or --allowedTools)"
