@@ -1,5 +1,5 @@
-"""Commands about what a run is made of: agents, the system prompt it gets, and the
-history it carries (compact)."""
+"""Commands about what a run is made of: agents, slash commands, the system prompt it
+gets, and the history it carries (compact)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,34 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
         if agent.get("unknown_tools"):
             line = f"{agent['name']}: tools roost does not have: {', '.join(agent['unknown_tools'])}"
             click.echo(click.style(line + " (its runs go without them)", fg="yellow"), err=True)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+@click.pass_obj
+def commands(obj: dict[str, Any], as_json: bool) -> None:
+    """List the slash commands for this folder: Claude Code's command files (user
+    ~/.claude/commands, project .claude/commands) and skills, each with its source, what
+    it is for and the arguments it takes, and the files skipped, one line each.
+
+    \b
+    Type one as the task: roost dispatch "/review src/app.py speed"
+    """
+    with daemon(obj) as client:
+        result = client.call("commands.list", cwd=workdir(target(obj), client), **env_param(target(obj)))
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    for command in result["commands"]:
+        typed = "/" + (command.get("short") or command["name"])
+        hint = f" {command['argument_hint']}" if command.get("argument_hint") else ""
+        kind = f"{command['scope']} {command.get('kind', 'command')}"
+        click.echo(click.style(typed, bold=True) + hint + click.style(f"  ({kind})", dim=True))
+        if command.get("description"):
+            click.echo(f"  {command['description'].splitlines()[0]}")
+        click.echo(click.style(f"  {command['source']}", dim=True))
+    for problem in result["problems"]:
+        click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
 
 
 @click.command()

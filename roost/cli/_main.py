@@ -40,6 +40,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "answer": ("_approvals", "answer"),
     "pending": ("_approvals", "pending"),
     "agents": ("_agents", "agents"),
+    "commands": ("_agents", "commands"),
     "prompt": ("_agents", "prompt"),
     "compact": ("_agents", "compact"),
     "plugins": ("_plugins", "plugins"),

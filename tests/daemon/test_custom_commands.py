@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from roost.daemon.folder._custom_commands import CustomCommand, load_commands, parse_invocation
+from roost.daemon.folder._command_text import substitute
+from roost.daemon.folder._custom_commands import load_commands, parse_invocation
 from roost.daemon.folder._trust import Trust
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
@@ -22,7 +23,7 @@ REVIEW = """\
 description: Review a file for one concern
 argument-hint: FILE CONCERN
 ---
-Review $1 for $2 problems.
+Review $0 for $1 problems.
 Everything asked: $ARGUMENTS
 """
 
@@ -41,11 +42,12 @@ def of_type(events: list[dict[str, Any]], type: str) -> list[dict[str, Any]]:
 
 
 def test_a_command_expands_its_arguments():
-    command = CustomCommand("review", "Review $1 for $2. All: $ARGUMENTS ($3 is empty)")
-    assert command.expand(' "src/a b.py"  speed ') == 'Review src/a b.py for speed. All: "src/a b.py"  speed ( is empty)'
-    plain = CustomCommand("lint", "Run the linter and fix what it finds.")
-    assert plain.expand("") == plain.body
-    assert plain.expand("src/") == "Run the linter and fix what it finds.\n\nARGUMENTS: src/"
+    # Claude Code's $N counts from 0; a missing one stays as written.
+    body = "Review $0 for $1. All: $ARGUMENTS ($2 is not there)"
+    assert substitute(body, ' "src/a b.py"  speed ') == 'Review src/a b.py for speed. All: "src/a b.py"  speed ($2 is not there)'
+    plain = "Run the linter and fix what it finds."
+    assert substitute(plain, "") == plain
+    assert substitute(plain, "src/") == "Run the linter and fix what it finds.\n\nARGUMENTS: src/"
 
 
 def test_only_a_slash_and_a_name_invoke_a_command():
@@ -62,11 +64,11 @@ def test_commands_come_from_the_user_and_the_project_which_overrides(project: Pa
     commands(home, {"review.md": "the user's review: $ARGUMENTS", "mine.md": "only mine"})
     commands(project, {
         "review.md": REVIEW,
-        "frontend/component.md": "---\nmodel: haiku\nallowed-tools: Bash(npm test:*), Read\n---\nMake $1.",
+        "frontend/component.md": "---\nmodel: haiku\nallowed-tools: Bash(npm test:*), Read\n---\nMake $0.",
         "backend/test.md": "Test the backend.",
         "frontend/test.md": "Test the frontend.",
         "bad name.md": "x",
-        "broken.md": "---\ndescription: [unclosed\n---\nx",
+        "broken.md": "---\ndescription: fine\nthis line is no field\n---\nx",
     })
     found = load_commands(str(project), os.environ)
     assert sorted(found.commands) == ["backend:test", "frontend:component", "frontend:test", "mine", "review"]
@@ -75,18 +77,23 @@ def test_commands_come_from_the_user_and_the_project_which_overrides(project: Pa
     assert component is found.find("frontend:component")
     assert component.model == "haiku"
     assert component.allowed_tools == ("Bash(npm test:*)", "Read")
-    assert component.description == "Make $1."
+    assert component.description == "Make $0."
     with pytest.raises(LookupError, match="could be any of /backend:test, /frontend:test"):
         found.find("test")
     with pytest.raises(LookupError, match="no custom command /nope") as info:
         found.find("nope")
-    assert "/component" in str(info.value) and "bad name.md" in str(info.value) and "broken.md" in str(info.value)
+    # Some names and a count of the files skipped; each skipped file is one line of its own.
+    assert "/component" in str(info.value) and "2 files skipped: roost commands" in str(info.value)
+    assert sorted(Path(path).name for path, _ in found.skipped) == ["bad name.md", "broken.md"]
+    assert all("\n" not in p for p in found.problems)
+    with pytest.raises(LookupError, match=r"^/broken cannot be used: .*broken.md:3: bad YAML"):
+        found.find("broken")
     listed = {c["name"]: c for c in found.describe()}
     assert listed["frontend:component"]["short"] == "component" and listed["frontend:test"]["short"] is None
     assert listed["review"] == {
         "name": "review", "short": "review", "description": "Review a file for one concern",
         "argument_hint": "FILE CONCERN", "model": None, "allowed_tools": [],
-        "source": str(project / ".claude" / "commands" / "review.md"), "scope": "project",
+        "source": str(project / ".claude" / "commands" / "review.md"), "scope": "project", "kind": "command",
     }
 
 
@@ -101,10 +108,10 @@ def test_an_untrusted_projects_command_may_not_lead_out_of_it(project: Path, tmp
 
 
 async def test_dispatch_expands_a_command_and_records_what_was_typed(client: TrioClient, project: Path) -> None:
-    commands(project, {"review.md": REVIEW, "evil.md": "---\nmodel: scripted/s2.json\n---\nDo $1."})
+    commands(project, {"review.md": REVIEW, "evil.md": "---\nmodel: scripted/s2.json\n---\nDo $0."})
     # The user's own command may name the scripted model; a project's may not (it would
     # script what runs in its folder).
-    commands(Path(os.environ["HOME"]), {"frontend/component.md": "---\nmodel: scripted/s2.json\n---\nMake a $1 component."})
+    commands(Path(os.environ["HOME"]), {"frontend/component.md": "---\nmodel: scripted/s2.json\n---\nMake a $0 component."})
     model = write_script(project, [text("looks fine")])
     write_script(project, [text("made")], name="s2.json")
     typed = "/review src/app.py memory"
@@ -144,7 +151,7 @@ async def test_an_unknown_command_is_a_clear_error_and_double_slash_is_literal(c
 
 
 async def test_commands_list_shows_the_folders_commands(client: TrioClient, project: Path) -> None:
-    commands(project, {"review.md": REVIEW, "frontend/component.md": "Make $1."})
+    commands(project, {"review.md": REVIEW, "frontend/component.md": "Make $0."})
     listed = await client.call("commands.list", cwd=str(project))
     assert [(c["name"], c["short"], c["scope"]) for c in listed["commands"]] == [
         ("frontend:component", "component", "project"), ("review", "review", "project")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from roost.daemon.folder._command_text import substitute
 from roost.daemon.folder._plugins import MAX_PLUGINS
 from roost.daemon.folder._setup import FolderSetup, load_folder
 from roost.daemon.folder._trust import NO_TRUST, Trust
@@ -99,9 +100,10 @@ def test_an_enabled_plugins_parts_load_named_as_claude_code_names_them(project: 
     commands = setup.commands
     assert sorted(commands.commands) == ["review-kit:git:tidy", "review-kit:review", "review-kit:ship"]
     assert commands.find("review") is commands.find("review-kit:review")
-    assert commands.find("review").expand("a.txt") == "Review a.txt with care and list the problems you find."
+    review_command = commands.find("review")
+    assert substitute(review_command.body, "a.txt", review_command.arguments) == "Review a.txt with care and list the problems you find."
     assert commands.find("tidy").scope == "plugin"
-    assert f"as {review}/STYLE.md says" in commands.find("tidy").expand("")
+    assert f"as {review}/STYLE.md says" in substitute(commands.find("tidy").body, "")
     # Hooks: ${CLAUDE_PLUGIN_ROOT} is the plugin's folder; the hook is the user's own.
     [hook] = setup.hooks
     assert (hook.event, hook.match) == ("PreToolUse", "Bash")

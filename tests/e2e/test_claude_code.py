@@ -10,7 +10,7 @@ from .conftest import E2E, bash, text
 def test_dispatch_runs_a_custom_command(e2e: E2E) -> None:
     commands = e2e.project / ".claude" / "commands"
     commands.mkdir(parents=True)
-    (commands / "count.md").write_text("---\ndescription: Count files\n---\nCount the files matching $1.\n")
+    (commands / "count.md").write_text("---\ndescription: Count files\n---\nCount the files matching $0.\n")
     model = e2e.script([text("There are two.")])
     done = e2e.ok("dispatch", "/count *.txt", "--model", model)
     assert "task: /count *.txt\nCount the files matching *.txt.\n" in done.stdout
@@ -18,6 +18,35 @@ def test_dispatch_runs_a_custom_command(e2e: E2E) -> None:
     assert unknown.returncode == 10 and "no custom command /cuont (commands here: /count)" in unknown.stderr
     listed = e2e.json_out("sessions", "--json")
     assert len(listed) == 1
+
+
+def test_roost_commands_lists_commands_skills_and_the_files_skipped(e2e: E2E) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    (commands / "svelte").mkdir(parents=True)
+    (commands / "fix-issue.md").write_text(
+        "---\ndescription: Fix an issue: read, fix, test\nargument-hint: [issue-number] [priority]\n---\nFix #$0.\n"
+    )
+    (commands / "svelte" / "svelte:storybook.md").write_text("Write stories for $ARGUMENTS.\n")
+    (commands / "broken.md").write_text("---\ndescription: fine\nno field here\n---\nx\n")
+    skill = e2e.project / ".claude" / "skills" / "explain" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: explain\ndescription: Explain code\n---\nExplain $ARGUMENTS.\n")
+    listed = e2e.roost("commands")
+    assert listed.returncode == 0
+    assert "/fix-issue [issue-number] [priority]  (project command)\n  Fix an issue: read, fix, test\n" in listed.stdout
+    assert "/svelte:storybook  (project command)" in listed.stdout and "/explain  (project skill)" in listed.stdout
+    [skipped] = listed.stderr.splitlines()
+    assert skipped.startswith(f"skipped: {commands / 'broken.md'}:3: bad YAML")
+    data = e2e.json_out("commands", "--json")
+    by_name = {c["name"]: c for c in data["commands"]}
+    assert by_name["svelte:svelte:storybook"]["short"] == "svelte:storybook"
+    assert by_name["fix-issue"]["argument_hint"] == "[issue-number] [priority]"
+    assert by_name["explain"]["kind"] == "skill" and len(data["problems"]) == 1
+    # The refused file, typed: one line naming it and why.
+    refused = e2e.roost("dispatch", "/broken", "--model", "scripted/demo")
+    assert refused.returncode == 10
+    assert f"/broken cannot be used: {commands / 'broken.md'}:3: bad YAML" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
 
 
 def test_a_claude_code_hook_guards_bash_once_the_project_is_trusted(e2e: E2E) -> None:

@@ -358,7 +358,7 @@ def test_slash_report_shows_the_daemons_report_of_the_last_run(e2e: E2E, tmux: T
 def test_custom_commands_complete_and_run_from_the_shell(e2e: E2E, tmux: Tmux) -> None:
     commands = e2e.project / ".claude" / "commands"
     (commands / "frontend").mkdir(parents=True)
-    (commands / "review.md").write_text("---\ndescription: Review a file\nargument-hint: FILE FOCUS\n---\nReview $1 for $2.\n")
+    (commands / "review.md").write_text("---\ndescription: Review a file\nargument-hint: FILE FOCUS\n---\nReview $0 for $1.\n")
     (commands / "frontend" / "component.md").write_text("Make a $ARGUMENTS component.\n")
     model = e2e.script([text("Reviewed.")], [text("Made.")])
     pane = tmux.open("shell", "--model", model, "--mode", "full")

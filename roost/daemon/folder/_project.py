@@ -213,10 +213,12 @@ def memory_files(root: Path) -> dict[str, Path]:
     return {"user": user_config_file().parent / "MEMORY.md", "project": root / ".roost" / "MEMORY.md"}
 
 
-def split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
+def split_front_matter(text: str, source: str, texts: frozenset[str] = frozenset()) -> tuple[dict[str, Any], str]:
     """The front matter between ``---`` lines, and the body after it.
 
-    Strict YAML first, then (as Claude Code does) one ``key: value`` a line.
+    Strict YAML first, then (as Claude Code does) one ``key: value`` a line. The fields
+    named in ``texts`` are text, as Claude Code takes them: the rest of their line as
+    written, whatever YAML would make of it (``argument-hint: [file] [focus]``).
 
     Raises:
         FrontMatterError: no front matter, or front matter that neither reading makes a map
@@ -239,14 +241,14 @@ def split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
         strict_line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
         try:
-            return _lenient(block), body
+            return _lenient(block, texts), body
         except _LineError as bad:
             # The strict parser's words are the better ones when it stumbled on that line too.
             why = problem if bad.line == strict_line else bad.why
             raise FrontMatterError(f"{source}:{bad.line}: bad YAML: {why}") from None
     if not isinstance(meta, dict):
         raise FrontMatterError(f"{source}:2: the front matter must be a map of fields")
-    return meta, body
+    return _as_text(meta, block, texts), body
 
 
 #: A ``key: value`` line of the lenient reading (the value may be empty).
@@ -264,12 +266,32 @@ class _LineError(Exception):
         self.why = why
 
 
-def _lenient(block: str) -> dict[str, Any]:
+def _as_text(meta: dict[str, Any], block: str, texts: frozenset[str]) -> dict[str, Any]:
+    """``meta`` with the fields named in ``texts`` as their lines have them (a field that
+    goes on over more lines keeps what YAML made of it, as text)."""
+    if not texts:
+        return meta
+    written = {}
+    for line in block.split("\n"):
+        match = _KEY_LINE.match(line)
+        if match and match[1] in texts and match[1] not in written:
+            written[match[1]] = (match[2] or "").strip()
+    for key in texts & meta.keys():
+        raw = written.get(key, "")
+        if raw and raw not in _BLOCK_SCALARS and not isinstance(meta[key], str):
+            meta[key] = raw
+        elif meta[key] is not None and not isinstance(meta[key], str):
+            meta[key] = str(meta[key])
+    return meta
+
+
+def _lenient(block: str, texts: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Front matter read one ``key: value`` a line, the value being the rest of the line.
 
     Indented lines after a key continue its value: ``- item`` lines make a list, others
     join the text (or a ``|`` / ``>`` block). A value that reads as a YAML scalar, or a
-    ``[...]`` / ``{...}`` collection, is that; any other is the text as written.
+    ``[...]`` / ``{...}`` collection, is that; any other is the text as written, as is
+    the value of a field named in ``texts``.
 
     Raises:
         _LineError: a line that is none of these, or a ``[`` / ``{`` that does not close.
@@ -284,25 +306,28 @@ def _lenient(block: str) -> dict[str, Any]:
         match = _KEY_LINE.match(line)
         if match:
             if key is not None:
-                meta[key[0]] = _value(key[1], more, key[2])
+                meta[key[0]] = _value(key[1], more, key[2], key[0] in texts)
             key, more = (match[1], (match[2] or "").strip(), number), []
         elif key is not None and line[0] in " \t-":
             more.append(line)
         else:
             raise _LineError(number, "not a key: value line")
     if key is not None:
-        meta[key[0]] = _value(key[1], more, key[2])
+        meta[key[0]] = _value(key[1], more, key[2], key[0] in texts)
     return meta
 
 
-def _value(raw: str, more: list[str], line: int) -> Any:
-    """The value of one key: the rest of its line and the lines that continue it."""
+def _value(raw: str, more: list[str], line: int, text_only: bool = False) -> Any:
+    """The value of one key: the rest of its line and the lines that continue it
+    (``text_only``: as written)."""
     if raw in _BLOCK_SCALARS:
         lines = [part.strip() for part in more]
         return ("\n" if raw[0] == "|" else " ").join(lines)
-    if not raw and more and all(part.strip().startswith("- ") for part in more):
+    if not raw and more and not text_only and all(part.strip().startswith("- ") for part in more):
         return [_scalar(part.strip()[2:].strip(), line) for part in more]
     text = " ".join([raw, *(part.strip() for part in more)]).strip()
+    if text_only:
+        return text
     return _scalar(text, line) if text else None
 
 

@@ -73,7 +73,7 @@ class FolderSetup:
         """Everything the project's files say that widens, trusted or not."""
         return (
             self.config.widening + self.agents.widening + self.mcp_config.widening + self.claude.widening
-            + self.plugins.widening
+            + self.plugins.widening + self.commands.widening
         )
 
     @property

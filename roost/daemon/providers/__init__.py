@@ -11,7 +11,7 @@ from ._base import (
     ToolSpec,
 )
 from ._registry import ProviderRegistry, Resolved
-from ._scripted import ScriptedProvider, script_problem
+from ._scripted import check_script
 
 __all__ = [
     "MAX_TOKENS",
@@ -23,7 +23,6 @@ __all__ = [
     "ProviderRegistry",
     "ProviderUnavailable",
     "Resolved",
-    "ScriptedProvider",
     "ToolSpec",
-    "script_problem",
+    "check_script",
 ]

@@ -65,17 +65,21 @@ DEMO_SCRIPT: Mapping[str, Any] = {
 }
 
 
-def script_problem(name: str, cwd: str) -> str | None:
-    """Why ``scripted/name`` cannot run in ``cwd`` (no such script file), or None: said
-    when a run is prepared, before a session is made for it."""
-    if name == "demo":
-        return None
+def check_script(provider: object, name: str, cwd: str) -> None:
+    """For a scripted ``provider``: that ``name``'s script is there, seen from ``cwd``;
+    checked when a run is prepared, before a session is made for it.
+
+    Raises:
+        ProviderUnavailable: no such script file (the name meant, when close to demo).
+    """
+    if not isinstance(provider, ScriptedProvider) or name == "demo":
+        return
     path = Path(name) if Path(name).is_absolute() else Path(cwd) / name
     if os.path.exists(path):
-        return None  # what kind of file it is, reading it says
+        return  # what kind of file it is, reading it says
     near = difflib.get_close_matches(name, ["demo"], n=1)
     hint = f"; did you mean scripted/{near[0]}?" if near else " (scripted/demo is the built-in one)"
-    return f"scripted: no script file at {path}{hint}"
+    raise ProviderUnavailable(f"scripted: no script file at {path}{hint}")
 
 
 class ScriptedProvider:

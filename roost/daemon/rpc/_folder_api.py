@@ -14,6 +14,7 @@ from roost.protocol import MODES, ErrorCode, RpcError
 
 from ..folder._agents import Agent, unknown_tools
 from ..folder._config import Config
+from ..folder._custom_commands import skill_commands
 from ..folder._models import ModelNameError
 from ..folder._plugin_report import plugin_report
 from ..folder._prompt import compose, render
@@ -137,7 +138,10 @@ class FolderApi(ApiPart):
 
     async def commands_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         environ = client_environ(params)
-        commands = (await self._folder(checked_cwd(params.get("cwd")), environ)).commands
+        setup = await self._folder(checked_cwd(params.get("cwd")), environ)
+        place = setup.place
+        skills = await trio.to_thread.run_sync(skill_commands, place.root, place.trusted)
+        commands = setup.commands.with_skills(skills)
         return {"commands": commands.describe(), "problems": list(commands.problems)}
 
     async def plugins_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:

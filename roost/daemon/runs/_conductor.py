@@ -130,8 +130,9 @@ class Conductor:
 
     async def start_run(self, session: Session, plan: RunPlan) -> str:
         """Start the run ``plan`` prepared on ``session``; return its id once its first
-        events are stored. A dispatch's UserPromptSubmit hooks see its task first, as it
-        was typed: they may refuse it or add context. Its commands run in the plan's sandbox
+        events are stored. A dispatch's command's ``!`command``` lines run first (see
+        ``_command_lines``); its UserPromptSubmit hooks see its task as it was typed: they
+        may refuse it or add context. Its commands run in the plan's sandbox
         (unsandboxed only in mode ``off``); where the sandbox cannot be built, the run ends
         ``error`` at its first command.
 
@@ -141,9 +142,7 @@ class Conductor:
         """
         first = plan.first
         if isinstance(first, Submit):
-            typed = first.command["typed"] if first.command is not None else first.task
-            context, failures = await self.tool_calls.task_hooks(session, plan, typed)
-            plan = replace(plan, first=replace(first, context=context, hook_failures=failures))
+            plan = replace(plan, first=await self.tool_calls.task_hooks(session, plan, first))
         else:
             # The transcript exists before the run's sandbox is built, which shows it.
             await self.transcripts.sync(session.id)

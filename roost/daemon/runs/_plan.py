@@ -36,14 +36,17 @@ from roost.loop import (
 from ..folder import _claude as claude
 from ..folder._agents import Agent
 from ..folder._config import ConfigError
-from ..folder._custom_commands import parse_invocation
+from ..folder._command_text import substitute
+from ..folder._custom_commands import CustomCommand, find_skill, parse_invocation
+from ..folder._project import FrontMatterError, Place
 from ..folder._prompt import Layer, PromptCache, compose, render, sizes
 from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
-from ..providers import ProviderError, ProviderRegistry, ProviderUnavailable, Resolved, ScriptedProvider, ToolSpec, script_problem
+from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
+from ._command_lines import LineRefused, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
 
@@ -122,6 +125,9 @@ class RunPlan:
     tool_environ: Mapping[str, str] | None = None
     #: A sub-agent whose history begins with its caller's (its agent says ``fork``).
     fork: bool = False
+    #: The ``!`command``` lines of the task, allowed, run when the run starts (their
+    #: output takes their place: see ``_command_lines``).
+    lines: tuple[str, ...] = ()
 
     @property
     def run(self) -> str:
@@ -185,10 +191,7 @@ class Planner:
             ProviderError: its provider cannot be used here (ProviderUnavailable).
         """
         resolved = self.providers.resolve(model, setup.config, environ, plan=plan)
-        if isinstance(resolved.provider, ScriptedProvider):
-            problem = script_problem(resolved.model, setup.cwd)
-            if problem is not None:
-                raise ProviderUnavailable(problem)
+        check_script(resolved.provider, resolved.model, setup.cwd)
         return resolved
 
     async def dispatch(self, request: Dispatch) -> RunPlan:
@@ -200,7 +203,7 @@ class Planner:
             ProviderError: the model's provider cannot be used here.
         """
         setup = await self.load_folder(request.cwd, request.environ)
-        task, command, asked = _expand(setup, request)
+        task, found, command, asked = await _expand(setup, request)
         try:
             settled = settle(
                 setup,
@@ -217,6 +220,9 @@ class Planner:
             check=_check_command(request.cwd) if mode == Mode.EXEC else None,
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
+        lines: tuple[str, ...] = ()
+        if found is not None:
+            task, settings, lines = await _prepared(task, found, settings, setup.place)
         layers = await self._layers(settled.agent, settings, setup)
         if request.appended.strip():
             layers.append(Layer("appended", request.appended, "dispatch"))
@@ -245,6 +251,7 @@ class Planner:
             setup,
             request.environ,
             setup.tool_environment(request.environ),
+            lines=lines,
         )
 
     async def subagent(self, request: SubagentCall) -> RunPlan:
@@ -437,23 +444,68 @@ class Planner:
         return servers
 
 
-def _expand(setup: FolderSetup, request: Dispatch) -> tuple[str, dict[str, Any] | None, Asked]:
-    """The task a dispatch runs, the custom command it was expanded from (if any), and
-    what it asks for once the command's front matter is counted."""
+async def _expand(
+    setup: FolderSetup, request: Dispatch
+) -> tuple[str, CustomCommand | None, dict[str, Any] | None, Asked]:
+    """The task a dispatch runs (a custom command's with its arguments in place), the
+    command (if any) and what ``run.started`` records of it, and what the dispatch asks
+    for once the command's front matter is counted."""
     task, asked = request.task, request.asked
     invocation = parse_invocation(task)
     if invocation is None:
-        return (task[1:] if task.startswith("//") else task), None, asked
-    try:
-        found = setup.commands.find(invocation[0])
-    except LookupError as exc:
-        raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
-    command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}
+        return (task[1:] if task.startswith("//") else task), None, None, asked
+    found = await trio.to_thread.run_sync(_command, setup, invocation[0])
     if found.model is not None and asked.model is UNSET:
         if found.scope == "project" and is_test_model(found.model):
             raise PlanError(f"{found.source}: a project's command cannot name {found.model}")
         asked = replace(asked, model=found.model)
-    return found.expand(invocation[1]), command, asked
+    command = {"name": found.name, "arguments": invocation[1], "source": found.source, "typed": task}
+    return substitute(found.body, invocation[1], found.arguments), found, command, asked
+
+
+def _command(setup: FolderSetup, name: str) -> CustomCommand:
+    """What ``/name`` invokes: a skill of that folder name (a skill wins, as in Claude
+    Code), else a command, else a skill that names itself so. Blocking.
+
+    Raises:
+        PlanError: none, or a skill that cannot be read.
+    """
+    place = setup.place
+    try:
+        skill = find_skill(place.root, place.trusted, name)
+        if skill is None:
+            try:
+                return setup.commands.find(name)
+            except LookupError:
+                skill = find_skill(place.root, place.trusted, name, named=True)
+                if skill is None:
+                    raise
+    except LookupError as exc:
+        raise PlanError(str(exc.args[0]) if exc.args else str(exc)) from None
+    except (FrontMatterError, OSError, UnicodeDecodeError) as exc:
+        raise PlanError(f"/{name}: the skill cannot be read: {exc}") from None
+    return skill
+
+
+async def _prepared(
+    task: str, found: CustomCommand, settings: RunSettings, place: Place
+) -> tuple[str, RunSettings, tuple[str, ...]]:
+    """A command's task with its ``@file`` references read, the run's settings with its
+    ``allowed-tools`` (where they apply), and its ``!`command``` lines, each allowed (see
+    ``_command_lines``)."""
+    granted = granted_rules(found)
+    if granted:
+        settings = replace(settings, policy=replace(settings.policy, rules=settings.policy.rules + granted))
+
+    def prepare() -> tuple[str, tuple[str, ...]]:
+        lines = judge_lines(found, task, settings.policy, settings.mode, place.cwd)
+        return include_files(task, place, settings.policy), lines
+
+    try:
+        text, lines = await trio.to_thread.run_sync(prepare)
+    except LineRefused as exc:
+        raise PlanError(str(exc)) from None
+    return text, settings, lines
 
 
 def _tools_size(

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import trio
@@ -30,6 +31,7 @@ from roost.loop import (
     SessionState,
     StartClock,
     StopHooksFinished,
+    Submit,
     TimeUp,
     ToolFinished,
     decide,
@@ -41,6 +43,7 @@ from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
+from ._command_lines import run_lines
 from ._hooks import (
     HookEnv,
     Subagent,
@@ -112,21 +115,30 @@ class ToolCalls:
         if any(hook.event is not None for hook in hooks):
             await self._transcripts.sync(session.id)
 
-    async def task_hooks(self, session: Session, plan: RunPlan, text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The SessionStart hooks, then :meth:`prompt_hooks`, for the task of a run not
-        started yet: what both add, and which failed; a project's hooks run in a sandbox of
-        their own."""
+    async def task_hooks(self, session: Session, plan: RunPlan, first: Submit) -> Submit:
+        """A dispatch's ``first`` input made ready in a sandbox of the run's: its command's
+        ``!`command``` lines run and their output in its task (see ``_command_lines``), then
+        the SessionStart hooks and :meth:`prompt_hooks` on the task as typed, what they add
+        and which failed in it. A project's hooks run in that sandbox.
+
+        Raises:
+            PromptBlocked: a UserPromptSubmit hook refused the task.
+        """
         confined = plan.confinement
         shown = (await self._transcripts.sync(session.id),)
         async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
+            task = first.task
+            if plan.lines:
+                task = await run_lines(self.tools, task, plan.lines, session.state.cwd, box, plan.tool_environ, self._ledger)
             state = session.state
             source = "startup" if state.last_run is None else "compact" if state.last_mode == "compact" else "resume"
             where = self._where(session, plan, plan.settings.mode, box)
             start = await run_start_hooks(plan.hooks, source, plan.settings.model, where)
             if start.failures:
                 log.warning("session %s: %s", session.id, "; ".join(start.failures))
-            context, failures = await self.prompt_hooks(session, plan, text, box)
-            return start.context + context, start.failures + failures
+            typed = first.command["typed"] if first.command is not None else first.task
+            context, failures = await self.prompt_hooks(session, plan, typed, box)
+            return replace(first, task=task, context=start.context + context, hook_failures=start.failures + failures)
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None

@@ -1,0 +1,154 @@
+"""A custom command's task made ready: its ``!`command``` lines judged and run, its ``@file``
+references read.
+
+A ``!`command``` line of a command runs before the task is sent, and its output takes its
+place, as in Claude Code. It is a command the project's file (or the user's) runs on the
+user's behalf, so it is held exactly as a model's bash call of the run would be:
+
+- At dispatch (:func:`judge_lines`), each line is decided by the run's own permission
+  policy (:func:`roost.loop.decide`: the user's rules, a trusted project's, the dispatch's
+  flags, the mode) with the command's ``allowed-tools`` added as allow rules only where
+  they apply (the user's own command, or a project's file the user trusted as it is: see
+  ``_custom_commands``). Those rules go on applying to the run's calls, as Claude Code
+  applies them while a command runs. A line the policy would ask about or refuses stops the
+  dispatch with one line saying which, and how to allow it; nothing asks (Claude Code too
+  refuses a line its permissions do not allow).
+- When the run starts (:func:`run_lines`), the lines run through the bash tool in the run's
+  sandbox (unsandboxed only in sandbox mode ``off``, like every command of the run), in the
+  session's folder, with the run's tool environment; each output (stdout and stderr, an
+  exit status other than 0 noted) replaces its line.
+
+``@path`` (:func:`include_files`): each path the text names, relative to the session's
+folder, that is a regular file inside the project (anywhere, if the user trusted the
+folder) and that the run's policy lets a read tool read without asking (the user's deny
+rules on ``read`` hold) is read, bounded, and sent after the text; a name that is no such
+file stays as written, and is only text.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from roost.loop import Policy, Rule, RuleError, decide, parse_rule, paths_named
+
+from ..folder._claude_settings import CLAUDE_ONLY_TOOLS
+from ..folder._command_text import SHELL_LINE, file_references, shell_lines
+from ..folder._custom_commands import CustomCommand
+from ..folder._files import read_bounded
+from ..folder._project import Place
+from ..sandbox import RunSandbox
+from ..tools import ProcessLedger, ToolContext, ToolRegistry, real_path
+
+#: A permission decision's words (``roost.loop``'s).
+ALLOW, DENY = "allow", "deny"
+
+#: Files ``@path`` includes, and the bytes of each.
+MAX_FILES = 20
+FILE_LIMIT = 256 * 1024
+#: Seconds a ``!`command``` line may run.
+LINE_TIMEOUT = 120.0
+
+
+class LineRefused(Exception):
+    """A ``!`command``` line the run's policy does not let run; the message says why."""
+
+
+def granted_rules(command: CustomCommand) -> tuple[Rule, ...]:
+    """The command's ``allowed-tools`` as allow rules, if they apply (see the module
+    docstring); a tool roost has no rule for grants nothing."""
+    if not command.granted:
+        return ()
+    rules = []
+    for text in command.allowed_tools:
+        if text.split("(", 1)[0].strip() in CLAUDE_ONLY_TOOLS:
+            continue
+        try:
+            rules.append(parse_rule(text, ALLOW, command.source))
+        except RuleError:
+            continue
+    return tuple(rules)
+
+
+def judge_lines(command: CustomCommand, task: str, policy: Policy, mode: str, cwd: str) -> tuple[str, ...]:
+    """The ``!`command``` lines of ``task``, each allowed by ``policy`` in ``mode``.
+    Blocking: a few lstat calls (where a line's redirections lead).
+
+    Raises:
+        LineRefused: a line the policy asks about or refuses (the first such).
+    """
+    lines = tuple(shell_lines(task))
+    for line in lines:
+        input = {"command": line}
+        decision = decide(policy, mode, (), "bash", input, cwd, _resolved(cwd, paths_named("bash", input)))
+        if decision.action == ALLOW:
+            continue
+        where = f"/{command.short} ({command.source})"
+        if decision.action == DENY:
+            raise LineRefused(f"{where}: !`{line}` is refused: {decision.reason}")
+        if command.allowed_tools and not command.granted and command.kind == "command":
+            how = f"its allowed-tools apply once you trust the folder (roost trust {Path(command.source).parent})"
+        else:
+            how = "allow it with an allow rule (bash(...) in config.toml, Bash(...) in the command's allowed-tools or --allowedTools)"
+        raise LineRefused(f"{where}: !`{line}` would need approval ({decision.reason}), and a command's lines are not asked about: {how}")
+    return lines
+
+
+async def run_lines(
+    tools: ToolRegistry,
+    task: str,
+    lines: tuple[str, ...],
+    cwd: str,
+    sandbox: RunSandbox | None,
+    env: Mapping[str, str] | None,
+    ledger: ProcessLedger | None,
+) -> str:
+    """``task`` with each of ``lines`` (its ``!`command``` lines, judged) replaced by what
+    it printed, run as the run's commands run: in ``sandbox`` (None: sandbox mode off)."""
+    outputs: list[str] = []
+    for line in lines:
+        ctx = ToolContext(cwd=cwd, ledger=ledger, timeout=LINE_TIMEOUT, env=env, sandbox=sandbox)
+        result = await tools.call("bash", {"command": line}, ctx)
+        outputs.append(result.text.rstrip("\n"))
+    done = iter(outputs)
+    # The lines are the text's first ones: what ``@path`` added after it is only text.
+    return SHELL_LINE.sub(lambda match: next(done), task, count=len(lines))
+
+
+def include_files(task: str, place: Place, policy: Policy) -> str:
+    """``task`` with the files its ``@path`` references name after it (see the module
+    docstring), each one ``policy`` lets a read tool read without asking. Blocking: call
+    it in a worker thread."""
+    included: list[str] = []
+    within = None if place.trusted else place.root
+    for name in file_references(task)[:MAX_FILES]:
+        path = os.path.join(place.cwd, os.path.expanduser(name))
+        if not os.path.isfile(path):
+            continue
+        # As a read of the run would be decided (in agent mode: plan mode runs no tools,
+        # yet its task may name files), deny and ask rules and the outside check included.
+        decision = decide(policy, "agent", (), "read", {"path": path}, place.cwd, _resolved(place.cwd, (path,)))
+        if decision.action != ALLOW:
+            included.append(f'<file path="{name}">not included: {decision.reason}</file>')
+            continue
+        try:
+            data = read_bounded(path, FILE_LIMIT, within=within)
+        except OSError as exc:
+            included.append(f'<file path="{name}">not included: {exc}</file>')
+            continue
+        text = data.decode("utf-8", errors="replace")
+        included.append(f'<file path="{name}">\n{text.rstrip()}\n</file>')
+    return "\n\n".join([task, *included]) if included else task
+
+
+def _resolved(cwd: str, paths: tuple[str, ...]) -> dict[str, str]:
+    """Where ``paths``, the working directory and the home folder really lead, for
+    :func:`roost.loop.decide` (an impossible path is decided as named)."""
+    resolved = {}
+    for path in (*paths, cwd, os.path.expanduser("~")):
+        try:
+            resolved[path] = real_path(cwd, path)
+        except (OSError, ValueError):
+            continue
+    return resolved
