@@ -26,6 +26,7 @@ from ..mcp import McpServerConfig, McpServers, mcp_servers_from
 from ..runs._environ import tool_environment
 from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, agents_from
+from ._claude_rules import ClaudeRules, claude_rules_from
 from ._claude_settings import ClaudeSettings, claude_settings_from
 from ._config import Config, Hook, config_from
 from ._custom_commands import CommandSet, commands_from
@@ -57,6 +58,8 @@ class FolderSetup:
     protected: tuple[str, ...] = ()
     #: The custom commands (``/name``) of the user and the project.
     commands: CommandSet = CommandSet({})
+    #: Claude Code's rules (``.claude/rules``) of the user and the project.
+    rules: ClaudeRules = ClaudeRules()
 
     @property
     def place(self) -> Place:
@@ -131,6 +134,7 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
         place.trusted,
         claude_settings_from(files),
         commands=commands_from(files),
+        rules=claude_rules_from(files),
     )
     protected = protected_files(setup, trust)
     # What trust records and trusted entries run is read-only in the sandbox too.

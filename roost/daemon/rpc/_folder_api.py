@@ -151,7 +151,9 @@ class FolderApi(ApiPart):
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.planner.tools.names()
-        layers = await compose(agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts)
+        layers = await compose(
+            agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts, rules=setup.rules.always
+        )
         return {
             "agent": agent.name,
             "mode": mode,

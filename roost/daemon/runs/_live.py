@@ -1,5 +1,5 @@
 """A run while it lasts: its :class:`LiveRun` (nursery, sandbox, tool limiter, streamed
-text), made when the run starts and gone when it ends, with the MCP servers it uses held
+text, the rules it was given), made when the run starts and gone when it ends, with the MCP servers it uses held
 running meanwhile."""
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ class LiveRun:
     tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(TOOL_CONCURRENCY))
     #: Text streamed so far by the model call in flight (kept if the run is aborted).
     streamed: list[str] = field(default_factory=list)
+    #: The path-scoped rules (by file) whose text the run's tool results carried: each
+    #: is given once a run.
+    rules_given: set[str] = field(default_factory=set)
 
 
 @asynccontextmanager

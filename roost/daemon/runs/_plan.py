@@ -419,7 +419,9 @@ class Planner:
         return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
 
     async def _layers(self, agent: Agent, settings: RunSettings, setup: FolderSetup) -> list[Layer]:
-        return await compose(agent, settings.mode, setup.place, tools=settings.tools, cache=self.prompts)
+        return await compose(
+            agent, settings.mode, setup.place, tools=settings.tools, cache=self.prompts, rules=setup.rules.always
+        )
 
     def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
         """The servers of the folder's config that a resumed run's MCP tools are on, started

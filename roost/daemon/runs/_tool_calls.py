@@ -1,6 +1,10 @@
 """The conductor's tool calls: a run's tools (built-in and MCP) with their hooks, exec mode's
 check, the Stop hooks, and clocks.
 
+A file tool's result carries Claude Code's path-scoped rules about the file it touched
+(``folder/_claude_rules``), each once a run, as Claude Code adds them when it reads a
+matching file.
+
 Each comes back as one input for the loop. Tool calls of a session run at most
 ``TOOL_CONCURRENCY`` at once (its sub-agents' with them); a project's hooks and every command
 run in the track's sandbox.
@@ -12,7 +16,7 @@ import logging
 import os
 import time
 from contextlib import nullcontext
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import trio
 
@@ -33,6 +37,7 @@ from roost.loop import (
     safe_text,
 )
 
+from ..folder._claude_rules import ClaudeRules
 from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
@@ -152,10 +157,10 @@ class ToolCalls:
             started = time.monotonic()
             await self._current(session, hooks)
             pre = await run_pre_hooks(hooks, call, where)
+            input = pre.input if pre.input is not None else effect.input
             if pre.blocked is not None:
                 result = ToolResult(f"blocked by a hook: {pre.blocked}", True, {"blocked": True})
             else:
-                input = pre.input if pre.input is not None else effect.input
                 if self.tools.get(effect.name) is None and self._mcp is not None and "__" in effect.name:
                     result = await self._mcp.call(
                         effect.name,
@@ -181,6 +186,8 @@ class ToolCalls:
             # Post hooks see calls that ran: a blocked one has no result of its own.
             post = await run_post_hooks(hooks, call, result, where) if pre.blocked is None else PostOutcome(result)
             result = post.result
+        if plan.setup is not None and not result.is_error:
+            result = with_rules(result, effect.name, input, cwd, plan.setup.rules, live.rules_given)
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
         failures = pre.failures + post.failures
         if failures:
@@ -253,6 +260,31 @@ class ToolCalls:
 
 class PromptBlocked(Exception):
     """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
+
+
+#: The tools whose file brings the path-scoped rules about it (Claude Code: reading it).
+RULE_TOOLS = ("read", "write", "edit")
+
+
+def with_rules(
+    result: ToolResult, tool: str, input: Mapping[str, Any], cwd: str, rules: ClaudeRules, given: set[str]
+) -> ToolResult:
+    """``result`` followed by the path-scoped rules about the file a file tool touched that
+    ``given`` (the rules the run was given so far, updated) does not hold yet."""
+    path = input.get("path") if tool in RULE_TOOLS and rules.scoped else None
+    if not isinstance(path, str):
+        return result
+    touched = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    new = [rule for rule in rules.for_file(touched) if rule.source not in given]
+    if not new:
+        return result
+    given.update(rule.source for rule in new)
+    notes = "\n\n".join(
+        f"<system-reminder>\nInstructions from {rule.source} (for files matching {', '.join(rule.paths)}):\n"
+        f"{rule.text}\n</system-reminder>"
+        for rule in new
+    )
+    return ToolResult(f"{result.text}\n\n{notes}", result.is_error, {**result.meta, "rules": [r.source for r in new]})
 
 
 def abort_of(track: Track, reason: str) -> Abort:
