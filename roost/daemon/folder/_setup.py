@@ -52,7 +52,7 @@ class FolderSetup:
     sandbox_paths: SandboxPaths
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
-    #: The hooks of Claude Code's settings files (the user's, and the project's).
+    #: What Claude Code's settings files say (hooks, rules, env, model): the user's, and the project's.
     claude: ClaudeSettings = ClaudeSettings()
     #: The project files a run must not change (see :func:`protected_files`).
     protected: tuple[str, ...] = ()
@@ -108,10 +108,17 @@ class FolderSetup:
         """The MCP servers runs in this folder may use, by name."""
         return self.mcp_config.servers
 
+    def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The dispatching client's ``environ`` with what Claude Code's settings files set
+        (their ``env``: the user's, and a trusted project's), as runs here see it."""
+        return {**environ, **self.claude.env}
+
     def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """``environ`` as tool processes, hooks and MCP servers get it (no secrets)."""
+        """The client's ``environ`` as tool processes, hooks and MCP servers get it here (see
+        :meth:`environment`; no secrets)."""
         keys = [p.api_key_env for p in self.config.providers.values() if p.api_key_env]
-        return tool_environment(environ, keys=keys, policy=replace(self.config.tool_env, passed=self.config.tool_env_pass))
+        policy = replace(self.config.tool_env, passed=self.config.tool_env_pass)
+        return tool_environment(self.environment(environ), keys=keys, policy=policy)
 
 
 def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
@@ -124,15 +131,19 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
     """
     files = FolderFiles(cwd, environ, trust)
     place = files.place
+    claude = claude_settings_from(files)
+    # What the settings' env sets is the environment the rest is read in, as Claude Code
+    # sets it in its own before it reads anything else ($ANTHROPIC_BASE_URL, ${VAR}).
+    files.environ = {**environ, **claude.env}
     setup = FolderSetup(
         cwd,
         os.fspath(place.root),
-        config_from(files),
+        replace(config_from(files), claude_model=claude.model),
         agents_from(files),
         mcp_servers_from(files),
         SandboxPaths(),
         place.trusted,
-        claude_settings_from(files),
+        claude,
         commands=commands_from(files),
         rules=claude_rules_from(files),
     )

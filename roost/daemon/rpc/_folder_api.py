@@ -113,7 +113,7 @@ class FolderApi(ApiPart):
         servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
         def listed(agent: Agent) -> dict[str, Any]:
-            model = _model_id(agent, setup.config, environ)
+            model = _model_id(agent, setup.config, setup.environment(environ))
             unknown = unknown_tools(agent, tools, servers, found.agents)
             return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
 

@@ -179,12 +179,13 @@ class Planner:
         self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
     ) -> Resolved:
         """``model`` (None: the one used when nothing names one) resolved under the folder's
-        config and ``environ``'s variables (``plan``: for a run in plan mode).
+        config and ``environ``'s variables, with what its Claude Code settings set (``plan``:
+        for a run in plan mode).
 
         Raises:
             ProviderError: its provider cannot be used here (ProviderUnavailable).
         """
-        return self.providers.resolve(model, setup.config, environ, plan=plan)
+        return self.providers.resolve(model, setup.config, setup.environment(environ), plan=plan)
 
     async def dispatch(self, request: Dispatch) -> RunPlan:
         """The plan of a client's dispatch.
