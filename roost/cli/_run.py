@@ -44,6 +44,7 @@ _PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 @click.option("--time-box", type=click.FloatRange(min=0, min_open=True), help="exec: seconds for the whole run (default 1800).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON event per line.")
 @click.option("--output-format", "output_format", type=click.Choice(_FORMATS), help="As claude -p prints: text (the final text), json (one result object) or stream-json (Claude Code's messages, one per line).")
+@click.option("--input-format", "input_format", type=click.Choice(("text", "stream-json")), help="As claude -p reads: text (TASK, and what is piped after it) or stream-json (the task as an Agent SDK sends it on standard input; needs --output-format stream-json).")
 @click.option("--allowedTools", "--allowed-tools", "allowed_tools", multiple=True, metavar="RULES", help="Claude Code's allow rules, e.g. 'Bash(git diff:*),Read' (as --allow).")
 @click.option("--disallowedTools", "--disallowed-tools", "disallowed_tools", multiple=True, metavar="RULES", help="Claude Code's deny rules, e.g. 'Bash(git push:*)' (as --deny).")
 @click.option("--permission-mode", type=click.Choice(_PERMISSION_MODES), help="Claude Code's modes: default (agent), acceptEdits (agent; edits inside the folder do not ask, commands do), plan, bypassPermissions (full).")
@@ -75,6 +76,7 @@ def dispatch(
     time_box: float | None,
     as_json: bool,
     output_format: str | None,
+    input_format: str | None,
     allowed_tools: tuple[str, ...],
     disallowed_tools: tuple[str, ...],
     permission_mode: str | None,
@@ -110,7 +112,7 @@ def dispatch(
         raise click.UsageError("--output-format prints the run as it goes: not with --json or --detach")
     if mode and permission_mode:
         raise click.UsageError("give --mode or --permission-mode, not both")
-    task = _with_piped_input(task)
+    task = _stream_task(task, output_format) if input_format == "stream-json" else _with_piped_input(task)
     with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets),
         # or on a remote host, with its daemon's.
@@ -216,6 +218,24 @@ def _session_cwd(client: Client, session: str) -> str:
     """The working directory of an existing session."""
     rows = client.call("sessions.list")["sessions"]
     return next((str(r.get("cwd", "")) for r in rows if r["id"] == session), "")
+
+
+def _stream_task(task: str | None, output_format: str | None) -> str:
+    """The task an Agent SDK host writes to standard input (see ``_stream_input``)."""
+    if output_format != "stream-json":
+        raise click.UsageError("--input-format stream-json needs --output-format stream-json")
+    if task:
+        raise click.UsageError("with --input-format stream-json the task comes from standard input, not TASK")
+    from ._stream_input import StreamInputError, read_task
+
+    def write(line: str) -> None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    try:
+        return read_task(sys.stdin, write)
+    except StreamInputError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _with_piped_input(task: str | None) -> str:

@@ -1,4 +1,4 @@
-"""Claude Code's settings files, for their hooks and permission rules.
+"""Claude Code's settings files, for their hooks, permission rules, ``env`` and ``model``.
 
     {"hooks": {
       "PreToolUse": [{"matcher": "Bash|Edit",
@@ -7,15 +7,22 @@
 
 Read from the user's ``~/.claude/settings.json`` (``$CLAUDE_CONFIG_DIR`` moves it) and the
 project's ``.claude/settings.json`` and ``.claude/settings.local.json`` (at its root). Only
-``hooks`` and ``permissions`` are read: of ``hooks`` the events roost runs (PreToolUse,
-PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop, Notification, PreCompact)
-and hooks of ``type: command``; of ``permissions`` the
+``hooks``, ``permissions``, ``env`` and ``model`` are read: of ``hooks`` the events roost
+runs (PreToolUse, PostToolUse, UserPromptSubmit, Stop, SessionStart, SubagentStop,
+Notification, PreCompact) and hooks of ``type: command``; of ``permissions`` the
 ``allow``, ``deny`` and ``ask`` rules, in Claude Code's syntax (see
 :func:`roost.loop.parse_rule`: a rule roost cannot use is an error naming it, never a rule
 that silently never matches), ``additionalDirectories`` (read rules on those folders) and
 ``defaultMode`` (``plan``, ``default`` and ``bypassPermissions`` are roost's plan, agent and
 full; ``acceptEdits`` is agent mode with writes and edits in the folder allowed); the rest
 is left alone.
+``env`` (``{"NAME": "value"}``) sets variables as Claude Code sets them in its own
+environment, over the dispatching terminal's: for the model's provider (``ANTHROPIC_MODEL``,
+``ANTHROPIC_BASE_URL``, ...) and for what the run starts (commands, hooks; MCP servers get
+their ``${VAR}`` and ``PATH`` from it), still without secrets for tool processes (see
+``runs/_environ``); the project's over the user's, ``settings.local.json`` last. ``model``
+is the model when nothing else names one (under ``ANTHROPIC_MODEL``, over roost's
+``default_model``: see ``_models``), the project's over the user's.
 A matcher is Claude Code's (see ``_claude.tool_matcher``; SessionStart's matches its
 ``source``, SubagentStop's the agent's name; the prompt and stop events have none); ``timeout`` is in seconds, 60 unless said.
 An entry's ``if`` is a permission rule in Claude Code's syntax (``Bash(git *)``,
@@ -24,9 +31,12 @@ rule of it would refuse: a bash line if any command it runs matches); on another
 hook with an ``if`` never runs, as in Claude Code. ``async: true`` runs it off the run's
 way (see ``runs._hooks``).
 
-The user's hooks and rules are the user speaking. A project's deny and ask rules narrow,
-and always apply; its allow rules, folders and a default mode other than ``plan`` widen,
-and apply only while the file is trusted. A
+The user's hooks, rules, ``env`` and ``model`` are the user speaking. A project's deny and
+ask rules narrow, and always apply; its allow rules, folders, a default mode other than
+``plan``, each variable of its ``env`` (``PATH``, ``LD_PRELOAD``, ``GIT_SSH_COMMAND`` or a
+provider's URL change what runs and where keys go) and its ``model`` (a model costs money,
+and the user's ``[models]`` may route it to another provider) widen, and apply only while
+the file is trusted. A
 project's hooks are widening (see ``_trust``): each
 is reported as a :class:`Widening` (kind ``hook``, as ``[[hooks.*]]`` of a project's
 config.toml are) and runs only while its file is trusted with its content as it is now,
@@ -37,7 +47,8 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -45,6 +56,7 @@ from roost.loop import Rule, RuleError, escape, parse_rule
 
 from ._claude import tool_matcher
 from ._config import ConfigError, Hook, parse_rules, read_config
+from ._models import is_test_model
 from ._project import claude_user_dir
 from ._reading import FolderFiles
 from ._scripts import shell_words
@@ -89,6 +101,11 @@ class ClaudeSettings:
     #: The run mode ``permissions.defaultMode`` makes the default (None: it says none):
     #: the project's, where it narrows or the file is trusted, else the user's.
     default_mode: str | None = None
+    #: The variables of ``env`` that apply: the user's, then the trusted project files'.
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The ``model`` that applies (None: no file names one): a trusted project file's, else
+    #: the user's.
+    model: str | None = None
 
 
 def load_claude_settings(cwd: str, environ: Mapping[str, str], trust: Trust = NO_TRUST) -> ClaudeSettings:
@@ -113,8 +130,12 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
     hooks: list[Hook] = []
     rules: list[Rule] = []
     mode: str | None = None
+    env: dict[str, str] = {}
+    model: str | None = None
     if os.path.lexists(user):
         mine = _settings(user, read_config(files, user, own=True))
+        env.update(_env(user, mine))
+        model = _model(user, mine)
         hooks += settings_hooks(user, mine)
         for action in ("allow", "deny", "ask"):
             rules += _rules(user, mine, action)
@@ -143,6 +164,17 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
                 mode = theirs
             else:
                 widening.append(Widening("default mode", theirs, "defaultMode", str(path), digest(data), False))
+        for name, value in _env(path, settings).items():
+            widening.append(Widening("environment variable", name, value, str(path), digest(data), trusted))
+            if trusted:
+                env[name] = value
+        named = _model(path, settings)
+        if named is not None:
+            if is_test_model(named):
+                raise ConfigError(f"{path}: model: a project's file cannot name {named}: only your own may")
+            widening.append(Widening("default model", named, "model", str(path), digest(data), trusted))
+            if trusted:
+                model = named
         for hook in settings_hooks(path, settings):
             # A hook runs in the session's folder, and is written for the project's root.
             runs = files.scripts(shell_words(hook.command), (place.cwd, root))
@@ -158,7 +190,7 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
             widening.append(item)
             if item.trusted:
                 hooks.append(hook)
-    return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules), mode)
+    return ClaudeSettings(tuple(hooks), tuple(widening), tuple(rules), mode, env, model)
 
 
 def _settings(path: Path, data: bytes) -> Mapping[str, Any]:
@@ -169,6 +201,40 @@ def _settings(path: Path, data: bytes) -> Mapping[str, Any]:
     if not isinstance(settings, dict):
         raise ConfigError(f"{path}: settings must be a JSON object")
     return settings
+
+
+def _env(path: Path, settings: Mapping[str, Any]) -> dict[str, str]:
+    """A file's ``env``: names to values (a number or true/false as Claude Code's JSON
+    writes them, as text)."""
+    env = settings.get("env", {})
+    if not isinstance(env, dict):
+        raise ConfigError(f"{path}: env must be an object of variables")
+    out = {}
+    for name, value in env.items():
+        if not _NAME.fullmatch(name):
+            raise ConfigError(f"{path}: env: {name!r} is not a variable's name")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            value = str(value)
+        if not isinstance(value, str) or "\0" in value:
+            raise ConfigError(f"{path}: env.{name} must be text")
+        out[name] = value
+    return out
+
+
+#: A variable's name as a shell writes it.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _model(path: Path, settings: Mapping[str, Any]) -> str | None:
+    """A file's ``model`` (None: it names none)."""
+    model = settings.get("model")
+    if model is None:
+        return None
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"{path}: model must be a model's name")
+    return model.strip()
 
 
 def _rules(path: Path, settings: Mapping[str, Any], action: str) -> list[Rule]:

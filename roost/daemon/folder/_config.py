@@ -203,6 +203,9 @@ class Config:
 
     providers: Mapping[str, ProviderConfig]
     default_model: str = BUILTIN_DEFAULT_MODEL
+    #: The model Claude Code's settings files name (the user's, or a trusted project's),
+    #: over ``default_model`` (see ``_models``).
+    claude_model: str | None = None
     aliases: Mapping[str, str] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
     #: The files that were read, in order.
@@ -243,7 +246,7 @@ class Config:
         Raises:
             ModelNameError: the names lead in a circle.
         """
-        return model_id(name, self.aliases, self.default_model, environ, plan=plan)
+        return model_id(name, self.aliases, self.default_model, environ, plan=plan, chosen=self.claude_model)
 
     def context_window(self, model_id: str) -> int | None:
         """The window of ``model_id``: configured, else the provider's usual one, else None

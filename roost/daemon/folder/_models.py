@@ -17,6 +17,9 @@ Every one of them is read here, as Claude Code reads it (its "model configuratio
   ``ANTHROPIC_MODEL`` the model when nothing else names one (above ``default_model``, as
   Claude Code puts the variable above its settings file). Their values are Anthropic's
   model names, or an alias, or ``provider/model``.
+- The ``model`` of Claude Code's settings files (``chosen``: the user's, or a trusted
+  project's) comes next, under ``ANTHROPIC_MODEL`` (as Claude Code orders them) and over
+  ``default_model``; it is read as the variable's value is.
 - ``[models]`` in the config wins over all of these, for any name, and may map an alias to
   any provider (``sonnet = "openai/gpt-4o"``). What an alias maps to is read again, so
   ``fast = "haiku"`` and ``best = "fable"`` work.
@@ -55,6 +58,13 @@ ALIASES = (*BUILTIN, "best", "opusplan")
 _HOPS = 8
 
 
+def is_test_model(model: str) -> bool:
+    """Whether ``model`` is the scripted test model: it replays a file's tool calls, so only
+    the user (a dispatch's flags, their own config and agents) may name it, never a
+    project's file (it would script what runs)."""
+    return model.split("/", 1)[0] == "scripted"
+
+
 class ModelNameError(ValueError):
     """A name that leads back to itself (``[models] a = "b"``, ``b = "a"``)."""
 
@@ -66,19 +76,21 @@ def model_id(
     environ: Mapping[str, str],
     *,
     plan: bool = False,
+    chosen: str | None = None,
 ) -> str:
     """The model id that ``name`` names (None: the model when nothing names one).
 
     ``aliases`` is the config's ``[models]``, ``default`` its ``default_model``,
     ``environ`` the dispatching client's environment, ``plan`` whether the run is in plan
-    mode (for ``opusplan``). A name that is none of the forms above comes back as it is
+    mode (for ``opusplan``), ``chosen`` the model Claude Code's settings files name. A name that is none of the forms above comes back as it is
     (the registry says it is not ``provider/model``).
 
     Raises:
         ModelNameError: the names lead in a circle.
     """
     if name is None:
-        name, anthropic = (environ["ANTHROPIC_MODEL"], True) if environ.get("ANTHROPIC_MODEL") else (default, False)
+        chosen = environ.get("ANTHROPIC_MODEL") or chosen
+        name, anthropic = (chosen, True) if chosen else (default, False)
     else:
         anthropic = False
     seen: list[str] = []

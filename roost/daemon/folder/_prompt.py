@@ -6,7 +6,9 @@ longest prefix.
 3. bootstrap: OS, Python, date, project path, git branch
 4. instructions: the user's ``~/.claude/CLAUDE.md``, then AGENTS.md, CLAUDE.md,
    .claude/CLAUDE.md, CLAUDE.local.md and .roost/INSTRUCTIONS.md from the project root down to the working
-   directory, each followed by the files it imports (``@path``, as in Claude Code)
+   directory, each followed by the files it imports (``@path``, as in Claude Code); Claude
+   Code's rules without ``paths`` (``_claude_rules``), the user's after ``~/.claude/CLAUDE.md``,
+   the project's last
 5. skills: name and description of each SKILL.md folder, bounded, only for a run that has
    the ``skill`` tool (which reads one)
 6. memory: the user's and the project's memory files (the ``remember`` tool appends)
@@ -42,12 +44,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, TypeVar
+from typing import Any, Callable, Collection, Iterable, Sequence, TypeVar
 
 import trio
 
 from ..tools import Repository, UnreadableRepository, find_repository, walk_files, work_tree_files
 from ._agents import Agent
+from ._claude_rules import ClaudeRule
 from ._files import FileRefused, read_head
 from ._project import Place, claude_home, find_skills, memory_files, taking_turns
 
@@ -206,6 +209,7 @@ async def compose(
     *,
     tools: Collection[str],
     cache: PromptCache | None = None,
+    rules: Sequence[ClaudeRule] = (),
 ) -> list[Layer]:
     """The layers for a run of ``agent`` in ``mode`` at ``place`` (the session's folder and
     its project, as its folder's setup found them) that is offered ``tools``; empty ones
@@ -213,7 +217,8 @@ async def compose(
 
     A trusted project's skills may link outside it. Files are read in a worker thread, so
     a large project never blocks the daemon. ``cache``: keeps what did not change for the
-    next run (None: everything is read).
+    next run (None: everything is read). ``rules``: Claude Code's rules that always apply
+    (read with the folder's setup).
     """
     cache = cache if cache is not None else PromptCache(entries=0)
     # Only a run that can read a skill gets the list (a plan gets no tools at all).
@@ -226,7 +231,7 @@ async def compose(
             log.warning("%s is mapped without git: %s", place.root, exc)
             repository = None
         files = cache.known_files(place.root, repository)
-        return _layers(agent, mode, place, repository, files, summary, skills, cache)
+        return _layers(agent, mode, place, repository, files, summary, skills, cache, rules)
 
     # One worker thread for everything: the file list is read, not asked of git.
     return await trio.to_thread.run_sync(in_thread)
@@ -241,6 +246,7 @@ def _layers(
     summary: str,
     skills: bool,
     cache: PromptCache,
+    rules: Sequence[ClaudeRule],
 ) -> list[Layer]:
     root = place.root
     # A project's instruction and memory files, and what they import, are read only inside
@@ -252,7 +258,7 @@ def _layers(
         Layer("agent", agent.instructions, agent.source),
         Layer("mode", MODE_INSTRUCTIONS.get(mode, ""), f"{mode} mode"),
         Layer("bootstrap", _bootstrap(place.cwd, root, repository), "this machine"),
-        _instructions(root, Path(place.cwd), within, cache),
+        _instructions(root, Path(place.cwd), within, cache, rules),
         _skills(root, place.trusted, place.plugin_skills) if skills else Layer("skills", ""),
         _memory(root, within, cache),
         _repo_map(root, files, cache),
@@ -312,16 +318,18 @@ def _own_git_dir(root: Path, repository: Repository) -> bool:
     return repository.git_dir == Path(os.path.realpath(root / ".git")) and repository.git_dir.is_relative_to(real)
 
 
-def _instructions(root: Path, cwd: Path, within: Path | None, cache: PromptCache) -> Layer:
+def _instructions(root: Path, cwd: Path, within: Path | None, cache: PromptCache, rules: Sequence[ClaudeRule]) -> Layer:
     folders = [root]
     if cwd != root and cwd.is_relative_to(root):
         for part in cwd.relative_to(root).parts:
             folders.append(folders[-1] / part)
     found = _Instructions(cache)
     found.add(claude_home() / "CLAUDE.md", None)
+    found.rules(rule for rule in rules if rule.own)
     for folder in folders:
         for name in INSTRUCTION_FILES:
             found.add(folder / name, within)
+    found.rules(rule for rule in rules if not rule.own)
     return Layer("instructions", "\n\n".join(found.parts), ", ".join(found.sources))
 
 
@@ -357,6 +365,12 @@ class _Instructions:
             self.parts.append(f"Instructions from {path}:\n{text}")
             self.sources.append(str(path))
             self._imports(path, text, within, 1)
+
+    def rules(self, rules: Iterable[ClaudeRule]) -> None:
+        """Claude Code's rules, as read with the folder's setup (they import nothing)."""
+        for rule in rules:
+            self.parts.append(f"Instructions from {rule.source}:\n{rule.text}")
+            self.sources.append(rule.source)
 
     def _imports(self, importer: Path, text: str, within: Path | None, depth: int) -> None:
         for name in imports(text):

@@ -39,7 +39,8 @@ class FolderFiles:
         #: The session's folder (None: no folder; only the user's files are read).
         self.cwd = cwd
         #: The dispatching client's environment (where the user's Claude Code folder is,
-        #: and what ``${VAR}`` and ``PATH`` mean in the files).
+        #: and what ``${VAR}`` and ``PATH`` mean in the files); a folder's setup adds what
+        #: Claude Code's settings files set once it has read them (see ``_setup``).
         self.environ = environ
         #: The user's trust as it was when the reading started.
         self.trust = trust

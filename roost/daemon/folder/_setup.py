@@ -26,6 +26,7 @@ from ..mcp import McpServerConfig, McpServers, mcp_servers_from
 from ..runs._environ import tool_environment
 from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, agents_from
+from ._claude_rules import ClaudeRules, claude_rules_from
 from ._claude_settings import ClaudeSettings, claude_settings_from
 from ._config import Config, Hook, config_from
 from ._custom_commands import CommandSet, commands_from
@@ -52,7 +53,7 @@ class FolderSetup:
     sandbox_paths: SandboxPaths
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
-    #: The hooks of Claude Code's settings files (the user's, and the project's).
+    #: What Claude Code's settings files say (hooks, rules, env, model): the user's, and the project's.
     claude: ClaudeSettings = ClaudeSettings()
     #: The project files a run must not change (see :func:`protected_files`).
     protected: tuple[str, ...] = ()
@@ -61,6 +62,8 @@ class FolderSetup:
     #: The user's Claude Code plugins (see ``_plugins``): their agents, commands and MCP
     #: servers are in the parts above; their hooks and skills come from here.
     plugins: PluginSet = PluginSet()
+    #: Claude Code's rules (``.claude/rules``) of the user and the project.
+    rules: ClaudeRules = ClaudeRules()
 
     @property
     def place(self) -> Place:
@@ -113,10 +116,17 @@ class FolderSetup:
         """The MCP servers runs in this folder may use, by name."""
         return self.mcp_config.servers
 
+    def environment(self, environ: Mapping[str, str]) -> dict[str, str]:
+        """The dispatching client's ``environ`` with what Claude Code's settings files set
+        (their ``env``: the user's, and a trusted project's), as runs here see it."""
+        return {**environ, **self.claude.env}
+
     def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
-        """``environ`` as tool processes, hooks and MCP servers get it (no secrets)."""
+        """The client's ``environ`` as tool processes, hooks and MCP servers get it here (see
+        :meth:`environment`; no secrets)."""
         keys = [p.api_key_env for p in self.config.providers.values() if p.api_key_env]
-        return tool_environment(environ, keys=keys, policy=replace(self.config.tool_env, passed=self.config.tool_env_pass))
+        policy = replace(self.config.tool_env, passed=self.config.tool_env_pass)
+        return tool_environment(self.environment(environ), keys=keys, policy=policy)
 
 
 def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
@@ -129,17 +139,22 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
     """
     files = FolderFiles(cwd, environ, trust)
     place = files.place
+    claude = claude_settings_from(files)
+    # What the settings' env sets is the environment the rest is read in, as Claude Code
+    # sets it in its own before it reads anything else ($ANTHROPIC_BASE_URL, ${VAR}).
+    files.environ = {**environ, **claude.env}
     setup = FolderSetup(
         cwd,
         os.fspath(place.root),
-        config_from(files),
+        replace(config_from(files), claude_model=claude.model),
         agents_from(files),
         mcp_servers_from(files),
         SandboxPaths(),
         place.trusted,
-        claude_settings_from(files),
+        claude,
         commands=commands_from(files),
         plugins=plugins_from(files),
+        rules=claude_rules_from(files),
     )
     protected = protected_files(setup, trust)
     # What trust records and trusted entries run is read-only in the sandbox too.

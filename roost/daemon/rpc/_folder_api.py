@@ -126,7 +126,7 @@ class FolderApi(ApiPart):
         servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
         def listed(agent: Agent) -> dict[str, Any]:
-            model = _model_id(agent, setup.config, environ)
+            model = _model_id(agent, setup.config, setup.environment(environ))
             unknown = unknown_tools(agent, tools, servers, found.agents)
             return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
 
@@ -171,7 +171,9 @@ class FolderApi(ApiPart):
             raise RpcError(ErrorCode.INVALID_PARAMS, f"mode must be one of {', '.join(MODES)}")
         # The tools a run of the agent would get, as far as the skills layer cares.
         tools = agent.tools if agent.tools is not None else self.conductor.planner.tools.names()
-        layers = await compose(agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts)
+        layers = await compose(
+            agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts, rules=setup.rules.always
+        )
         return {
             "agent": agent.name,
             "mode": mode,

@@ -1,5 +1,5 @@
 """A run while it lasts: its :class:`LiveRun` (nursery, sandbox, tool limiter, streamed
-text), made when the run starts and gone when it ends, with the MCP servers it uses held
+text, the rules it was given), made when the run starts and gone when it ends, with the MCP servers it uses held
 running meanwhile."""
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ class LiveRun:
     #: What the PreToolUse hooks left for a call's result (by call id: the hooks that
     #: failed, and whether they changed its input), until it runs.
     prepared: dict[str, tuple[tuple[str, ...], bool]] = field(default_factory=dict)
+    #: The path-scoped rules (by file) whose text the run's tool results carried: each
+    #: is given once a run.
+    rules_given: set[str] = field(default_factory=set)
 
 
 @asynccontextmanager

@@ -185,12 +185,13 @@ class Planner:
         self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
     ) -> Resolved:
         """``model`` (None: the one used when nothing names one) resolved under the folder's
-        config and ``environ``'s variables (``plan``: for a run in plan mode).
+        config and ``environ``'s variables, with what its Claude Code settings set (``plan``:
+        for a run in plan mode).
 
         Raises:
             ProviderError: its provider cannot be used here (ProviderUnavailable).
         """
-        resolved = self.providers.resolve(model, setup.config, environ, plan=plan)
+        resolved = self.providers.resolve(model, setup.config, setup.environment(environ), plan=plan)
         check_script(resolved.provider, resolved.model, setup.cwd)
         return resolved
 
@@ -431,7 +432,9 @@ class Planner:
         return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
 
     async def _layers(self, agent: Agent, settings: RunSettings, setup: FolderSetup) -> list[Layer]:
-        return await compose(agent, settings.mode, setup.place, tools=settings.tools, cache=self.prompts)
+        return await compose(
+            agent, settings.mode, setup.place, tools=settings.tools, cache=self.prompts, rules=setup.rules.always
+        )
 
     def _resume_mcp(self, setup: FolderSetup, tools: Iterable[str]) -> dict[str, McpServerConfig]:
         """The servers of the folder's config that a resumed run's MCP tools are on, started

@@ -28,6 +28,7 @@ from roost.protocol import MODES
 
 from ..folder._agents import DEFAULT_AGENT, Agent, AgentError, think_budget
 from ..folder._config import ConfigError, parse_rules, price_map
+from ..folder._models import is_test_model
 from ..folder._setup import FolderSetup
 from ..providers import MAX_TOKENS, Resolved
 from ..sandbox import MODES as SANDBOX_MODES
@@ -47,13 +48,6 @@ UNSET: Final = _Unset()
 
 class SettingsError(ValueError):
     """Settings that cannot make a run; the message says which and why."""
-
-
-def is_test_model(model: str) -> bool:
-    """Whether ``model`` is the scripted test model: it replays a file's tool calls, so only
-    the user (a dispatch's flags, their own config and agents) may name it, never a
-    project's file (it would script what runs)."""
-    return model.split("/", 1)[0] == "scripted"
 
 
 @dataclass(frozen=True, slots=True)

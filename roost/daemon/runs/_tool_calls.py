@@ -1,6 +1,10 @@
 """The conductor's tool calls: a run's tools (built-in and MCP) with their hooks, exec mode's
 check, the Stop hooks, and clocks.
 
+A file tool's result carries Claude Code's path-scoped rules about the file it touched
+(``folder/_claude_rules``), each once a run, as Claude Code adds them when it reads a
+matching file.
+
 Each comes back as one input for the loop. Tool calls of a session run at most
 ``TOOL_CONCURRENCY`` at once (its sub-agents' with them); a project's hooks and every command
 run in the track's sandbox.
@@ -39,6 +43,7 @@ from roost.loop import (
 )
 
 from ..folder import _claude as claude
+from ..folder._claude_rules import ClaudeRules
 from ..folder._config import Hook
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
@@ -242,6 +247,8 @@ class ToolCalls:
             await self._current(session, hooks)
             post = await run_post_hooks(hooks, call, result, where)
             result = post.result
+        if plan.setup is not None and not result.is_error:
+            result = with_rules(result, effect.name, effect.input, cwd, plan.setup.rules, live.rules_given)
         meta = {k: v for k, v in result.meta.items() if k != "latency"}
         if post.failures:
             log.warning("session %s: %s", session.id, "; ".join(post.failures))
@@ -357,6 +364,31 @@ class ToolCalls:
 
 class PromptBlocked(Exception):
     """A UserPromptSubmit hook refused a task or steering; the message is its reason."""
+
+
+#: The tools whose file brings the path-scoped rules about it (Claude Code: reading it).
+RULE_TOOLS = ("read", "write", "edit")
+
+
+def with_rules(
+    result: ToolResult, tool: str, input: Mapping[str, Any], cwd: str, rules: ClaudeRules, given: set[str]
+) -> ToolResult:
+    """``result`` followed by the path-scoped rules about the file a file tool touched that
+    ``given`` (the rules the run was given so far, updated) does not hold yet."""
+    path = input.get("path") if tool in RULE_TOOLS and rules.scoped else None
+    if not isinstance(path, str):
+        return result
+    touched = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    new = [rule for rule in rules.for_file(touched) if rule.source not in given]
+    if not new:
+        return result
+    given.update(rule.source for rule in new)
+    notes = "\n\n".join(
+        f"<system-reminder>\nInstructions from {rule.source} (for files matching {', '.join(rule.paths)}):\n"
+        f"{rule.text}\n</system-reminder>"
+        for rule in new
+    )
+    return ToolResult(f"{result.text}\n\n{notes}", result.is_error, {**result.meta, "rules": [r.source for r in new]})
 
 
 def abort_of(track: Track, reason: str) -> Abort:
