@@ -185,11 +185,10 @@ class Planner:
         self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
     ) -> Resolved:
         """``model`` (None: the one used when nothing names one) resolved under the folder's
-        config and ``environ``'s variables, with what its Claude Code settings set (``plan``:
-        for a run in plan mode).
+        config and ``environ`` with its Claude Code settings' env (``plan``: for plan mode).
 
         Raises:
-            ProviderError: its provider cannot be used here (ProviderUnavailable).
+            ProviderError: its provider (or script) cannot be used here (ProviderUnavailable).
         """
         resolved = self.providers.resolve(model, setup.config, setup.environment(environ), plan=plan)
         check_script(resolved.provider, resolved.model, setup.cwd)
