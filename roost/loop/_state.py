@@ -61,6 +61,9 @@ class RunState:
     text: str = ""
     #: Names of the pending tool calls, by call id.
     tool_names: Mapping[str, str] = field(default_factory=dict)
+    #: When each call that started began (its ``tool.started``), by call id: an aborted
+    #: call's time is counted from there.
+    tool_started: Mapping[str, float] = field(default_factory=dict)
     #: exec mode: the attempt in progress (1-based), and the turn count when it began
     #: (max_turns holds per attempt).
     attempt: int = 1
@@ -266,6 +269,7 @@ def _tool_started(state: SessionState, event: Event) -> SessionState:
             phase=Phase.TOOLS,
             pending=pending,
             tool_names={**run.tool_names, call_id: d["name"]},
+            tool_started={**run.tool_started, call_id: event.ts},
             cleared=cleared,
         ),
     )

@@ -160,7 +160,8 @@ class Builder:
         for call_id in self.run.pending:
             if (keep_waiting and call_id in run.waiting) or call_id in keep:
                 continue
-            self.finish_call(call_id, result, is_error=True)
+            began = self.run.tool_started.get(call_id)
+            self.finish_call(call_id, result, is_error=True, latency=max(0.0, self.input.ts - began) if began else 0.0)
 
     def start_tool(self, call_id: str, name: str, input: Mapping[str, Any], cleared: bool, outside: bool) -> None:
         """``tool.started``: the call runs, or (one that changes things) waits its turn;

@@ -364,6 +364,16 @@ def test_abort_answers_pending_tools_and_cancels_the_run():
     check_history(d.state.messages, complete=True)
 
 
+def test_an_aborted_call_takes_the_time_it_ran():
+    d = Driver()
+    d.submit()
+    d.reply(tool_use("c1", "read"))
+    started = next(e.ts for e in d.log if e.type == "tool.started" and e.data["call_id"] == "c1")
+    d.tick(4.5)
+    t = d.abort(reason="Ctrl-C")
+    assert only(t, "tool.finished").data["latency"] == only(t, "tool.finished").ts - started > 4.5
+
+
 def test_abort_while_the_model_runs():
     d = Driver()
     d.submit()
