@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / ".cache" / "test-agent-sdk"
 PACKAGE = "@anthropic-ai/claude-agent-sdk@0.3.332"
 SDK = ROOT / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "sdk.mjs"
+#: What :func:`ensure_agent_sdk` installs, as the test run's header says it.
+INSTALLS = f"the Claude Agent SDK {PACKAGE} (npm, without its optional native binaries), about 70 MB"
 
 
 def ensure_agent_sdk() -> Path:

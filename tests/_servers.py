@@ -27,9 +27,18 @@ EVERYTHING_JS = ROOT / "node_modules" / "@modelcontextprotocol" / "server-everyt
 TIME_EXE = ROOT / "venv" / "bin" / "mcp-server-time"
 
 
+#: What :func:`ensure` installs, as the test run's header says it.
+INSTALLS = f"the MCP test servers {EVERYTHING} (npm) and {TIME} (PyPI), about 75 MB"
+
+
+def installed() -> bool:
+    """Whether both servers are in place."""
+    return EVERYTHING_JS.is_file() and TIME_EXE.is_file()
+
+
 def ensure() -> None:
     """Both servers in place (installed now if they are not); fails the test otherwise."""
-    if EVERYTHING_JS.is_file() and TIME_EXE.is_file():
+    if installed():
         return
     ROOT.mkdir(parents=True, exist_ok=True)
     with open(ROOT / ".lock", "w") as lock:

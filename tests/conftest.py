@@ -10,7 +10,21 @@ from typing import Iterator
 
 import pytest
 
+from tests import _agent_sdk, _servers
 from tests._disk import small_disk  # noqa: F401  (a fixture for every test folder)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Say, before the first test (even with -q), what the tests that need them will
+    install (once)."""
+    missing = [
+        what
+        for what, there in ((_servers.INSTALLS, _servers.installed()), (_agent_sdk.INSTALLS, _agent_sdk.SDK.is_file()))
+        if not there
+    ]
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if missing and reporter is not None:
+        reporter.write_line(f"first run: the tests that need them install {'; '.join(missing)}, into .cache/ (later runs reuse them)")
 
 
 @pytest.fixture(autouse=True)
