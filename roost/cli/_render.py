@@ -82,6 +82,8 @@ class Renderer:
             self._end_line()
             self._mark = f"[{event['seq']}] "
         handler(event)
+        # A mark belongs to a line the event wrote itself (a streamed reply wrote its own).
+        self._mark = ""
 
     def _out(self, text: str, *, nl: bool = True, **style: Any) -> None:
         # Every event's text passes here: roost's own colours are added after.

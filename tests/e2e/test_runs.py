@@ -39,6 +39,11 @@ def test_steer_and_abort_from_another_process(e2e: E2E) -> None:
         assert idle.stdout == ""
 
 
+def unmarked(line: str) -> str:
+    """A line of `roost logs` without the seq it starts with."""
+    return re.sub(r"^\[\d+\] ", "", line)
+
+
 def test_abort_after_step_lets_the_tool_finish_and_shows_it(e2e: E2E) -> None:
     go = e2e.tmp / "go"
     model = e2e.script([bash(f"while [ ! -e {go} ]; do sleep 0.02; done; echo finished")], [text("never reached")])
@@ -50,8 +55,8 @@ def test_abort_after_step_lets_the_tool_finish_and_shows_it(e2e: E2E) -> None:
     assert (stopping.returncode, stopping.stdout.strip()) == (0, f"run {run} ends after the step in flight")
     lines.until(lambda line: line.startswith("(the run ends after this step: stopped by the user after the step)"))
     go.touch()
-    lines.until(lambda line: line.startswith("  ✓ finished"))
-    lines.until(lambda line: line.startswith("■ aborted"))
+    lines.until(lambda line: unmarked(line).startswith("  ✓ finished"))
+    lines.until(lambda line: unmarked(line).startswith("■ aborted"))
     events = e2e.events(session)
     assert [e["type"] for e in events if e["type"] == "message.assistant"] == ["message.assistant"]
     assert events[-1]["reason"] == "aborted" and e2e.session_row(session)["status"] == "aborted"
@@ -71,7 +76,7 @@ def test_logs_follow_shows_history_then_live_events(e2e: E2E) -> None:
     as_text = e2e.popen([ROOST, "logs", session[:6], "-f"], stdout=subprocess.PIPE)
     json_lines, text_lines = LineReader(as_json.stdout), LineReader(as_text.stdout)
     json_lines.until(lambda line: json.loads(line)["type"] == "run.finished", timeout=15)
-    text_lines.until(lambda line: line.startswith("■ "), timeout=15)
+    text_lines.until(lambda line: unmarked(line).startswith("■ "), timeout=15)
     # Neither ends by itself: following goes on until interrupted.
     assert as_json.poll() is None and as_text.poll() is None
     as_json.terminate()
@@ -88,7 +93,10 @@ def test_logs_follow_shows_history_then_live_events(e2e: E2E) -> None:
     live = "".join(e["text"] for e in events if e["type"] == "text.delta")
     assert "All three steps done." in live
 
-    lines = [line.rstrip("\n") for line in text_lines.lines]
+    # Each event's first line is marked with its seq, as `roost fork --at` takes it.
+    started = next(e for e in stored if e["type"] == "run.started")
+    assert text_lines.lines[0].startswith(f"[{started['seq']}] ▶ run {run}")
+    lines = [unmarked(line.rstrip("\n")) for line in text_lines.lines]
     assert lines[0].startswith(f"▶ run {run}")
     assert "task: three slow steps" in lines
     assert lines.count("→ bash sleep 0.3") == 3
