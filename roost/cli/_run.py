@@ -7,10 +7,10 @@ from typing import Any, Callable
 
 import click
 
-from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, RpcError
+from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
-from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status
+from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status, printable
 
 _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items())
 #: Claude Code's names for its print mode's formats and permission modes (``_headless``
@@ -153,7 +153,7 @@ def dispatch(
         if request_id:
             params["request_id"] = request_id
         params["attach"] = not detach
-        started = client.call("dispatch", params)
+        started = _dispatched(client, params, ask=sys.stdin.isatty() and not (as_json or output_format))
         for warning in started.get("warnings") or []:
             click.secho(f"warning: {warning}", fg="yellow", err=True)
         # Imported once the daemon is at work: json alone takes ~1 ms to load, and the
@@ -196,6 +196,26 @@ def dispatch(
         headless.finish(finished)
     status = exit_status(finished["reason"]) if finished else 1
     raise SystemExit(EXIT_APPROVAL_TIMEOUT if status == 0 and timed_out.denied else status)
+
+
+def _dispatched(client: Client, params: dict[str, Any], *, ask: bool) -> dict[str, Any]:
+    """``dispatch``; when a custom command's ``!`command``` lines need approval and a person
+    is here (``ask``), they are shown and asked about, and the dispatch made again with
+    them approved."""
+    try:
+        return client.call("dispatch", params)
+    except RpcError as exc:
+        lines = (exc.data or {}).get("lines") if isinstance(exc.data, dict) else None
+        if exc.code != ErrorCode.APPROVAL_NEEDED or not ask or not lines:
+            raise
+    click.echo("The command runs these lines before its task is sent:")
+    for line in lines:
+        # Escaped: a control character must not hide what would run.
+        shown = line if printable(line) == line else line.encode("unicode_escape").decode()
+        click.echo(click.style(f"  !`{shown}`", fg="cyan"))
+    if not click.confirm("Run them?", default=False):
+        raise DaemonError("not run: the command's lines were not approved")
+    return client.call("dispatch", {**params, "approved_lines": lines})
 
 
 def _claude_params(allowed: tuple[str, ...], disallowed: tuple[str, ...], permission_mode: str | None) -> dict[str, Any]:

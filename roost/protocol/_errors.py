@@ -65,6 +65,10 @@ class ErrorCode(enum.IntEnum):
     #: ``sessions.import``: a line of the file is wrong (damaged, cut short, or not a roost
     #: session export); ``data.line`` is its number. Nothing was imported.
     IMPORT_INVALID = 27
+    #: ``dispatch``: a custom command's ``!`command``` lines would need a person's approval;
+    #: ``data.lines`` are they, as written. Dispatch again with them in ``approved_lines``
+    #: once a person approved them.
+    APPROVAL_NEEDED = 28
     #: The daemon is shutting down and takes no new work.
     SHUTTING_DOWN = 30
     #: A bug in the daemon; the details are in its log.
@@ -180,6 +184,7 @@ _DOCS = {
     ErrorCode.STORE_UNAVAILABLE: "the database cannot be used (not opened, or damaged); the message says what to do",
     ErrorCode.PROMPT_BLOCKED: "a UserPromptSubmit hook refused the task or steering; the message says why",
     ErrorCode.IMPORT_INVALID: "a line of the file to import is wrong (data.line); nothing was imported",
+    ErrorCode.APPROVAL_NEEDED: "a command's !`command` lines need a person's approval (data.lines); dispatch again with approved_lines",
     ErrorCode.SHUTTING_DOWN: "the daemon is shutting down",
     ErrorCode.INTERNAL: "a bug in the daemon; see its log",
 }

@@ -222,6 +222,11 @@ METHODS: tuple[Method, ...] = (
                 doc="text added to the end of the run's system prompt (its layer `appended`)",
             ),
             Param(
+                "approved_lines",
+                "list",
+                doc="a custom command's !`command` lines a person approved, as written (see APPROVAL_NEEDED)",
+            ),
+            Param(
                 "sandbox",
                 "str",
                 doc="where commands run: workspace (default: the folder writable, no network), "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from .conftest import E2E, bash, text
+from .test_shell import Tmux, tmux  # noqa: F401  (the fixture)
 
 
 def test_dispatch_runs_a_custom_command(e2e: E2E) -> None:
@@ -68,3 +69,27 @@ def test_a_claude_code_hook_guards_bash_once_the_project_is_trusted(e2e: E2E) ->
     assert "hook PreToolUse Bash" in shown.stdout
     trusted = e2e.ok("dispatch", "clean up", "--model", e2e.script([bash("rm a.txt")], [text("done")]), "--yes")
     assert "blocked by a hook: no rm, use trash" in trusted.stdout and (e2e.project / "a.txt").exists()
+
+
+def test_a_commands_lines_that_would_ask_are_asked_about_at_a_terminal(e2e: E2E, tmux: Tmux) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    commands.mkdir(parents=True, exist_ok=True)
+    (commands / "branch.md").write_text("Branch: !`echo plain`\nTell me about it.\n")
+    model = e2e.script([text("Noted.")])
+    pane = tmux.open("dispatch", "/branch", "--model", model)
+    pane.wait("Run them? [y/N]")
+    assert "!`echo plain`" in pane.screen()
+    pane.keys("n", "Enter")
+    pane.wait("[exit 10]")
+    assert "not run: the command's lines were not approved" in pane.screen()
+    assert e2e.json_out("sessions", "--json") == []
+    pane = tmux.open("dispatch", "/branch", "--model", model)
+    pane.wait("Run them? [y/N]")
+    pane.keys("y", "Enter")
+    pane.wait("[exit 0]")
+    [row] = e2e.json_out("sessions", "--json")
+    started = next(e for e in e2e.events(row["id"]) if e["type"] == "run.started")
+    assert started["task"].startswith("Branch: plain\nTell me about it.")
+    # With nobody to ask, it says how to allow them and runs nothing.
+    piped = e2e.roost("dispatch", "/branch", "--model", model)
+    assert piped.returncode == 10 and "would need approval" in piped.stderr and "[APPROVAL_NEEDED]" in piped.stderr

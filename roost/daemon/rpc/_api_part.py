@@ -20,6 +20,7 @@ from ..folder._config import ConfigError
 from ..folder._setup import FolderSetup
 from ..providers import ProviderUnavailable
 from ..runs._conductor import Conductor
+from ..runs._command_lines import LinesNeedApproval
 from ..runs._plan import PlanError
 from ..runs._sessions import Session, SessionNotFound
 from ._connection import Connection
@@ -71,6 +72,8 @@ def planning() -> Iterator[None]:
         yield
     except ConfigError as exc:
         raise RpcError(ErrorCode.CONFIG_INVALID, str(exc)) from None
+    except LinesNeedApproval as exc:
+        raise RpcError(ErrorCode.APPROVAL_NEEDED, str(exc), {"lines": list(exc.lines)}) from None
     except PlanError as exc:
         raise RpcError(ErrorCode.INVALID_PARAMS, str(exc)) from None
     except ProviderUnavailable as exc:

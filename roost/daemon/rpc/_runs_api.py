@@ -90,6 +90,7 @@ class RunsApi(ApiPart):
                     client_environ(params),
                     request_id,
                     params.get("append_system_prompt") or "",
+                    _approved_lines(params.get("approved_lines") or []),
                 )
             )
         fresh = session is None
@@ -318,3 +319,9 @@ def _blocked(what: str, exc: PromptBlocked) -> RpcError:
 
 def _not_running(session: Session) -> RpcError:
     return RpcError(ErrorCode.NOT_RUNNING, f"session {session.id} has no run in flight")
+
+
+def _approved_lines(lines: list[Any]) -> tuple[str, ...]:
+    if not all(isinstance(line, str) for line in lines):
+        raise RpcError(ErrorCode.INVALID_PARAMS, "approved_lines must be a list of the lines as written")
+    return tuple(lines)

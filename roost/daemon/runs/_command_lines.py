@@ -10,9 +10,11 @@ user's behalf, so it is held exactly as a model's bash call of the run would be:
   flags, the mode) with the command's ``allowed-tools`` added as allow rules only where
   they apply (the user's own command, or a project's file the user trusted as it is: see
   ``_custom_commands``). Those rules go on applying to the run's calls, as Claude Code
-  applies them while a command runs. A line the policy would ask about or refuses stops the
-  dispatch with one line saying which, and how to allow it; nothing asks (Claude Code too
-  refuses a line its permissions do not allow).
+  applies them while a command runs. A line the policy refuses stops the dispatch with one
+  line saying which, and how to allow it. Lines it would ask about stop it too
+  (:class:`LinesNeedApproval`, naming them all), unless the person approved those exact
+  lines for this dispatch: a client at a terminal shows them, asks, and dispatches again
+  with them (``approved_lines``); with nobody to ask, the message says how to allow them.
 - When the run starts (:func:`run_lines`), the lines run through the bash tool in the run's
   sandbox (unsandboxed only in sandbox mode ``off``, like every command of the run), in the
   session's folder, with the run's tool environment; each output (stdout and stderr, an
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import Collection, Mapping
 
 from roost.loop import Policy, Rule, RuleError, decide, parse_rule, paths_named
 
@@ -55,6 +57,15 @@ class LineRefused(Exception):
     """A ``!`command``` line the run's policy does not let run; the message says why."""
 
 
+class LinesNeedApproval(LineRefused):
+    """``!`command``` lines the run's policy would ask about, none refused: ``lines`` can
+    run once a person approves them (the message says how to allow them otherwise)."""
+
+    def __init__(self, message: str, lines: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.lines = lines
+
+
 def granted_rules(command: CustomCommand) -> tuple[Rule, ...]:
     """The command's ``allowed-tools`` as allow rules, if they apply (see the module
     docstring); a tool roost has no rule for grants nothing."""
@@ -71,27 +82,36 @@ def granted_rules(command: CustomCommand) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-def judge_lines(command: CustomCommand, task: str, policy: Policy, mode: str, cwd: str) -> tuple[str, ...]:
-    """The ``!`command``` lines of ``task``, each allowed by ``policy`` in ``mode``.
-    Blocking: a few lstat calls (where a line's redirections lead).
+def judge_lines(
+    command: CustomCommand, task: str, policy: Policy, mode: str, cwd: str, approved: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The ``!`command``` lines of ``task``, each allowed by ``policy`` in ``mode`` or, where
+    it would ask, one of the ``approved`` lines (as written). Blocking: a few lstat calls
+    (where a line's redirections lead).
 
     Raises:
-        LineRefused: a line the policy asks about or refuses (the first such).
+        LineRefused: a line the policy refuses (the first such).
+        LinesNeedApproval: lines it would ask about that are not ``approved`` (all of them).
     """
     lines = tuple(shell_lines(task))
+    where = f"/{command.short} ({command.source})"
+    asking: list[tuple[str, str]] = []
     for line in lines:
         input = {"command": line}
         decision = decide(policy, mode, (), "bash", input, cwd, _resolved(cwd, paths_named("bash", input)))
-        if decision.action == ALLOW:
-            continue
-        where = f"/{command.short} ({command.source})"
         if decision.action == DENY:
             raise LineRefused(f"{where}: !`{line}` is refused: {decision.reason}")
+        if decision.action != ALLOW and line not in approved:
+            asking.append((line, decision.reason))
+    if asking:
         if command.allowed_tools and not command.granted and command.kind == "command":
             how = f"its allowed-tools apply once you trust the folder (roost trust {Path(command.source).parent})"
         else:
             how = "allow it with an allow rule (bash(...) in config.toml, Bash(...) in the command's allowed-tools or --allowedTools)"
-        raise LineRefused(f"{where}: !`{line}` would need approval ({decision.reason}), and a command's lines are not asked about: {how}")
+        said = "; ".join(f"!`{line}` ({reason})" for line, reason in asking)
+        raise LinesNeedApproval(
+            f"{where}: {said} would need approval: approve at a terminal, or {how}", tuple(line for line, _ in asking)
+        )
     return lines
 
 

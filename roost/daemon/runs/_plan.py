@@ -46,7 +46,7 @@ from ..mcp import McpManager, McpServerConfig
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
-from ._command_lines import LineRefused, granted_rules, include_files, judge_lines
+from ._command_lines import LineRefused, LinesNeedApproval, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
 
@@ -66,6 +66,8 @@ class Dispatch:
     #: Text the client adds to the end of the run's system prompt (Claude Code's
     #: ``--append-system-prompt``); the run's sub-agents do not get it.
     appended: str = ""
+    #: A command's ``!`command``` lines a person approved for this dispatch, as written.
+    approved_lines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +224,7 @@ class Planner:
         )
         lines: tuple[str, ...] = ()
         if found is not None:
-            task, settings, lines = await _prepared(task, found, settings, setup.place)
+            task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
         layers = await self._layers(settled.agent, settings, setup)
         if request.appended.strip():
             layers.append(Layer("appended", request.appended, "dispatch"))
@@ -490,7 +492,7 @@ def _command(setup: FolderSetup, name: str) -> CustomCommand:
 
 
 async def _prepared(
-    task: str, found: CustomCommand, settings: RunSettings, place: Place
+    task: str, found: CustomCommand, settings: RunSettings, place: Place, approved: tuple[str, ...]
 ) -> tuple[str, RunSettings, tuple[str, ...]]:
     """A command's task with its ``@file`` references read, the run's settings with its
     ``allowed-tools`` (where they apply), and its ``!`command``` lines, each allowed (see
@@ -500,11 +502,13 @@ async def _prepared(
         settings = replace(settings, policy=replace(settings.policy, rules=settings.policy.rules + granted))
 
     def prepare() -> tuple[str, tuple[str, ...]]:
-        lines = judge_lines(found, task, settings.policy, settings.mode, place.cwd)
+        lines = judge_lines(found, task, settings.policy, settings.mode, place.cwd, approved)
         return include_files(task, place, settings.policy), lines
 
     try:
         text, lines = await trio.to_thread.run_sync(prepare)
+    except LinesNeedApproval:
+        raise
     except LineRefused as exc:
         raise PlanError(str(exc)) from None
     return text, settings, lines
