@@ -136,6 +136,7 @@ def _ask(b: Builder, call_id: str, name: str, input: Mapping[str, Any], decision
         input=dict(input),
         reason=decision.reason,
         session_rules=list(decision.session_rules),
+        **({"session_rules_any": list(decision.session_rules_any)} if decision.session_rules_any else {}),
         outside=decision.outside,
         **({"diff": diff} if diff else {}),
         **({"deadline": deadline} if deadline is not None else {}),

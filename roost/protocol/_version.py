@@ -6,7 +6,8 @@ from __future__ import annotations
 PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added (9: env on
 #: agents.list, prompt, trust.show and trust.add, which read it already; a param no method
-#: has is refused with INVALID_PARAMS; 10: dispatch's append_system_prompt).
-API_LEVEL = 10
+#: has is refused with INVALID_PARAMS; 10: dispatch's append_system_prompt; 11: permission.respond's
+#: scope session_any, permission.requested's session_rules_any, an edit's diff in tool.finished).
+API_LEVEL = 11
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
