@@ -11,23 +11,27 @@ import click
 
 from roost.protocol import Client, RpcError
 
+from . import _approval_keys as keys
 from ._connect import daemon, resolve_session
-from ._render import brief, session_offer
+from ._render import brief
 
 
 @click.command()
 @click.argument("session")
 @click.argument("call_id")
 @click.option("--session-scope", is_flag=True, help="Also allow such calls for the rest of the session.")
+@click.option("--any-arguments", is_flag=True, help="With --session-scope: their commands with any arguments (the request's wider offer, see roost pending).")
 @click.pass_obj
-def approve(obj: dict[str, Any], session: str, call_id: str, session_scope: bool) -> None:
+def approve(obj: dict[str, Any], session: str, call_id: str, session_scope: bool, any_arguments: bool) -> None:
     """Approve the tool call CALL_ID that SESSION waits on.
 
     \b
     Example:
       roost approve 3f2a toolu_01 --session-scope
     """
-    scope = "session" if session_scope else "once"
+    if any_arguments and not session_scope:
+        raise click.UsageError("--any-arguments goes with --session-scope")
+    scope = (keys.SESSION_ANY if any_arguments else keys.SESSION) if session_scope else keys.ONCE
     _respond(obj, "permission.respond", session, call_id, decision="approve", scope=scope)
     click.echo(f"approved {call_id}" + (" for the session" if session_scope else ""))
 
@@ -77,7 +81,7 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
     for row in rows:
         click.echo(describe_request(row))
         if row.get("kind") != "human":
-            click.echo(click.style(f"  {session_offer(row)}", dim=True))
+            click.echo(click.style(f"  {keys.offer(row)}", dim=True))
         click.echo(click.style(f"  {answer_hint(row)}", dim=True))
 
 
@@ -96,8 +100,7 @@ def answer_hint(row: dict[str, Any]) -> str:
     session, call = row["session"], row["call_id"]
     if row.get("kind") == "human":
         return f'roost answer {session} {call} "..."'
-    scope = " [--session-scope]" if row.get("session_rules") else ""
-    return f"roost approve {session} {call}{scope} · roost deny {session} {call} [--reason ...]"
+    return f"roost approve {session} {call}{keys.approve_flags(row)} · roost deny {session} {call} [--reason ...]"
 
 
 def _respond(obj: dict[str, Any], method: str, session: str, call_id: str, **params: Any) -> None:
@@ -106,7 +109,8 @@ def _respond(obj: dict[str, Any], method: str, session: str, call_id: str, **par
 
 
 def prompt_answer(client: Client, event: dict[str, Any]) -> None:
-    """Ask the person at this terminal about an open request and send the answer.
+    """Ask the person at this terminal about an open request and send the answer: an
+    approval with one key (``_approval_keys``), a question with a line.
 
     Another terminal may answer first; then the daemon refuses this answer and says who.
     """
@@ -121,18 +125,40 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
                 text = choices[int(text) - 1]
             client.call("human.respond", session=session, call_id=call_id, answer=text)
             return
-        rules = event.get("session_rules") or []
-        click.echo(f"  {session_offer(event)}")
-        choice = click.prompt(
-            "  approve? [y]es once, [s]ession, [n]o" if rules else "  approve? [y]es once, [n]o",
-            type=click.Choice(["y", "s", "n"] if rules else ["y", "n"]),
-            show_choices=False,
-        )
-        if choice == "n":
+        decision, scope = _approval(event)
+        params: dict[str, Any] = {"decision": decision, "scope": scope}
+        if decision == keys.DENY:
             reason = click.prompt("  reason (the model sees it)", default="", show_default=False)
-            params: dict[str, Any] = {"decision": "deny", **({"reason": reason} if reason else {})}
-        else:
-            params = {"decision": "approve", "scope": "session" if choice == "s" else "once"}
+            params = {"decision": decision, **({"reason": reason} if reason else {})}
         client.call("permission.respond", session=session, call_id=call_id, **params)
     except RpcError as exc:
         click.echo(click.style(f"  {exc.message}", fg="yellow"), err=True)
+
+
+def _approval(event: dict[str, Any]) -> tuple[str, str]:
+    """The decision and scope the person at this terminal gives, by keys alone (no Enter;
+    Ctrl-C still aborts the run: ``getchar`` raises KeyboardInterrupt for it)."""
+    line = " · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event))
+    choosing = False
+    while True:
+        click.echo("  1 / 2 (Esc: back) › " if choosing else f"  {line} › ", nl=False)
+        # Keys typed quickly arrive together: each is taken in turn.
+        typed = click.getchar()
+        click.echo("".join(c for c in typed if c.isprintable()))
+        for key in typed:
+            if choosing:
+                picked = keys.chosen(event, key)
+                if picked is not None:
+                    return keys.APPROVE, picked.scope
+                if key == "\x1b":
+                    choosing = False
+                    break
+                continue
+            given = keys.answer(event, key)
+            if given is None:
+                continue
+            if given.decision != keys.CHOOSE:
+                return given.decision, given.scope
+            choosing = True
+            for number, what, also in keys.scope_lines(event):
+                click.echo(f"    {number}  {what}" + click.style(f"  ({also})" if also else "", dim=True))
