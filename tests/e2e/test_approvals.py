@@ -139,3 +139,26 @@ def test_dispatch_shows_the_diff_of_each_edit_in_every_mode(e2e: E2E) -> None:
         out = e2e.roost("dispatch", "edit f", "--model", model, "--mode", mode, *args).stdout
         assert "  -    return 1\n  +    return  2\n" in out.split("→ edit f.py")[-1], (mode, out)
         assert out.count("+    return  2") == 1
+
+
+def test_approve_from_another_terminal_with_any_arguments_and_the_diff_shown_once(e2e: E2E) -> None:
+    (e2e.project / "f.py").write_text("def f():\n    return 1\n")
+    edit = {"type": "tool_use", "name": "edit", "input": {"path": "f.py", "old": "    return 1", "new": "    return  2"}}
+    model = e2e.script([bash("git status --short")], [bash("git log -n 1")], [edit], [text("Done.")])
+    watcher = e2e.popen([ROOST, "dispatch", "look", "--model", model], stdout=subprocess.PIPE)
+    out = LineReader(watcher.stdout)
+    offer = out.until(lambda line: "for the session:" in line)
+    assert "bash(git status --short) (exactly this) or bash(git *) (with any arguments)" in offer
+    assert "[--session-scope [--any-arguments]]" in out.until(lambda line: "roost approve" in line)
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    assert row["session_rules_any"] == ["bash(git *)"]
+    assert e2e.roost("approve", row["session"], row["call_id"], "--any-arguments").returncode == 2
+    e2e.ok("approve", row["session"], row["call_id"], "--session-scope", "--any-arguments")
+    # git log runs without asking; the edit asks, its diff shown with the request only.
+    [edit_row] = wait_until(lambda: pending(e2e), what="the edit's request")
+    assert edit_row["name"] == "edit"
+    e2e.ok("approve", edit_row["session"], edit_row["call_id"])
+    out.until(lambda line: line.startswith("■ done"))
+    assert watcher.wait(timeout=10) == 0
+    printed = "".join(out.lines)
+    assert "→ bash git log -n 1" in printed and printed.count("+    return  2") == 1
