@@ -11,8 +11,7 @@ daemon wrote them, never reflowed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 #: ``permission.respond``'s decisions and scopes, and the answer that asks for the scope.
 APPROVE, DENY, CHOOSE = "approve", "deny", "choose"
@@ -24,10 +23,10 @@ KEYS: Mapping[str, str] = {"y": ONCE, "s": SESSION, "a": SESSION, "n": DENY}
 KEYS_HELP = "y once · s/a for the session · n deny"
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(NamedTuple):
     """One choice for the session: the key that picks it, its ``permission.respond`` scope,
-    the rules it adds, and what they allow besides the call asked about."""
+    the rules it adds, and what they allow besides the call asked about. (Named tuples,
+    not dataclasses: ``roost pending`` starts without importing dataclasses.)"""
 
     key: str
     scope: str
@@ -36,8 +35,7 @@ class Scope:
     also: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):
     """What a key means for an open approval: approve (with a scope), deny, or choose the
     session's scope next (:data:`CHOOSE`)."""
 

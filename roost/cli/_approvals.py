@@ -136,14 +136,13 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
 
 
 def _approval(event: dict[str, Any]) -> tuple[str, str]:
-    """The decision and scope the person at this terminal gives, by keys alone (no Enter;
-    Ctrl-C still aborts the run: ``getchar`` raises KeyboardInterrupt for it)."""
+    """The decision and scope the person at this terminal gives, by keys alone (no Enter)."""
     line = " · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event))
     choosing = False
     while True:
         click.echo("  1 / 2 (Esc: back) › " if choosing else f"  {line} › ", nl=False)
         # Keys typed quickly arrive together: each is taken in turn.
-        typed = click.getchar()
+        typed = _keys()
         click.echo("".join(c for c in typed if c.isprintable()))
         for key in typed:
             if choosing:
@@ -162,3 +161,24 @@ def _approval(event: dict[str, Any]) -> tuple[str, str]:
             choosing = True
             for number, what, also in keys.scope_lines(event):
                 click.echo(f"    {number}  {what}" + click.style(f"  ({also})" if also else "", dim=True))
+
+
+def _keys() -> str:
+    """The keys pressed at this terminal, read in raw mode. The mode changes at once, not
+    after a flush as in ``click.getchar``, which drops keys typed just before the read.
+    Ctrl-C raises KeyboardInterrupt (it aborts the run, as anywhere in dispatch)."""
+    import os
+    import sys
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    before = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd, termios.TCSANOW)
+        typed = os.read(fd, 32).decode(errors="replace")
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, before)
+    if "\x03" in typed:
+        raise KeyboardInterrupt
+    return typed

@@ -26,10 +26,12 @@ def test_approving_in_the_shell_keeps_the_diff_whole_and_never_steers_by_acciden
     pane.wait(IDLE)
     session = session_of(e2e)
     pane.submit("change it")
-    screen = pane.wait("╭ approve edit? f.py")
     # The diff in the box keeps its indentation (no whitespace collapsed).
+    # (The key line may wrap at the pane's width: the project's path is long.)
+    screen = pane.wait(lambda s: "╰ y approve once · s/a for the session: edit(" in s and "n deny" in s)
+    assert f"edit({e2e.project}/**)" in screen
+    assert "╭ approve edit? f.py\n│ edit asks in agent mode\n" in screen
     assert "│ -        return 1\n│ +        return  2\n│      return 0\n" in screen
-    assert f"╰ y approve once · s/a for the session: edit({e2e.project}/**) · n deny" in screen
     # Text typed while the approval is open (its first key not an answer) is not sent: it
     # stays in the input.
     pane.submit("please steer")
