@@ -11,15 +11,17 @@ import click
 
 from roost.protocol import Client, RpcError
 
+from . import _approval_keys as keys
 from ._connect import daemon, resolve_session
-from ._render import brief, session_offer
+from ._render import brief
 
 
 @click.command()
 @click.argument("which", nargs=-1, metavar="[SESSION] [CALL_ID]")
 @click.option("--session-scope", is_flag=True, help="Also allow such calls for the rest of the session.")
+@click.option("--any-arguments", is_flag=True, help="With --session-scope: their commands with any arguments (the request's wider offer, see roost pending).")
 @click.pass_obj
-def approve(obj: dict[str, Any], which: tuple[str, ...], session_scope: bool) -> None:
+def approve(obj: dict[str, Any], which: tuple[str, ...], session_scope: bool, any_arguments: bool) -> None:
     """Approve a tool call a session waits on.
 
     Name the call by its id or the start of it, the session by its id or the start of it,
@@ -31,7 +33,9 @@ def approve(obj: dict[str, Any], which: tuple[str, ...], session_scope: bool) ->
       roost approve 3f2a            # the one request session 3f2a waits on
       roost approve 3f2a toolu_01 --session-scope
     """
-    scope = "session" if session_scope else "once"
+    if any_arguments and not session_scope:
+        raise click.UsageError("--any-arguments goes with --session-scope")
+    scope = (keys.SESSION_ANY if any_arguments else keys.SESSION) if session_scope else keys.ONCE
     call_id = _respond(obj, "permission.respond", which, decision="approve", scope=scope)
     click.echo(f"approved {call_id}" + (" for the session" if session_scope else ""))
 
@@ -80,7 +84,7 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
     for row in rows:
         click.echo(describe_request(row))
         if row.get("kind") != "human":
-            click.echo(click.style(f"  {session_offer(row)}", dim=True))
+            click.echo(click.style(f"  {keys.offer(row)}", dim=True))
         click.echo(click.style(f"  {answer_hint(row)}", dim=True))
 
 
@@ -99,8 +103,7 @@ def answer_hint(row: dict[str, Any]) -> str:
     session, call = row["session"], row["call_id"]
     if row.get("kind") == "human":
         return f'roost answer {session} {call} "..."'
-    scope = " [--session-scope]" if row.get("session_rules") else ""
-    return f"roost approve {session} {call}{scope} · roost deny {session} {call} [--reason ...]"
+    return f"roost approve {session} {call}{keys.approve_flags(row)} · roost deny {session} {call} [--reason ...]"
 
 
 def _respond(obj: dict[str, Any], method: str, which: tuple[str, ...], **params: Any) -> str:
@@ -147,7 +150,8 @@ def _the_request(rows: list[dict[str, Any]], which: tuple[str, ...], human: bool
 
 
 def prompt_answer(client: Client, event: dict[str, Any]) -> None:
-    """Ask the person at this terminal about an open request and send the answer.
+    """Ask the person at this terminal about an open request and send the answer: an
+    approval with one key (``_approval_keys``), a question with a line.
 
     Another terminal may answer first; then the daemon refuses this answer and says who.
     """
@@ -162,18 +166,60 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
                 text = choices[int(text) - 1]
             client.call("human.respond", session=session, call_id=call_id, answer=text)
             return
-        rules = event.get("session_rules") or []
-        click.echo(f"  {session_offer(event)}")
-        choice = click.prompt(
-            "  approve? [y]es once, [s]ession, [n]o" if rules else "  approve? [y]es once, [n]o",
-            type=click.Choice(["y", "s", "n"] if rules else ["y", "n"]),
-            show_choices=False,
-        )
-        if choice == "n":
+        decision, scope = _approval(event)
+        params: dict[str, Any] = {"decision": decision, "scope": scope}
+        if decision == keys.DENY:
             reason = click.prompt("  reason (the model sees it)", default="", show_default=False)
-            params: dict[str, Any] = {"decision": "deny", **({"reason": reason} if reason else {})}
-        else:
-            params = {"decision": "approve", "scope": "session" if choice == "s" else "once"}
+            params = {"decision": decision, **({"reason": reason} if reason else {})}
         client.call("permission.respond", session=session, call_id=call_id, **params)
     except RpcError as exc:
         click.echo(click.style(f"  {exc.message}", fg="yellow"), err=True)
+
+
+def _approval(event: dict[str, Any]) -> tuple[str, str]:
+    """The decision and scope the person at this terminal gives, by keys alone (no Enter)."""
+    line = " · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event))
+    choosing = False
+    while True:
+        click.echo("  1 / 2 (Esc: back) › " if choosing else f"  {line} › ", nl=False)
+        # Keys typed quickly arrive together: each is taken in turn.
+        typed = _keys()
+        click.echo("".join(c for c in typed if c.isprintable()))
+        for key in typed:
+            if choosing:
+                picked = keys.chosen(event, key)
+                if picked is not None:
+                    return keys.APPROVE, picked.scope
+                if key == "\x1b":
+                    choosing = False
+                    break
+                continue
+            given = keys.answer(event, key)
+            if given is None:
+                continue
+            if given.decision != keys.CHOOSE:
+                return given.decision, given.scope
+            choosing = True
+            for number, what, also in keys.scope_lines(event):
+                click.echo(f"    {number}  {what}" + click.style(f"  ({also})" if also else "", dim=True))
+
+
+def _keys() -> str:
+    """The keys pressed at this terminal, read in raw mode. The mode changes at once, not
+    after a flush as in ``click.getchar``, which drops keys typed just before the read.
+    Ctrl-C raises KeyboardInterrupt (it aborts the run, as anywhere in dispatch)."""
+    import os
+    import sys
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    before = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd, termios.TCSANOW)
+        typed = os.read(fd, 32).decode(errors="replace")
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, before)
+    if "\x03" in typed:
+        raise KeyboardInterrupt
+    return typed

@@ -11,6 +11,8 @@ import click
 
 from roost.protocol import SUCCESS_REASONS
 
+from . import _approval_keys as keys
+
 #: Exit status of ``roost dispatch`` by the reason the run ended.
 EXIT_STATUS = {
     "done": 0,
@@ -60,13 +62,21 @@ _MARKED = frozenset(
 class Renderer:
     """Turns a session's events into lines; keeps just enough state to avoid repeats."""
 
-    def __init__(self, echo: Callable[..., None] = click.echo, *, color: bool | None = None, seqs: bool = False) -> None:
+    def __init__(
+        self, echo: Callable[..., None] = click.echo, *, color: bool | None = None, seqs: bool = False,
+        answering: bool = False,
+    ) -> None:
         self._echo = echo
         self._color = color
         #: Whether the lines an event starts are marked with its seq (``roost logs``: the
         #: points ``fork --at`` takes), and the mark the next line written gets.
         self._seqs = seqs
         self._mark = ""
+        #: The person at this terminal is asked about each request (``_approvals``): the
+        #: request's lines leave out what the question says.
+        self._answering = answering
+        #: Calls whose change was shown with their approval (not shown again once made).
+        self._diffed: set[str] = set()
         self._streamed = False
         self._mid_line = False
         #: The last checklist shown, by the ``path`` of the agent that keeps it.
@@ -170,8 +180,12 @@ class Renderer:
         took = f" {e.get('latency', 0.0):.2f}s"
         if e.get("is_error"):
             self._out(f"  ✗ {first}{more}{took}", fg="red")
-        else:
-            self._out(f"  ✓ {first}{more}{took}", dim=True)
+            return
+        self._out(f"  ✓ {first}{more}{took}", dim=True)
+        diff = applied_diff(e)
+        if diff and str(e.get("call_id")) not in self._diffed:
+            # The change made, unless the approval showed it already.
+            self._diff(diff)
 
     def _stop_hooks_finished(self, e: dict[str, Any]) -> None:
         self._hook_failures(e)
@@ -206,13 +220,20 @@ class Renderer:
     def _permission_requested(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"? {e.get('tool')} {brief(e.get('input'))} waits for approval ({e.get('reason')})", fg="yellow")
-        for line in str(e.get("diff") or "").splitlines():
+        if e.get("diff"):
+            self._diff(str(e["diff"]))
+            self._diffed.add(str(e.get("call_id")))
+        if self._answering:
+            return  # the question at this terminal says what the keys add
+        self._out(f"  {keys.offer(e)}", dim=True)
+        session, call = e.get("session"), e.get("call_id")
+        self._out(f"  roost approve {session} {call}{keys.approve_flags(e)} · roost deny {session} {call}", dim=True)
+
+    def _diff(self, diff: str) -> None:
+        """A unified diff, each line as it is (its indentation kept), coloured."""
+        for line in diff.splitlines():
             color = {"+": "green", "-": "red", "@": "cyan"}.get(line[:1]) if not line.startswith(("+++", "---")) else None
             self._out(f"  {line}", fg=color, dim=color is None)
-        self._out(f"  {session_offer(e)}", dim=True)
-        session, call = e.get("session"), e.get("call_id")
-        scope = " [--session-scope]" if e.get("session_rules") else ""
-        self._out(f"  roost approve {session} {call}{scope} · roost deny {session} {call}", dim=True)
 
     def _permission_resolved(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -448,12 +469,11 @@ def tree_id(depth: int, row: dict[str, Any]) -> str:
     return "  " * (depth - 1) + f"└ {row['id']} @{row.get('forked_at')}"
 
 
-def session_offer(request: dict[str, Any]) -> str:
-    """What approving ``request`` for the session adds (the daemon adds exactly that)."""
-    rules = request.get("session_rules") or []
-    if not rules:
-        return "approve once only: nothing can be added for the session"
-    return "for the session adds: " + ", ".join(rules)
+def applied_diff(e: dict[str, Any]) -> str:
+    """The change a finished edit or write made (its ``meta.diff``), or ``""``."""
+    meta = e.get("meta") or {}
+    diff = meta.get("diff") if isinstance(meta, dict) else None
+    return diff if isinstance(diff, str) and not e.get("is_error") else ""
 
 
 def todo_line(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -102,7 +102,7 @@ def dispatch(
     input is the task.
 
     In agent mode, writes and shell commands wait for approval: at a terminal you are
-    asked here; otherwise, or from any other terminal, answer with `roost approve` or
+    asked here, one key answers (y once, s or a for the session, n deny); otherwise, or from any other terminal, answer with `roost approve` or
     `roost deny` (see `roost pending`); with no terminal, how to answer is printed to stderr
     at once. Ctrl-C aborts the run (a second Ctrl-C leaves it
     running); closing the terminal does not stop it: follow it again with
@@ -167,6 +167,9 @@ def dispatch(
                 click.echo(f"session {started['session']} run {started['run']}")
             return
         headless = None
+        readable = not (as_json or output_format)
+        # The person at this terminal is asked about each request (one key answers).
+        asking = readable and not started.get("repeated") and sys.stdin.isatty()
         if output_format:
             from ._headless import ClaudeOutput
 
@@ -174,9 +177,8 @@ def dispatch(
             headless = ClaudeOutput(output_format, started["run"], cwd_of_run, permission_mode)
             on_event: Callable[[dict[str, Any]], None] = headless.on_event
         else:
-            on_event = print_json if as_json else Renderer().render
-        readable = not (as_json or output_format)
-        if readable and not started.get("repeated") and sys.stdin.isatty():
+            on_event = print_json if as_json else Renderer(answering=asking).render
+        if asking:
             on_event = _answering(client, on_event)
         elif not started.get("repeated"):
             # Nobody can be asked here: say at once how to answer, rather than wait in silence.

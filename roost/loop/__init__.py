@@ -31,6 +31,7 @@ from ._effects import (
 )
 from ._events import EVENT_TYPES, LIVE_TYPES, REASONING_DELTA, TEXT_DELTA, TOOL_PROGRESS, Event, safe_text
 from ._inputs import (
+    APPROVAL_SCOPES,
     Abort,
     CheckFinished,
     Compact,
@@ -62,6 +63,7 @@ from ._step_builder import InvalidInput
 from ._step_replies import TASK
 
 __all__ = [
+    "APPROVAL_SCOPES",
     "ASK_HUMAN",
     "Abort",
     "CLAUDE_TOOL_NAMES",

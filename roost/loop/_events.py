@@ -73,14 +73,19 @@ EVENT_TYPES: Mapping[str, str] = {
     ),
     TOOL_PROGRESS: "live: progress a tool reported (call_id, progress, total, message)",
     TOOL_STARTED: "a tool call started (call_id, name, input); one asked about, once approved",
-    TOOL_FINISHED: "a tool call finished (call_id, name, result, is_error, latency, size)",
+    TOOL_FINISHED: (
+        "a tool call finished (call_id, name, result, is_error, latency, size, meta: what the "
+        "tool adds; an edit's or write's diff, the change it made)"
+    ),
     PERMISSION_REQUESTED: (
         "a tool call waits for a person's approval before it starts (call_id, tool, input, "
-        "reason, session_rules, deadline); open until its permission.resolved"
+        "reason, session_rules, session_rules_any: the wider choice, the commands with any "
+        "arguments, diff, deadline); open until its permission.resolved"
     ),
     PERMISSION_RESOLVED: (
         "the first answer to a permission request (call_id, tool, decision: approve or deny, "
-        "scope: once or session, reason, client, rules added for the session)"
+        "scope: once or session, reason, client, rules added for the session: the request's "
+        "session_rules or session_rules_any)"
     ),
     HUMAN_ASKED: "the model asked the people watching a question (call_id, question, choices)",
     HUMAN_ANSWERED: "the first answer to a question (call_id, answer, client)",

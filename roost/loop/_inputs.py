@@ -125,6 +125,13 @@ class ToolFinished:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+#: An approval's scopes: this call only; for the session, the rules the request offered
+#: (``session_rules``); for the session, its wider offer (``session_rules_any``: the
+#: commands with any arguments; where it made none, as ``session``).
+SESSION_ANY = "session_any"
+APPROVAL_SCOPES = ("once", "session", SESSION_ANY)
+
+
 @dataclass(frozen=True, slots=True)
 class PermissionDecided:
     """A person (or the approval timeout) answered a permission request."""
@@ -132,7 +139,8 @@ class PermissionDecided:
     call_id: str
     approve: bool
     ts: float
-    #: ``once``, or ``session``: also allow such calls for the rest of the session.
+    #: One of :data:`APPROVAL_SCOPES`: ``once``, or ``session`` / ``session_any``: also allow such
+    #: calls for the rest of the session.
     scope: str = "once"
     #: Why it was denied; the model sees it.
     reason: str = ""

@@ -48,7 +48,10 @@ protects nothing in it: the user chose to work there.
 Approving a call "for the session" adds exactly :attr:`Decision.session_rules`, which the
 request shows: for bash, each command the line runs that no rule allowed, as an exact rule
 (``bash(npm test)``), and each write that asked; nothing for a line the judge cannot take
-whole, or one with ``$X`` in it (approve it once); for ``web_fetch``, its host.
+whole, or one with ``$X`` in it (approve it once); for ``web_fetch``, its host. For bash
+it also offers :attr:`Decision.session_rules_any`, the wider choice: each of those commands
+with any arguments (``bash(npm *)``; a command run bare also as it is, ``bash(ls)``), and the
+same writes.
 With ``Policy.sandboxed`` (a working sandbox and ``[sandbox] auto_allow``) agent mode
 allows the bash calls no rule asks about or denies.
 
@@ -143,6 +146,9 @@ class Decision:
     #: Rules that approving the call "for the session" adds to the session's allow list
     #: (none: it can only be approved once).
     session_rules: tuple[str, ...] = ()
+    #: The wider choice for the session, when there is one: each command of the line with
+    #: any arguments (none: only :attr:`session_rules` can be added).
+    session_rules_any: tuple[str, ...] = ()
     #: The call touches a path outside the working directory.
     outside: bool = False
 
@@ -184,7 +190,10 @@ def decide(
         return Decision(ALLOW, f"approved in advance ({'--yes' if policy.yes else mode + ' mode'})", outside=verdict.outside)
     if verdict.action == ASK and approved and not verdict.protected and not verdict.firm:
         return Decision(ALLOW, f"approved by a hook ({verdict.reason})", outside=verdict.outside)
-    return Decision(verdict.action, verdict.reason, verdict.offer if verdict.action == ASK else (), verdict.outside)
+    if verdict.action != ASK:
+        return Decision(verdict.action, verdict.reason, outside=verdict.outside)
+    wider = verdict.wider if set(verdict.wider) != set(verdict.offer) else ()
+    return Decision(verdict.action, verdict.reason, verdict.offer, wider, verdict.outside)
 
 
 def call_matches(rule: Rule, name: str, input: Mapping[str, Any], cwd: str, home: str) -> bool:
@@ -213,6 +222,8 @@ class _Verdict:
     #: What approving for the session would add (empty: approve once only).
     offer: tuple[str, ...] = ()
     outside: bool = False
+    #: The wider offer for the session (empty: only ``offer``).
+    wider: tuple[str, ...] = ()
     #: It asks about a protected path: no mode and no ``--yes`` approves it in advance.
     protected: bool = False
     #: An ask rule asks (or deny rules cannot be checked): a hook's approval does not do.
@@ -395,14 +406,25 @@ class _Judging:
             # A line judged whole that no rule asks about or denies: the sandbox holds it.
             return _Verdict(ALLOW, "bash runs in the sandbox ([sandbox] auto_allow)", outside=outside)
         offer: tuple[str, ...] = ()
+        wider: tuple[str, ...] = ()
         if all(c.known for c in judged.commands):
-            offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + tuple(o for w in asking for o in w.offer)
+            written = tuple(o for w in asking for o in w.offer)
+            offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + written
+            wider = tuple(dict.fromkeys(r for c in unmatched for r in _any_arguments(c))) + written
         if not unmatched and not idle:
             return _Verdict(ASK, f"bash writes a file: {asking[0].reason}", offer, outside)
         detail = ""
         if unmatched and len(unmatched) < len(commands):
             detail = f" (no rule allows {', '.join(_shown(c) for c in unmatched)})"
-        return _Verdict(ASK, f"bash asks in {self.mode} mode{detail}", offer, outside)
+        return _Verdict(ASK, f"bash asks in {self.mode} mode{detail}", offer, outside, wider)
+
+
+def _any_arguments(command: Command) -> tuple[str, ...]:
+    """The rules that allow ``command`` with any arguments: ``bash(git *)``, and for a
+    command run bare, that too (``bash(ls *)`` needs an argument)."""
+    name = escape(command.program or command.words[0])
+    bare = (f"bash({name})",) if len(command.words) == 1 else ()
+    return (*bare, f"bash({name} *)")
 
 
 def _shown(command: Command) -> str:

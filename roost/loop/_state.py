@@ -306,6 +306,7 @@ def _permission_requested(state: SessionState, event: Event) -> SessionState:
         outside=bool(d.get("outside")),
         reason=d.get("reason", ""),
         session_rules=tuple(d.get("session_rules", ())),
+        session_rules_any=tuple(d.get("session_rules_any", ())),
         deadline=d.get("deadline"),
         started=started,
     )

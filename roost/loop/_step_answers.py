@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import _events as ev
 from ._effects import RunTool
 from ._guardrails import INPUT, tripped
-from ._inputs import HumanAnswered, PermissionDecided, Steer, ToolFinished
+from ._inputs import APPROVAL_SCOPES, SESSION_ANY, HumanAnswered, PermissionDecided, Steer, ToolFinished
 from ._step_builder import Builder, changes, warn, withheld
 from ._step_turns import after_call
 from ._waits import HumanWait, PermissionWait
@@ -31,10 +31,12 @@ def permission_decided(b: Builder, input: PermissionDecided) -> None:
     wait = b.run.waiting.get(input.call_id)
     b.require(isinstance(wait, PermissionWait), f"no open permission request {input.call_id!r}")
     assert isinstance(wait, PermissionWait)
-    b.require(input.scope in ("once", "session"), "scope must be once or session")
-    # Exactly the rules that the request offered to add, as every client was shown them;
-    # a request that offered none can only be approved once.
-    rules = list(wait.session_rules) if input.approve and input.scope == "session" else []
+    b.require(input.scope in APPROVAL_SCOPES, f"scope must be {', '.join(APPROVAL_SCOPES)}")
+    # Exactly the rules that the request offered to add, as every client was shown them
+    # (session_any: its wider offer, where it made one); a request that offered none can
+    # only be approved once.
+    offered = wait.session_rules_any if input.scope == SESSION_ANY and wait.session_rules_any else wait.session_rules
+    rules = list(offered) if input.approve and input.scope != "once" else []
     scope = "session" if rules else "once"
     b.emit(
         ev.PERMISSION_RESOLVED,

@@ -132,7 +132,10 @@ def _decision(
     if verdict is not None and verdict.decision == ASK and decision.action != DENY:
         # What approving for the session adds is what the rules offered: the hook asks
         # again next time all the same.
-        return Decision(ASK, f"a hook asks: {verdict.reason or 'no reason given'}", decision.session_rules, decision.outside)
+        return Decision(
+            ASK, f"a hook asks: {verdict.reason or 'no reason given'}", decision.session_rules,
+            decision.session_rules_any, decision.outside,
+        )
     return decision
 
 
@@ -165,6 +168,7 @@ def _ask(b: Builder, call_id: str, name: str, input: Mapping[str, Any], decision
         input=dict(input),
         reason=decision.reason,
         session_rules=list(decision.session_rules),
+        **({"session_rules_any": list(decision.session_rules_any)} if decision.session_rules_any else {}),
         outside=decision.outside,
         **({"diff": diff} if diff else {}),
         **({"deadline": deadline} if deadline is not None else {}),

@@ -25,6 +25,9 @@ class PermissionWait:
     reason: str = ""
     #: The allow rules that approving for the session adds (none: only once).
     session_rules: tuple[str, ...] = ()
+    #: The wider choice for the session: the commands with any arguments (none: only
+    #: ``session_rules``).
+    session_rules_any: tuple[str, ...] = ()
     #: When an unanswered request counts as denied (None: never).
     deadline: float | None = None
     #: The call's ``tool.started`` came before the request (as daemons stored it before
@@ -42,6 +45,8 @@ class PermissionWait:
             "session_rules": list(self.session_rules),
             "ts": self.ts,
         }
+        if self.session_rules_any:
+            out["session_rules_any"] = list(self.session_rules_any)
         if self.deadline is not None:
             out["deadline"] = self.deadline
         return out

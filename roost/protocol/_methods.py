@@ -269,7 +269,8 @@ METHODS: tuple[Method, ...] = (
             _SESSION,
             Param("call_id", "str", True, "the tool call asked about"),
             Param("decision", "str", True, "approve or deny"),
-            Param("scope", "str", doc="once (default) or session: allow such calls for the session"),
+            Param("scope", "str", doc="once (default); session: add the request's session_rules for the "
+                  "session; session_any: add its session_rules_any (the commands with any arguments)"),
             Param("reason", "str", doc="why it was denied (the model sees it)"),
         ),
         ("ok",),

@@ -46,7 +46,7 @@ def test_slash_commands_and_their_arguments(tmp_path: Path) -> None:
     assert complete("/agent r", tmp_path, names) == [("reviewer", -1)]
     assert complete("/model s", tmp_path, names) == [("scripted/demo", -1)]
     assert complete("/sw 3", tmp_path, names) == [("3f2a", -1)]
-    assert complete("/approve ", tmp_path) == [("once", 0), ("session", 0)]
+    assert complete("/approve ", tmp_path) == [("once", 0), ("session", 0), ("session_any", 0)]
     assert complete("/help x", tmp_path) == []
     # Not a command: text that merely contains a slash.
     assert complete("fix a/b", tmp_path) == []

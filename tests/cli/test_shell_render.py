@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from roost.cli._render import session_offer
+from roost.cli import _approval_keys as keys
 from roost.cli._report import report_rows
 from roost.cli.shell import _display as r
 from roost.cli.shell._view import Request, SessionView, ToolCall
@@ -73,29 +73,54 @@ def test_the_toolbar_shows_the_checklist() -> None:
 
 def test_an_approval_panel_names_the_call_and_the_keys() -> None:
     request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "rm -rf build"},
-                      reason="bash asks in agent mode", session_rules=("bash(rm *)",), deadline=130.0)
+                      reason="bash asks in agent mode", session_rules=("bash(rm -rf build)",), deadline=130.0)
+    # What the session would add is said once, with the key that adds it.
     assert text(r.request_panel(request, 110.0, 100, position="  (1 of 2)")) == [
         "╭ approve bash? rm -rf build",
         "│ bash asks in agent mode",
-        "│ for the session adds: bash(rm *)",
-        "╰ y approve once · a approve for the session · n deny  (1 of 2)  ⏱ 20.0s left",
+        "╰ y approve once · s/a for the session: bash(rm -rf build) · n deny  (1 of 2)  ⏱ 20.0s left",
+    ]
+
+
+def test_an_approval_panel_offers_two_scopes_for_the_session_and_says_what_the_wider_allows() -> None:
+    request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "echo  'a  b'"},
+                      reason="bash asks in agent mode", session_rules=("bash(echo a  b)",),
+                      session_rules_any=("bash(echo *)",))
+    assert text(r.request_panel(request, 110.0, 100))[-1] == (
+        "╰ y approve once · s/a for the session (exactly this, or with any arguments) · n deny"
+    )
+    assert text(r.request_panel(request, 110.0, 100, choosing=True))[2:] == [
+        "│ for the session:",
+        "│   1  exactly this: bash(echo a  b)",
+        "│   2  with any arguments: bash(echo *)  (also allows echo with any other arguments)",
+        "╰ 1 / 2 · Esc back",
+    ]
+
+
+def test_an_approval_panel_keeps_the_diffs_indentation() -> None:
+    diff = "--- a/f.py\n+++ b/f.py\n@@ -1,2 +1,2 @@\n def f():\n-    return 1\n+\treturn  2"
+    request = Request("c1", "permission", "r1", 100.0, tool="edit", input={"path": "f.py"}, diff=diff)
+    assert text(r.request_panel(request, 110.0, 100))[1:7] == [
+        "│ --- a/f.py", "│ +++ b/f.py", "│ @@ -1,2 +1,2 @@", "│  def f():", "│ -    return 1", "│ +    return  2",
     ]
 
 
 def test_an_approval_panel_with_nothing_for_the_session_offers_once_only() -> None:
     request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "eval x"},
                       reason="roost cannot judge this line whole (eval runs a string as commands)")
-    assert text(r.request_panel(request, 110.0, 100))[-2:] == [
-        "│ nothing can be approved for the session: approve once",
-        "╰ y approve once · n deny",
-    ]
+    assert text(r.request_panel(request, 110.0, 100))[-1] == (
+        "╰ y approve once · n deny (nothing can be approved for the session)"
+    )
 
 
 def test_the_command_line_says_what_a_session_approval_adds() -> None:
-    assert session_offer({"session_rules": ["bash(npm test)", "write(/tmp/x)"]}) == (
-        "for the session adds: bash(npm test), write(/tmp/x)"
+    assert keys.offer({"session_rules": ["bash(npm test)", "write(/tmp/x)"]}) == (
+        "for the session: bash(npm test)  write(/tmp/x)"
     )
-    assert session_offer({"session_rules": []}) == "approve once only: nothing can be added for the session"
+    assert keys.offer({"session_rules": ["bash(npm test)"], "session_rules_any": ["bash(npm *)"]}) == (
+        "for the session: bash(npm test) (exactly this) or bash(npm *) (with any arguments)"
+    )
+    assert keys.offer({"session_rules": []}) == "nothing can be approved for the session: approve once"
 
 
 def test_a_question_panel_numbers_its_choices() -> None:

@@ -457,3 +457,22 @@ async def test_todo_replaces_the_checklist_and_returns_it_as_text_and_data(tmp_p
     assert (empty.text, empty.meta["todos"]) == ("The checklist is empty.", [])
     for bad in ({"todos": [{"content": "x", "status": "done"}]}, {"todos": [{"status": "pending"}]}, {}):
         assert (await tools.call("todo", bad, ctx)).is_error
+
+
+async def test_edit_and_write_keep_the_diff_they_made_for_the_people_watching(tmp_path: Path) -> None:
+    source = tmp_path / "f.py"
+    source.write_bytes(b"def f():\n    if x:\n        return 1\n    return 2\n\xff\n")
+    tools, ctx = ToolRegistry(), ToolContext(str(tmp_path))
+    edited = await tools.call("edit", {"path": "f.py", "old": "        return 1", "new": "        return 3"}, ctx)
+    # The indentation kept; a byte that is not UTF-8 shown as U+FFFD (the meta is stored).
+    assert edited.meta["diff"].splitlines() == [
+        "--- a/f.py", "+++ b/f.py", "@@ -1,5 +1,5 @@", " def f():", "     if x:",
+        "-        return 1", "+        return 3", "     return 2", " \ufffd",
+    ]
+    assert "diff" not in edited.text and "@@" not in edited.text  # the model is not sent it
+    created = await tools.call("write", {"path": "g.py", "content": "a\n  b\n"}, ctx)
+    assert created.meta["diff"].splitlines()[2:] == ["@@ -0,0 +1,2 @@", "+a", "+  b"]
+    replaced = await tools.call("write", {"path": "g.py", "content": "a\n  c\n"}, ctx)
+    assert replaced.meta["diff"].splitlines()[3:] == [" a", "-  b", "+  c"]
+    same = await tools.call("write", {"path": "g.py", "content": "a\n  c\n"}, ctx)
+    assert "diff" not in same.meta

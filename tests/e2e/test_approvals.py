@@ -109,9 +109,9 @@ def test_the_terminal_that_dispatched_asks_and_answers(e2e: E2E) -> None:
     try:
         model = e2e.script([bash("echo hi > made.txt")], [{"type": "tool_use", "name": "ask_human", "input": {"question": "Colour?", "choices": ["red", "blue"]}}], [text("Done.")])
         pane = tmux.open("dispatch", "make-a-file", "--model", model)
-        pane.wait("approve? [y]es once")
+        pane.wait("y approve once · s/a for the session")
         assert not (e2e.project / "made.txt").exists()
-        pane.submit("y")
+        pane.keys("y")  # one key, no Enter
         pane.wait("2. blue")
         pane.submit("2")
         screen = pane.wait("[exit 0]")
@@ -119,3 +119,68 @@ def test_the_terminal_that_dispatched_asks_and_answers(e2e: E2E) -> None:
         assert (e2e.project / "made.txt").read_text() == "hi\n"
     finally:
         tmux.kill()
+
+
+def test_dispatch_at_a_terminal_approves_for_the_session_with_any_arguments_each_fact_once(e2e: E2E) -> None:
+    from .test_shell import Tmux
+
+    tmux = Tmux(e2e)
+    try:
+        model = e2e.script([bash("echo one")], [bash("echo two words")], [bash("rm -f x")], [text("Done.")])
+        pane = tmux.open("dispatch", "echo-things", "--model", model)
+        pane.wait("y approve once · s/a for the session (exactly this, or with any arguments) · n deny ›")
+        pane.keys("x")  # not an answer: the question stays
+        pane.keys("s")
+        screen = pane.wait("1 / 2 (Esc: back) ›")
+        assert "    1  exactly this: bash(echo one)\n" in screen
+        assert "    2  with any arguments: bash(echo *)  (also allows echo with any other arguments)\n" in screen
+        pane.keys("2")
+        # echo with other arguments runs without asking; rm still asks.
+        screen = pane.wait("? bash rm -f x waits for approval")
+        assert "for the session (bash(echo *))" in screen
+        assert "→ bash echo two words" in screen
+        pane.keys("n")
+        pane.wait("reason (the model sees it)")
+        pane.keys("Enter")
+        screen = pane.wait("[exit 0]")
+        # Each fact once: the rules offered, and no roost approve hint where the terminal asks.
+        assert screen.count("bash(echo one)") == 1 and "roost approve" not in screen
+        assert screen.count("waits for approval") == 2
+    finally:
+        tmux.kill()
+
+
+def test_dispatch_shows_the_diff_of_each_edit_in_every_mode(e2e: E2E) -> None:
+    for mode in ("full", "exec", "agent"):
+        (e2e.project / "f.py").write_text("def f():\n    return 1\n")
+        (e2e.project / "check.sh").write_text("#!/bin/sh\nexit 0\n")
+        (e2e.project / "check.sh").chmod(0o755)
+        edit = {"type": "tool_use", "name": "edit", "input": {"path": "f.py", "old": "    return 1", "new": "    return  2"}}
+        model = e2e.script([edit], [text("Edited.")])
+        args = ("--allow", "edit") if mode == "agent" else ()  # agent mode, allowed by a rule: no approval
+        out = e2e.roost("dispatch", "edit f", "--model", model, "--mode", mode, *args).stdout
+        assert "  -    return 1\n  +    return  2\n" in out.split("→ edit f.py")[-1], (mode, out)
+        assert out.count("+    return  2") == 1
+
+
+def test_approve_from_another_terminal_with_any_arguments_and_the_diff_shown_once(e2e: E2E) -> None:
+    (e2e.project / "f.py").write_text("def f():\n    return 1\n")
+    edit = {"type": "tool_use", "name": "edit", "input": {"path": "f.py", "old": "    return 1", "new": "    return  2"}}
+    model = e2e.script([bash("git status --short")], [bash("git log -n 1")], [edit], [text("Done.")])
+    watcher = e2e.popen([ROOST, "dispatch", "look", "--model", model], stdout=subprocess.PIPE)
+    out = LineReader(watcher.stdout)
+    offer = out.until(lambda line: "for the session:" in line)
+    assert "bash(git status --short) (exactly this) or bash(git *) (with any arguments)" in offer
+    assert "[--session-scope [--any-arguments]]" in out.until(lambda line: "roost approve" in line)
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    assert row["session_rules_any"] == ["bash(git *)"]
+    assert e2e.roost("approve", row["session"], row["call_id"], "--any-arguments").returncode == 2
+    e2e.ok("approve", row["session"], row["call_id"], "--session-scope", "--any-arguments")
+    # git log runs without asking; the edit asks, its diff shown with the request only.
+    [edit_row] = wait_until(lambda: pending(e2e), what="the edit's request")
+    assert edit_row["name"] == "edit"
+    e2e.ok("approve", edit_row["session"], edit_row["call_id"])
+    out.until(lambda line: line.startswith("■ done"))
+    assert watcher.wait(timeout=10) == 0
+    printed = "".join(out.lines)
+    assert "→ bash git log -n 1" in printed and printed.count("+    return  2") == 1

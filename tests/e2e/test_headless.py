@@ -219,7 +219,7 @@ def test_with_no_terminal_a_waiting_call_says_at_once_how_to_answer(e2e: E2E) ->
     [row] = wait_until(lambda: e2e.json_out("pending", "--json"), what="the open request")
     session, call = row["session"], row["call_id"]
     assert err.until(lambda line: "roost approve" in line).strip() == (
-        f"roost approve {session} {call} [--session-scope] · roost deny {session} {call} [--reason ...]"
+        f"roost approve {session} {call} [--session-scope [--any-arguments]] · roost deny {session} {call} [--reason ...]"
     )
     assert "--yes approves such calls in advance" in err.until(lambda line: "--approval-timeout" in line)
     e2e.ok("approve", session, call)

@@ -150,6 +150,38 @@ def test_approval_for_the_session_adds_exactly_the_rules_offered():
     assert [str(r) for r in d.state.allowed] == offered
 
 
+def test_approval_for_the_session_with_any_arguments_adds_the_wider_rules_offered():
+    d = waiting_driver(bash("c1", "git status && ls > out.txt"))
+    asked = [e for e in d.log if e.type == "permission.requested"][-1].data
+    # The line's commands with any arguments (ls run bare: as it is too), and the same write.
+    assert asked["session_rules"] == ["bash(git status)", "bash(ls)", "write(/p/**)"]
+    assert asked["session_rules_any"] == ["bash(git *)", "bash(ls)", "bash(ls *)", "write(/p/**)"]
+    t = d.approve("c1", scope="session_any", client="cli#1")
+    resolved = only(t, "permission.resolved").data
+    assert resolved["scope"] == "session" and resolved["rules"] == asked["session_rules_any"]
+    d.finish_tool("c1")
+    d.reply(text("done"))
+    d.submit("again", mode="agent", policy=AGENT)
+    t = d.reply(bash("c2", "git log -n 1"), bash("c3", "ls -la"), bash("c4", "rm x"), bash("c5", "gitk"))
+    # (Commands run one at a time: c3 after c2.)
+    assert [e.call_id for e in t.effects if isinstance(e, RunTool)] == ["c2"]
+    assert [e.data["call_id"] for e in t.events if e.type == "permission.requested"] == ["c4", "c5"]
+
+
+def test_the_wider_choice_is_offered_only_where_it_is_wider_and_never_for_unknown_words():
+    # A write inside the project offers the folder already; a line with $X offers nothing.
+    for call in (tool_use("c1", "write", {"path": "a.txt", "content": "x"}), bash("c1", "rm $X"), bash("c1", "eval make")):
+        d = waiting_driver(call)
+        asked = [e for e in d.log if e.type == "permission.requested"][-1].data
+        assert "session_rules_any" not in asked
+        assert d.state.run.waiting["c1"].to_map().get("session_rules_any") is None
+    # Without a wider offer, session_any adds what session would.
+    d = waiting_driver(tool_use("c1", "write", {"path": "a.txt", "content": "x"}))
+    assert only(d.approve("c1", scope="session_any"), "permission.resolved").data["rules"] == ["write(/p/**)"]
+    d = waiting_driver(bash("c1", "make"))
+    d.reject(PermissionDecided("c1", True, d.tick(), scope="everything"))
+
+
 def test_a_request_that_offers_no_rule_is_approved_once_even_for_the_session():
     d = waiting_driver(bash("c1", "eval make"))
     asked = [e for e in d.log if e.type == "permission.requested"][-1].data
@@ -238,12 +270,14 @@ def test_open_requests_are_typed_waits_listed_as_pending_always_listed_them():
     at = d.now
     asked, question = d.state.run.waiting["c1"], d.state.run.waiting["q1"]
     assert asked == PermissionWait(
-        "bash", {"command": "make"}, at, reason="bash asks in agent mode", session_rules=("bash(make)",), deadline=at + 30
+        "bash", {"command": "make"}, at, reason="bash asks in agent mode", session_rules=("bash(make)",),
+        session_rules_any=("bash(make)", "bash(make *)"), deadline=at + 30
     )
     assert question == HumanWait("Which db?", ("pg", "sqlite"), at)
     assert asked.to_map() == {
         "kind": "permission", "name": "bash", "input": {"command": "make"}, "outside": False,
         "reason": "bash asks in agent mode", "session_rules": ["bash(make)"], "ts": at, "deadline": at + 30,
+        "session_rules_any": ["bash(make)", "bash(make *)"],
     }
     assert question.to_map() == {"kind": "human", "question": "Which db?", "choices": ["pg", "sqlite"], "ts": at}
     # No timeout: no deadline listed.

@@ -41,6 +41,9 @@ from ._display import Fragments, Lines, join_lines, plain
 
 #: Seconds output is gathered before it is written above the prompt (one write per batch).
 FLUSH_DELAY = 0.02
+#: The keys that answer an open approval at an empty prompt (``_approval_keys`` says what
+#: each means; 1 and 2 pick a scope for the session), upper case too.
+APPROVAL_KEYS = (*"ysan12", *"YSAN")
 
 STYLE = Style.from_dict({
     "dim": "#8a8a8a",
@@ -106,10 +109,10 @@ class Controller(Protocol):
         """The prompt in front of the input."""
 
     def approval_open(self) -> bool:
-        """Whether y / a / n at an empty prompt answer an approval."""
+        """Whether keys at an empty prompt answer an approval."""
 
-    def submit(self, text: str) -> None:
-        """Enter was pressed with ``text`` in the input."""
+    def submit(self, text: str) -> bool:
+        """Enter was pressed with ``text`` in the input; False: it was not taken (it stays)."""
 
     def abort_if_running(self) -> bool:
         """Ctrl-C: abort the run in flight; False when there is none."""
@@ -118,16 +121,16 @@ class Controller(Protocol):
         """Leave the shell (the session and its run go on in the daemon)."""
 
     def approval_key(self, key: str) -> None:
-        """y, a or n was pressed while an approval is open."""
+        """A key of :data:`APPROVAL_KEYS` was pressed while an approval is open."""
 
     def toggle_reasoning(self) -> None:
         """Ctrl-O: reasoning in full, or collapsed."""
 
-    def asking_reason(self) -> bool:
-        """Whether Enter sends the reason of a denial."""
+    def can_go_back(self) -> bool:
+        """Whether Escape goes back to the approval's keys."""
 
-    def cancel_reason(self) -> None:
-        """Escape while a denial's reason is asked for: back to the approval."""
+    def go_back(self) -> None:
+        """Escape from a denial's reason or a scope's choice: back to the approval."""
 
 
 def history_file() -> str:
@@ -276,10 +279,11 @@ class Screen:
                 buffer.apply_completion(state.current_completion)
                 return
             text = buffer.text
+            if not controller.submit(text):
+                return
             if text.strip():
                 buffer.append_to_history()
             buffer.reset()
-            controller.submit(text)
 
         @keys.add("escape", "enter")
         def _(event: KeyPressEvent) -> None:
@@ -299,12 +303,12 @@ class Screen:
             controller.detach()
 
         approval = empty & Condition(controller.approval_open)
-        for key in ("y", "a", "n"):
+        for key in APPROVAL_KEYS:
             keys.add(key, filter=approval)(lambda event: controller.approval_key(event.data))
 
-        @keys.add("escape", filter=Condition(controller.asking_reason))
+        @keys.add("escape", filter=Condition(controller.can_go_back))
         def _(event: KeyPressEvent) -> None:
-            controller.cancel_reason()
+            controller.go_back()
 
         @keys.add("c-o")
         def _(event: KeyPressEvent) -> None:

@@ -18,7 +18,8 @@ from typing import Any, Iterable
 
 from roost.protocol import SUCCESS_REASONS
 
-from .._render import printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
+from .. import _approval_keys as keys
+from .._render import applied_diff, printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -58,6 +59,12 @@ def join_lines(lines: Lines) -> Fragments:
         out.extend(line)
         out.append(("", "\n"))
     return out
+
+
+def cut(line: str, width: int) -> str:
+    """One line cut to ``width`` with an ellipsis, its whitespace kept (unlike
+    :func:`shorten`): code and diffs keep their indentation."""
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
 
 
 def brief_input(value: Any, width: int) -> str:
@@ -153,7 +160,19 @@ def tool_finished(name: str, tool_input: Any, e: dict[str, Any], width: int) -> 
     result = clean(str(e.get("result", ""))).rstrip("\n")
     lines = result.split("\n") if result.strip() else ["(no output)"]
     style = "class:tool.error-text" if failed else "class:tool.result"
-    return [head, *_folded([("class:dim", "  ⎿ ")], lines, style, RESULT_LINES, width, "    ")]
+    return [head, *_folded([("class:dim", "  ⎿ ")], lines, style, RESULT_LINES, width, "    "),
+            *diff_lines(applied_diff(e), width, "    ")]
+
+
+def diff_lines(diff: str, width: int, gutter: str) -> Lines:
+    """A unified diff, coloured, each line with its indentation (cut to ``width``, at most
+    :data:`DIFF_LINES` of them)."""
+    # Tabs are expanded after each line's marker (+, -, space), as in the file.
+    lines = [clean(line[:1]) + clean(line[1:]) for line in diff.split("\n")] if diff else []
+    out = [[("", gutter), (_diff_style(line), cut(line, width - len(gutter)))] for line in lines[:DIFF_LINES]]
+    if len(lines) > DIFF_LINES:
+        out.append([("", gutter), ("class:dim", f"… +{len(lines) - DIFF_LINES} lines")])
+    return out
 
 
 def running_tool(call: ToolCall, now: float, width: int) -> Fragments:
@@ -257,7 +276,7 @@ def _folded(first: Fragments, lines: list[str], style: str, keep: int, width: in
     out = []
     for i, line in enumerate(shown):
         if width:
-            line = line if len(line) <= width - len(gutter) else line[: max(0, width - len(gutter) - 1)] + "…"
+            line = cut(line, width - len(gutter))
         out.append([*(first if i == 0 else [("", gutter)]), (style, line)])
     if len(lines) > keep:
         out.append([("", gutter), ("class:dim", f"… +{len(lines) - keep} lines")])
@@ -272,8 +291,9 @@ def spinner(now: float) -> str:
     return SPINNER[int(now * 10) % len(SPINNER)]
 
 
-def request_panel(request: Request, now: float, width: int, *, position: str = "") -> Lines:
-    """An open approval or question, with the keys that answer it."""
+def request_panel(request: Request, now: float, width: int, *, position: str = "", choosing: bool = False) -> Lines:
+    """An open approval or question, with the keys that answer it (``choosing``: the
+    approval's scope for the session is asked)."""
     left = ""
     if request.deadline is not None:
         left = f"  ⏱ {seconds(max(0.0, float(request.deadline) - now))} left"
@@ -288,18 +308,23 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
         return indent(lines, request.depth)
     arg = brief_input(request.input, max(10, width - len(request.tool) - 20))
     lines = [[("class:request.title", f"╭ approve {request.tool}? "), ("class:tool.arg", arg)]]
+    bar = ("class:request.title", "│ ")
     if request.reason:
-        lines.append([("class:request.title", "│ "), ("class:dim", clean(request.reason))])
-    lines += [[("class:request.title", "│ "), (_diff_style(line), shorten(clean(line), width - 4))]
-              for line in request.diff.splitlines()[:DIFF_LINES]]
-    # What approving for the session adds, exactly: the daemon adds nothing else.
-    session = "for the session adds: " + ", ".join(request.session_rules) if request.session_rules else (
-        "nothing can be approved for the session: approve once")
-    lines.append([("class:request.title", "│ "), ("class:dim", session)])
-    keys = [("class:key", "y"), ("", " approve once · ")]
-    if request.session_rules:
-        keys += [("class:key", "a"), ("", " approve for the session · ")]
-    lines.append([("class:request.title", "╰ "), *keys, ("class:key", "n"), ("", " deny"), ("class:dim", position + left)])
+        lines.append([bar, ("class:dim", clean(request.reason))])
+    lines += [[bar, *line] for line in diff_lines(request.diff, width - 2, "")]
+    # What approving for the session adds, exactly as the daemon will add it.
+    offered = request.as_map()
+    if choosing:
+        lines.append([bar, ("class:request", "for the session:")])
+        for number, what, also in keys.scope_lines(offered):
+            lines.append([bar, ("class:key", f"  {number}"), ("", f"  {clean(what)}"),
+                          ("class:dim", f"  ({also})" if also else "")])
+        answer = [("class:key", "1"), ("", " / "), ("class:key", "2"), ("", " · "), ("class:key", "Esc"), ("", " back")]
+    else:
+        answer = []
+        for key, meaning in keys.key_parts(offered):
+            answer += [*([("", " · ")] if answer else []), ("class:key", key), ("", f" {clean(meaning)}")]
+    lines.append([("class:request.title", "╰ "), *answer, ("class:dim", position + left)])
     return indent(lines, request.depth)
 
 
@@ -375,6 +400,8 @@ def prompt(mode: str, busy: bool) -> Fragments:
         return [("class:prompt.request", "answer › ")]
     if mode == "trust":
         return [("class:prompt.request", "trust this folder? y / N › ")]
+    if mode == "approval":
+        return [("class:prompt.request", "approve? › ")]
     return [("class:prompt", "steer › " if busy else "› ")]
 
 
@@ -447,15 +474,15 @@ def help_lines(commands: Iterable[tuple[str, str, str]], custom: Iterable[tuple[
         out.append([("class:bold", "Custom commands (.claude/commands; the daemon expands them):")])
     for name, args, doc in more:
         out.append([("class:key", f"  {clean(name)}"), ("", clean(args).ljust(width - len(name))), ("class:dim", f"  {clean(doc)}")])
-    keys = [
+    shortcuts = [
         ("Esc Enter", "new line (a paste keeps its lines)"),
         ("Tab", "complete /commands, agent and model names, @paths"),
         ("Ctrl-C", "abort the run; at an empty prompt, detach"),
         ("Ctrl-D", "detach (the run goes on in the daemon)"),
         ("Ctrl-O", "show reasoning in full, or collapsed"),
-        ("y / a / n", "answer an approval: once, for the session, deny (Esc: back)"),
+        ("y s/a n", f"answer an approval: {keys.KEYS_HELP} (Esc: back)"),
         ("//text", "send text that starts with /"),
     ]
     out.append([("class:bold", "Keys:")])
-    out += [[("class:key", f"  {key:<10}"), ("class:dim", f" {doc}")] for key, doc in keys]
+    out += [[("class:key", f"  {key:<10}"), ("class:dim", f" {doc}")] for key, doc in shortcuts]
     return out

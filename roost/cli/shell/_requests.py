@@ -1,9 +1,11 @@
 """The open requests and their answers: an approval, a question, and the shell's own question
 before it trusts a folder.
 
-An approval is answered at an empty prompt with a key (y: once, a: for the session, n: deny,
-and then the input is the denial's reason; Escape goes back to the approval), or with
-``/approve`` and ``/deny``; a question with the input (a number picks one of its choices).
+An approval is answered at an empty prompt with a key, as ``roost dispatch`` asks
+(``_approval_keys``: y once, s or a for the session, then 1 or 2 where it offers two
+scopes, n deny, and then the input is the denial's reason; Escape goes back to the
+approval), or with ``/approve`` and ``/deny``; while one is open, what is typed is never
+sent as steering. A question is answered with the input (a number picks one of its choices).
 Before the first run in a folder whose files would widen what roost does, the shell shows
 them and asks, once per folder; the task waits for the answer and is sent after it.
 
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.asyncio_client import AsyncClient
 
+from .. import _approval_keys as keys
 from .._connect import env_param
 from . import _display as r
 from ._view import Request
@@ -33,19 +36,24 @@ class OpenRequests:
         self._shell = shell
         #: The approval whose denial's reason the input is now.
         self._denying: str | None = None
+        #: The approval whose scope for the session is being chosen.
+        self._choosing: str | None = None
         #: Folders this shell asked about trusting (once each), and the question open now:
         #: trust.show's answer, and the task that waits for the answer.
         self._trust_asked: set[str] = set()
         self._trust_question: tuple[dict[str, Any], str] | None = None
 
     def input_mode(self) -> str:
-        """What the input is now: "trust", "deny" (a reason), "answer" or "normal"."""
+        """What the input is now: "trust", "deny" (a reason), "answer", "approval" (keys
+        answer; Enter sends nothing) or "normal"."""
         if self._trust_question is not None:
             return "trust"
         if self._denying is not None:
             return "deny"
         request = self._shell.view.first_request()
-        return "answer" if request is not None and request.kind == "question" else "normal"
+        if request is None:
+            return "normal"
+        return "answer" if request.kind == "question" else "approval"
 
     def shown(self) -> Request | None:
         """The request the live area shows: the one being denied, else the first open one."""
@@ -54,37 +62,58 @@ class OpenRequests:
             return view.pending[self._denying]
         return view.first_request()
 
+    def choosing(self) -> bool:
+        """Whether the shown approval's scope for the session is being chosen."""
+        request = self.shown()
+        return request is not None and request.call_id == self._choosing
+
     def settle(self) -> None:
-        """Forget a denial whose request is no longer open (answered elsewhere, or its session
-        is no longer the shell's)."""
+        """Forget a denial or a choice whose request is no longer open (answered elsewhere,
+        or its session is no longer the shell's)."""
         if self._denying is not None and self._denying not in self._shell.view.pending:
             self._denying = None
+        if self._choosing is not None and self._choosing not in self._shell.view.pending:
+            self._choosing = None
 
     # -- keys and input ----------------------------------------------------------------------
 
     def approval_open(self) -> bool:
-        """Whether y / a / n answer an approval now."""
-        request = self._shell.view.first_request()
-        return self._denying is None and request is not None and request.kind == "permission"
+        """Whether keys answer an approval now."""
+        return self.input_mode() == "approval"
 
     def approval_key(self, key: str) -> None:
-        """y: approve once; a: approve for the session; n: deny (a reason is asked for)."""
+        """A key while an approval is open: what it means is ``_approval_keys``'s."""
         request = self._shell.view.first_request("permission")
         if request is None:
             return
-        if key == "n":
-            self._denying = request.call_id
-            self._shell.screen.invalidate()
+        offered = request.as_map()
+        if self._choosing == request.call_id:
+            picked = keys.chosen(offered, key)
+            if picked is not None:
+                self._choosing = None
+                self._shell.keeper.spawn(self.respond(request.call_id, keys.APPROVE, picked.scope))
             return
-        self._shell.keeper.spawn(self.respond(request.call_id, "approve", "session" if key == "a" else "once"))
+        given = keys.answer(offered, key)
+        if given is None:
+            if key.lower() in keys.KEYS:
+                self._shell.screen.print(r.note("(nothing can be approved for the session: y approves once)"))
+            return
+        if given.decision == keys.DENY:
+            self._denying = request.call_id
+        elif given.decision == keys.CHOOSE:
+            self._choosing = request.call_id
+        else:
+            self._shell.keeper.spawn(self.respond(request.call_id, keys.APPROVE, given.scope))
+        self._shell.screen.invalidate()
 
-    def asking_reason(self) -> bool:
-        """Whether the input is the reason of a denial."""
-        return self._denying is not None
+    def can_go_back(self) -> bool:
+        """Whether Escape goes back to the approval (from a denial's reason, or from the
+        choice of a scope)."""
+        return self._denying is not None or self.choosing()
 
-    def cancel_reason(self) -> None:
-        """Back from the denial's reason to the approval prompt."""
-        self._denying = None
+    def go_back(self) -> None:
+        """Back to the approval's keys."""
+        self._denying = self._choosing = None
         self._shell.screen.invalidate()
 
     def reply(self, text: str) -> bool:

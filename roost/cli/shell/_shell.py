@@ -22,6 +22,7 @@ from typing import Any
 
 from roost.protocol import DEFAULT_TIMEOUT, ErrorCode, RpcError
 
+from .. import _approval_keys as keys
 from .._connect import Target, env_param
 from . import _display as r
 from ._app import Screen
@@ -120,7 +121,7 @@ class Shell:
         if request is not None:
             count = len(self.view.pending)
             position = f"  (1 of {count})" if count > 1 else ""
-            lines += r.request_panel(request, now, width, position=position)
+            lines += r.request_panel(request, now, width, position=position, choosing=self.requests.choosing())
         return lines
 
     def toolbar(self) -> r.Fragments:
@@ -136,37 +137,44 @@ class Shell:
     # -- what the keys do --------------------------------------------------------------------
 
     def approval_open(self) -> bool:
-        """Whether y / a / n answer an approval now."""
+        """Whether keys answer an approval now."""
         return self.requests.approval_open()
 
     def approval_key(self, key: str) -> None:
-        """y: approve once; a: approve for the session; n: deny (a reason is asked for)."""
+        """A key that answers the open approval (``_approval_keys``)."""
         self.requests.approval_key(key)
 
-    def asking_reason(self) -> bool:
-        """Whether the input is the reason of a denial."""
-        return self.requests.asking_reason()
+    def can_go_back(self) -> bool:
+        """Whether Escape goes back to the approval's keys."""
+        return self.requests.can_go_back()
 
-    def cancel_reason(self) -> None:
-        """Back from the denial's reason to the approval prompt."""
-        self.requests.cancel_reason()
+    def go_back(self) -> None:
+        """Back to the approval's keys (from a denial's reason, or a scope's choice)."""
+        self.requests.go_back()
 
-    def submit(self, text: str) -> None:
-        """Enter: answer, run a command, dispatch or steer."""
+    def submit(self, text: str) -> bool:
+        """Enter: answer, run a command, dispatch or steer; False when ``text`` was not
+        taken (an approval is open: nothing typed is sent as steering by accident)."""
         if self.requests.reply(text) or not text.strip():
-            return
+            return True
         command = parse(text)
         if command is not None:
             if builtin(command[0], {name for name, _, _ in self.names.commands}) is None:
                 self.keeper.spawn(self._run_custom(text.strip()))
-                return
+                return True
             self.screen.print(r.note(f"› {text.strip()}"))
             self.keeper.spawn(self.builtins.run(*command))
-            return
-        if self.requests.input_mode() == "answer":
+            return True
+        mode = self.requests.input_mode()
+        if mode == "answer":
             self.requests.answer(text)
-            return
-        self.keeper.spawn(self.send(text))
+        elif mode == "approval":
+            self.screen.print(r.note(f"(an approval is open: {keys.KEYS_HELP} at an empty prompt; "
+                                     "what you typed stays in the input)", "class:warn"))
+            return False
+        else:
+            self.keeper.spawn(self.send(text))
+        return True
 
     def abort_if_running(self) -> bool:
         """Ctrl-C: abort the run in flight, if there is one."""

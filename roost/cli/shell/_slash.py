@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Collection
 
 
-#: Scopes of an approval.
-SCOPES = ("once", "session")
+#: Scopes of an approval (session_any: the commands with any arguments).
+SCOPES = ("once", "session", "session_any")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("new", "", "start a new session in this directory", aliases=("clear",)),
     Command("rewind", "[N]", "go on in a fork of this session from before its last N tasks (default 1)"),
     Command("abort", "", "abort the run in flight (the session stays)"),
-    Command("approve", "[once|session]", "approve the open request", "scope"),
+    Command("approve", "[once|session|session_any]", "approve the open request", "scope"),
     Command("deny", "[REASON]", "deny the open request"),
     Command("compact", "", "compact the session's history"),
     Command("report", "", "the last run: steps, tools, tokens, cost, latency"),

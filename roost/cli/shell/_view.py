@@ -63,12 +63,19 @@ class Request:
     input: Any = None
     reason: str = ""
     session_rules: tuple[str, ...] = ()
+    #: The wider choice for the session: the commands with any arguments.
+    session_rules_any: tuple[str, ...] = ()
     deadline: float | None = None
     question: str = ""
     choices: tuple[str, ...] = ()
     depth: int = 0
     #: What an edit or write would change (a unified diff), when the daemon could tell.
     diff: str = ""
+
+    def as_map(self) -> dict[str, Any]:
+        """What the session may add, as the request's event says it (``_approval_keys``
+        reads it)."""
+        return {"session_rules": list(self.session_rules), "session_rules_any": list(self.session_rules_any)}
 
 
 @dataclass(slots=True)
@@ -213,6 +220,7 @@ class SessionView:
             input=e.get("input"),
             reason=str(e.get("reason") or ""),
             session_rules=tuple(str(r) for r in e.get("session_rules") or ()),
+            session_rules_any=tuple(str(r) for r in e.get("session_rules_any") or ()),
             deadline=e.get("deadline"),
             depth=_depth(e),
             diff=str(e.get("diff") or ""),

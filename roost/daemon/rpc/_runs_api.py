@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import trio
 
 from roost.loop import (
+    APPROVAL_SCOPES,
     REASONING_DELTA,
     TEXT_DELTA,
     HumanAnswered,
@@ -204,8 +205,8 @@ class RunsApi(ApiPart):
     async def permission_respond(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         session = await self._session(params["session"])
         decision, scope = params["decision"], params.get("scope") or "once"
-        if decision not in ("approve", "deny") or scope not in ("once", "session"):
-            raise RpcError(ErrorCode.INVALID_PARAMS, "decision is approve or deny; scope is once or session")
+        if decision not in ("approve", "deny") or scope not in APPROVAL_SCOPES:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"decision is approve or deny; scope is {', '.join(APPROVAL_SCOPES)}")
         answer = PermissionDecided(
             params["call_id"],
             decision == "approve",

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from ..folder._files import FileRefused, read_bounded
 from ._base import Tool, ToolContext, ToolResult, locate, truncate
 from ._fs import open_folder, open_path, write_at
+from ._diffs import unified
 
 _SCHEMA = {
     "type": "object",
@@ -49,8 +50,9 @@ class _EditFailed(Exception):
     """An edit that cannot be made; the message is for the model."""
 
 
-def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
-    """Make the edit (blocking); return the count, the new bytes and the lines around it."""
+def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str, str | None]:
+    """Make the edit (blocking); return the count, the new bytes, the lines around it and
+    the diff it made."""
     if not path.name:
         raise _EditFailed(f"{name} is a directory, not a file")
     try:
@@ -63,7 +65,7 @@ def _edit(path: Path, name: str, old: str, new: str, replace_all: bool) -> tuple
         os.close(folder)
 
 
-def _edit_in(folder: int, leaf: str, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str]:
+def _edit_in(folder: int, leaf: str, name: str, old: str, new: str, replace_all: bool) -> tuple[int, bytes, str, str | None]:
     try:
         raw = read_bounded(leaf, EDIT_LIMIT, opener=partial(open_path, dir_fd=folder))
         text = raw.decode("utf-8", errors="surrogateescape")
@@ -90,7 +92,7 @@ def _edit_in(folder: int, leaf: str, name: str, old: str, new: str, replace_all:
     except UnicodeEncodeError as exc:
         raise _EditFailed(f"the new string is not valid text ({exc.reason})") from None
     write_at(folder, leaf, data)
-    return count, data, _context(changed, first, first + len(new))
+    return count, data, _context(changed, first, first + len(new)), unified(text, changed, name)
 
 
 def _context(text: str, start: int, end: int) -> str:
@@ -121,14 +123,15 @@ async def _run_edit(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if old == new:
         return ToolResult("old and new are the same; nothing to change", is_error=True)
     try:
-        count, data, around = await ctx.in_thread(_edit, path, name, old, new, bool(input.get("replace_all", False)))
+        count, data, around, diff = await ctx.in_thread(_edit, path, name, old, new, bool(input.get("replace_all", False)))
     except _EditFailed as exc:
         return ToolResult(str(exc), is_error=True)
     except OSError as exc:
         return ToolResult(f"cannot edit {name}: {exc.strerror or exc}", is_error=True)
     plural = "occurrence" if count == 1 else "occurrences"
     text = f"replaced {count} {plural} in {name}\n{around}"
-    return ToolResult(truncate(text, ctx.output_limit), meta={"bytes": len(data), "replacements": count})
+    meta: dict[str, Any] = {"bytes": len(data), "replacements": count, **({"diff": diff} if diff else {})}
+    return ToolResult(truncate(text, ctx.output_limit), meta=meta)
 
 
 EDIT = Tool(

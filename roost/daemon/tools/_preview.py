@@ -6,17 +6,13 @@ the open."""
 
 from __future__ import annotations
 
-import difflib
 import os
 from typing import Any, Mapping
 
 from ..folder._files import read_bounded
 from ._edit import EDIT_LIMIT
+from ._diffs import unified
 from ._fs import open_path, resolve
-
-#: At most this much of a diff is shown.
-PREVIEW_LINES = 80
-PREVIEW_CHARS = 8000
 
 
 def change_preview(cwd: str, name: str, input: Mapping[str, Any]) -> str | None:
@@ -41,13 +37,4 @@ def change_preview(cwd: str, name: str, input: Mapping[str, Any]) -> str | None:
         after = before.replace(old, new) if input.get("replace_all") else before.replace(old, new, 1)
     if not isinstance(after, str):
         return None
-    shown = os.path.normpath(path)
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(), after.splitlines(), f"a/{shown}", f"b/{shown}", n=2, lineterm=""
-        )
-    )
-    text = "\n".join(lines[:PREVIEW_LINES])
-    if len(lines) > PREVIEW_LINES:
-        text += f"\n... ({len(lines) - PREVIEW_LINES} more lines)"
-    return text[:PREVIEW_CHARS] or None
+    return unified(before, after, path)

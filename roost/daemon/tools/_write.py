@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ._base import Tool, ToolContext, ToolResult, locate
-from ._fs import write_atomic
+from ..folder._files import read_bounded
+from ._diffs import unified
+from ._edit import EDIT_LIMIT
+from ._fs import open_path, write_atomic
 
 _SCHEMA = {
     "type": "object",
@@ -38,16 +41,27 @@ async def _run_write(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         data = input["content"].encode("utf-8")
     except UnicodeEncodeError as exc:
         return ToolResult(f"cannot write {name}: the content is not valid text ({exc.reason})", is_error=True)
+    before = await ctx.in_thread(_text_of, str(path))
     try:
         created = await ctx.in_thread(write_atomic, str(path), data)
     except NotADirectoryError:
         return ToolResult(f"cannot write {name}: a folder on its path is a file", is_error=True)
     except OSError as exc:
         return ToolResult(f"cannot write {name}: {exc.strerror or exc}", is_error=True)
+    diff = unified(before or "", input["content"], name) if before is not None or created else None
     return ToolResult(
         f"{'created' if created else 'overwrote'} {name} ({len(data)} bytes)",
-        meta={"bytes": len(data), "created": created},
+        meta={"bytes": len(data), "created": created, **({"diff": diff} if diff else {})},
     )
+
+
+def _text_of(path: str) -> str | None:
+    """The file's text before the write, for the diff of what it changed (None: none to
+    show: no such file, or one edit would not read)."""
+    try:
+        return read_bounded(path, EDIT_LIMIT, opener=open_path).decode("utf-8", errors="surrogateescape")
+    except (OSError, ValueError):
+        return None
 
 
 WRITE = Tool(
