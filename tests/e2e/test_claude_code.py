@@ -93,3 +93,23 @@ def test_a_commands_lines_that_would_ask_are_asked_about_at_a_terminal(e2e: E2E,
     # With nobody to ask, it says how to allow them and runs nothing.
     piped = e2e.roost("dispatch", "/branch", "--model", model)
     assert piped.returncode == 10 and "would need approval" in piped.stderr and "[APPROVAL_NEEDED]" in piped.stderr
+
+
+def test_the_shell_asks_about_a_commands_lines_too(e2e: E2E, tmux: Tmux) -> None:
+    commands = e2e.project / ".claude" / "commands"
+    commands.mkdir(parents=True, exist_ok=True)
+    (commands / "branch.md").write_text("Branch: !`echo plain`\n")
+    pane = tmux.open("shell", "--model", e2e.script([text("Noted.")]))
+    pane.wait("  idle │ ")
+    pane.submit("/branch")
+    pane.wait("run them? y / N ›")
+    assert "!`echo plain`" in pane.screen()
+    pane.submit("n")
+    pane.wait("(not run: the command's lines were not approved)")
+    pane.submit("/branch")
+    pane.wait("run them? y / N ›")
+    pane.submit("y")
+    pane.wait("Noted.")
+    session = e2e.json_out("sessions", "--json")[0]["id"]
+    started = next(e for e in e2e.events(session) if e["type"] == "run.started")
+    assert started["task"] == "Branch: plain"

@@ -124,6 +124,17 @@ def trust_question(shown: dict[str, Any]) -> Lines:
     return out
 
 
+def lines_question(lines: list[str]) -> Lines:
+    """A custom command's ``!`command``` lines that wait for approval (a line with control
+    characters shown escaped: nothing it would run is hidden)."""
+    out: Lines = [[("class:warn.bold", "The command runs these lines before its task is sent:")]]
+    for line in lines:
+        shown = line if clean(line) == line else line.encode("unicode_escape").decode()
+        out.append([("class:tool.name", f"  !`{shown}`")])
+    out.append([("class:dim", "y: run them, then send the task · anything else: send nothing")])
+    return out
+
+
 def user_message(text: str, origin: str, command: str = "") -> Lines:
     """A task (with the custom ``command`` it was expanded from, if any: the command, then
     the expansion folded), a steer, or a note fed back by the check or a hook (folded)."""
@@ -400,6 +411,8 @@ def prompt(mode: str, busy: bool) -> Fragments:
         return [("class:prompt.request", "answer › ")]
     if mode == "trust":
         return [("class:prompt.request", "trust this folder? y / N › ")]
+    if mode == "lines":
+        return [("class:prompt.request", "run them? y / N › ")]
     if mode == "approval":
         return [("class:prompt.request", "approve? › ")]
     return [("class:prompt", "steer › " if busy else "› ")]

@@ -42,12 +42,17 @@ class OpenRequests:
         #: trust.show's answer, and the task that waits for the answer.
         self._trust_asked: set[str] = set()
         self._trust_question: tuple[dict[str, Any], str] | None = None
+        #: A custom command whose ``!`command``` lines wait for approval: what was typed,
+        #: and the lines (see :meth:`ask_lines`).
+        self._lines_question: tuple[str, list[str]] | None = None
 
     def input_mode(self) -> str:
         """What the input is now: "trust", "deny" (a reason), "answer", "approval" (keys
         answer; Enter sends nothing) or "normal"."""
         if self._trust_question is not None:
             return "trust"
+        if self._lines_question is not None:
+            return "lines"
         if self._denying is not None:
             return "deny"
         request = self._shell.view.first_request()
@@ -124,6 +129,13 @@ class OpenRequests:
             (shown, task), self._trust_question = self._trust_question, None
             spawn(self._trust_then_send(shown, task, text.strip().lower() in ("y", "yes")))
             return True
+        if self._lines_question is not None:
+            (typed, lines), self._lines_question = self._lines_question, None
+            if text.strip().lower() in ("y", "yes"):
+                spawn(self._shell.send(typed, approved_lines=lines))
+            else:
+                self._shell.screen.print(r.note("(not run: the command's lines were not approved)"))
+            return True
         if self._denying is not None:
             call_id, self._denying = self._denying, None
             spawn(self.respond(call_id, "deny", "once", text.strip()))
@@ -190,6 +202,13 @@ class OpenRequests:
             shell.screen.print(r.note("(already answered)"))
 
     # -- trusting a folder -------------------------------------------------------------------
+
+    def ask_lines(self, typed: str, lines: list[str]) -> None:
+        """A custom command's ``!`command``` lines that need approval: show them and ask
+        (Enter with y dispatches ``typed`` again, those lines approved)."""
+        self._lines_question = (typed, lines)
+        self._shell.screen.print(r.lines_question(lines))
+        self._shell.screen.invalidate()
 
     async def ask_trust(self, client: AsyncClient, task: str) -> bool:
         """Before the first run in a folder whose files would widen what roost does, show

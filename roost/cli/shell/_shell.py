@@ -202,9 +202,10 @@ class Shell:
 
     # -- the run: dispatch, steer, abort -----------------------------------------------------
 
-    async def send(self, text: str) -> None:
+    async def send(self, text: str, approved_lines: list[str] | None = None) -> None:
         """A task (dispatched as typed: the daemon expands ``/name`` and reads ``//`` as
-        ``/``), or steering for the run in flight (``//`` read as ``/`` here)."""
+        ``/``; ``approved_lines``: its command's lines a person approved), or steering for
+        the run in flight (``//`` read as ``/`` here)."""
         client = await self.keeper.ready()
         session = self.view.session
         literal = text[1:] if text.startswith("//") else text
@@ -218,6 +219,8 @@ class Shell:
         if await self.requests.ask_trust(client, text):
             return
         params: dict[str, Any] = {"task": text, "session": session, **env_param(self.target)}
+        if approved_lines:
+            params["approved_lines"] = approved_lines
         custom = text.startswith("/") and literal == text
         # Unless this shell chose otherwise, the session goes on as its last run went (a
         # custom command's own model comes before the last run's).
@@ -242,6 +245,10 @@ class Shell:
         try:
             await self.send(text)
         except RpcError as exc:
+            lines = exc.data.get("lines") if isinstance(exc.data, dict) else None
+            if exc.code == ErrorCode.APPROVAL_NEEDED and lines:
+                self.requests.ask_lines(text, lines)
+                return
             name = text.split()[0][1:]
             near = closest(name, [n for n, _, _ in self.names.commands])
             if exc.code != ErrorCode.INVALID_PARAMS or not near:
