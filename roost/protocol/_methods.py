@@ -312,8 +312,9 @@ METHODS: tuple[Method, ...] = (
     Method(
         "agents.list",
         "The agents for a folder (built-in, user, project), and files that could not be used; "
-        "each agent with model_id (its model as the config resolves it) and unknown_tools "
-        "(names in its tools that no tool here has).",
+        "each agent with model_id (its model as the config resolves it), unknown_tools "
+        "(names in its tools that no tool here has) and trusted (false: a project's agent that "
+        "widens and waits for trust, listed with widens and warnings; no run gets it).",
         (Param("cwd", "str", doc="where project agents are looked up"), _ENV),
         ("agents", "problems"),
     ),
@@ -367,7 +368,10 @@ METHODS: tuple[Method, ...] = (
         "trust.show",
         "What a folder's files say that widens what roost does (MCP servers, hooks, allow "
         "rules, providers, agents, ...), each marked trusted or not with the project files it "
-        "runs (runs), and what trust would record: the files' digests and those it runs'.",
+        "runs (runs), what it sets as written (values), the variables of the environment it "
+        "reads (variables: names, secret-looking ones marked), its broad grants (warnings) and "
+        "since (new or changed since the folder was last trusted); and what trust would "
+        "record: the files' digests and those it runs'.",
         (Param("cwd", "str", True, "a folder of the project"), _ENV),
         ("folder", "trusted", "current", "items", "files"),
     ),

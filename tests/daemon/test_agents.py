@@ -78,7 +78,8 @@ async def test_agents_list_and_dispatch_use_the_agent(client: TrioClient, projec
     )
     write(project / ".roost" / "agents" / "bad.md", "---\n: :\n---\n")
     listed = await client.call("agents.list", cwd=str(project))
-    assert [a["name"] for a in listed["agents"]] == ["default"], listed
+    # Listed, as waiting for trust: no run gets it.
+    assert [(a["name"], a["trusted"]) for a in listed["agents"]] == [("default", True), ("reviewer", False)], listed
     assert [(a["name"], a["detail"]) for a in listed["untrusted"]] == [("reviewer", "mode: full (no approvals)")]
     with pytest.raises(RpcError) as refused:
         await client.call("dispatch", task="review", agent="reviewer", cwd=str(project))

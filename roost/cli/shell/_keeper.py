@@ -231,7 +231,8 @@ class ConnectionKeeper:
         shell.names.models[:] = sorted({m for m in models if m})
         if client.has("agents.list"):
             agents = (await client.call("agents.list", cwd=shell.cwd())).get("agents", [])
-            shell.names.agents[:] = [a["name"] if isinstance(a, dict) else str(a) for a in agents]
+            # Once each: a project's untrusted agent may share a name with another.
+            shell.names.agents[:] = dict.fromkeys(a["name"] if isinstance(a, dict) else str(a) for a in agents)
         await self.refresh_commands(client)
         await self.refresh_sessions(client)
 

@@ -51,6 +51,7 @@ from ._claude import roost_tool
 from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, split_front_matter
 from ._plugins import plugins_from
 from ._reading import FolderFiles
+from ._review import mode_warnings, rule_warnings
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: The agent a dispatch gets when it names none.
@@ -125,6 +126,9 @@ class AgentSet:
     problems: tuple[str, ...] = ()
     #: Project agents that widen, each marked trusted (loaded) or not (left out).
     widening: tuple[Widening, ...] = ()
+    #: The project agents left out because they widen and their file is not trusted (for
+    #: ``agents.list`` to show as such; no run gets them).
+    untrusted: tuple[Agent, ...] = ()
 
 
 def load_agents(cwd: str | None, trust: Trust = NO_TRUST) -> AgentSet:
@@ -139,6 +143,7 @@ def agents_from(files: FolderFiles) -> AgentSet:
     agents = dict(BUILTIN_AGENTS)
     problems: list[str] = []
     widening: list[Widening] = []
+    untrusted: list[Agent] = []
     # The enabled plugins' agents first: Claude Code ranks them below the user's and the
     # project's, and names them after their plugin (plugin:agent).
     for plugin in plugins_from(files).active:
@@ -160,12 +165,16 @@ def agents_from(files: FolderFiles) -> AgentSet:
             agent, data = replace(found[0], from_project=not folder.own), found[1]
             widens = None if folder.own else _widens(agent)
             if widens is not None:
-                item = Widening("agent", agent.name, widens, str(path), digest(data), files.covers(path))
+                broad = mode_warnings(agent.mode) + tuple(
+                    w for rule in agent.rules if rule.action == "allow" for w in rule_warnings(str(rule))
+                )
+                item = Widening("agent", agent.name, widens, str(path), digest(data), files.covers(path), warnings=broad)
                 widening.append(item)
                 if not item.trusted:
+                    untrusted.append(agent)
                     continue
             agents[agent.name] = agent
-    return AgentSet(agents, tuple(problems), tuple(widening))
+    return AgentSet(agents, tuple(problems), tuple(widening), tuple(untrusted))
 
 
 def _read_agent(files: FolderFiles, path: Path, own: bool, problems: list[str]) -> tuple[Agent, bytes] | None:

@@ -59,6 +59,7 @@ from ._config import ConfigError, Hook, parse_rules, read_config
 from ._models import is_test_model
 from ._project import claude_user_dir
 from ._reading import FolderFiles
+from ._review import command_warnings, env_warnings, mode_warnings, rule_warnings, shell_variables
 from ._scripts import shell_words
 from ._trust import NO_TRUST, Trust, Widening, digest
 
@@ -156,16 +157,20 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
         rules += _rules(path, settings, "deny") + _rules(path, settings, "ask")
         theirs, edits = _default_mode(path, settings)
         for rule in [*_rules(path, settings, "allow"), *_folders(path, settings), *edits]:
-            widening.append(Widening("allow rule", str(rule), "", str(path), digest(data), trusted))
+            widening.append(Widening("allow rule", str(rule), "", str(path), digest(data), trusted, warnings=rule_warnings(str(rule))))
             if trusted:
                 rules.append(rule)
         if theirs is not None:
             if theirs == "plan" or trusted:
                 mode = theirs
-            else:
-                widening.append(Widening("default mode", theirs, "defaultMode", str(path), digest(data), False))
+            if theirs != "plan":
+                # Listed trusted too: what roost trust showed stays shown.
+                item = Widening("default mode", theirs, "defaultMode", str(path), digest(data), trusted, warnings=mode_warnings(theirs))
+                widening.append(item)
         for name, value in _env(path, settings).items():
-            widening.append(Widening("environment variable", name, value, str(path), digest(data), trusted))
+            widening.append(
+                Widening("environment variable", name, value, str(path), digest(data), trusted, warnings=env_warnings(name, value))
+            )
             if trusted:
                 env[name] = value
         named = _model(path, settings)
@@ -186,6 +191,8 @@ def claude_settings_from(files: FolderFiles) -> ClaudeSettings:
                 digest(data),
                 trusted and all(script.trusted for script in runs),
                 runs,
+                variables=shell_variables(hook.command),
+                warnings=command_warnings(hook.command),
             )
             widening.append(item)
             if item.trusted:

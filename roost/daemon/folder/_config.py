@@ -112,6 +112,7 @@ from ._models import ONE_M, model_id
 from ._project import project_config_file, user_config_file
 from ._reading import FolderFiles
 from ._scripts import shell_words
+from ._review import command_warnings, rule_warnings, secret_warnings, shell_variables
 from ._trust import NO_TRUST, Script, Trust, Widening, digest
 
 #: The model used when nothing names one.
@@ -360,25 +361,41 @@ def _widening(
 ) -> tuple[Widening, ...]:
     """Everything a (checked) project file says that widens what roost does (``runs``: the
     project files a hook's command runs)."""
-    items: list[tuple[str, str, str]] = []
+    found: list[Widening] = []
+
+    def add(
+        kind: str, name: str, detail: str = "", *, values: tuple[tuple[str, str], ...] = (),
+        variables: tuple[str, ...] = (), warnings: tuple[str, ...] = (),
+    ) -> None:
+        ran = runs(detail) if kind == "hook" else ()
+        applies = trusted and all(s.trusted for s in ran)
+        found.append(Widening(kind, name, detail, source, digest, applies, ran, values, variables, warnings))
+
     for name, entry in data.get("providers", {}).items():
         shown = {k: v for k, v in entry.items() if k in ("kind", "base_url", "api_key_env")}
         headers = sorted(entry.get("headers", {}))
         detail = ", ".join([*(f"{k} = {v}" for k, v in shown.items()), *([f"headers: {', '.join(headers)}"] if headers else [])])
-        items.append(("provider", name, detail))
+        key = (entry["api_key_env"],) if entry.get("api_key_env") else ()
+        url = entry.get("base_url")
+        sends = (f"model calls, with the provider's key, go to {url}",) if url else ()
+        values = tuple((f"headers.{k}", str(v)) for k, v in entry.get("headers", {}).items())
+        add("provider", name, detail, values=values, variables=key, warnings=sends + secret_warnings(key, url or name))
     if "default_model" in data:
-        items.append(("default model", data["default_model"], ""))
-    items += [("model alias", alias, target) for alias, target in data.get("models", {}).items()]
-    items += [("allow rule", rule, "") for rule in data.get("permissions", {}).get("allow", [])]
+        add("default model", data["default_model"])
+    for alias, target in data.get("models", {}).items():
+        add("model alias", alias, target)
+    for rule in data.get("permissions", {}).get("allow", []):
+        add("allow rule", rule, warnings=rule_warnings(rule))
     if data.get("guardrails", {}).get("secrets") is False:
-        items.append(("guardrail off", "secrets", "the built-in secrets guardrail is switched off"))
+        off = "the built-in secrets guardrail is switched off"
+        add("guardrail off", "secrets", off, warnings=("secrets the model reads or writes are no longer caught",))
     for kind, entries in data.get("hooks", {}).items():
-        items += [("hook", f"{kind} {entry.get('match', '*')}", entry["command"]) for entry in entries]
-    items += [("secret passed to tools", name, "") for name in passed(data, source)]
-    found = []
-    for kind, name, detail in items:
-        ran = runs(detail) if kind == "hook" else ()
-        found.append(Widening(kind, name, detail, source, digest, trusted and all(s.trusted for s in ran), ran))
+        for entry in entries:
+            command = entry["command"]
+            hook = f"{kind} {entry.get('match', '*')}"
+            add("hook", hook, command, variables=shell_variables(command), warnings=command_warnings(command))
+    for name in passed(data, source):
+        add("secret passed to tools", name, variables=(name,), warnings=(f"every command the model runs gets {name}",))
     return tuple(found)
 
 

@@ -46,6 +46,7 @@ from ._plugins import plugins_from
 from ._files import read_head
 from ._project import SKILL_HEAD, FrontMatterError, claude_user_dir, find_skills, read_skill, skill_dirs, split_front_matter
 from ._reading import FolderFiles
+from ._review import rule_warnings
 from ._trust import NO_TRUST, Trust, Widening, digest
 
 #: Bytes a command file may have, and command files read per folder.
@@ -273,7 +274,10 @@ class _Reading:
         self.commands[command.name] = command
         if scope == "project" and command.allowed_tools:
             self.widening += [
-                Widening("allow rule", tool, f"allowed-tools of /{command.short}", str(path), digest(data), command.granted)
+                Widening(
+                    "allow rule", tool, f"allowed-tools of /{command.short}", str(path), digest(data), command.granted,
+                    warnings=rule_warnings(tool),
+                )
                 for tool in command.allowed_tools
             ]
 

@@ -20,6 +20,11 @@ recorded with the folder's files, and an entry applies only while its own file a
 its :class:`Script` are as they were trusted: a command that rewrites the script, removes it
 or creates one that was missing makes the entry someone else's word again.
 
+With the files, trust records what their items were (:func:`item_record`: each item's
+identity, its kind, name and file, and a digest of what it does), so that ``roost trust``
+can say which items are new or changed since the user last looked (:func:`since`); that
+record says nothing about what applies.
+
 The store is ``trust.json`` in the user's state dir (0600, written atomically by the daemon
 alone). Resource handling: :class:`TrustStore` reads the file again only when it changed;
 callers in the daemon run its methods in a worker thread.
@@ -33,9 +38,10 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from .._paths import ensure_private_dir
+from ..runs._environ import is_secret
 
 #: Format of trust.json; a file of another version is refused, never overwritten.
 TRUST_VERSION = 1
@@ -98,6 +104,13 @@ class Widening:
     trusted: bool
     #: The project files it runs, bound with it.
     runs: tuple[Script, ...] = ()
+    #: What it sets, as its file writes it (an MCP server's env and headers, a provider's
+    #: headers): name and value, ``${VAR}`` unexpanded.
+    values: tuple[tuple[str, str], ...] = ()
+    #: The variables of the user's environment it reads (names only; see ``_review``).
+    variables: tuple[str, ...] = ()
+    #: Why it grants more than it may look to (see ``_review``), a short reason each.
+    warnings: tuple[str, ...] = ()
 
     def to_map(self) -> dict[str, Any]:
         """The item as methods and events carry it."""
@@ -108,6 +121,9 @@ class Widening:
             "source": self.source,
             "trusted": self.trusted,
             "runs": [script.to_map() for script in self.runs],
+            "values": [{"name": name, "value": value} for name, value in self.values],
+            "variables": [{"name": name, "secret": is_secret(name)} for name in self.variables],
+            "warnings": list(self.warnings),
         }
 
 
@@ -145,6 +161,39 @@ class Trust:
         return os.fspath(folder) in self.folders
 
 
+def item_record(items: Iterable[Widening]) -> dict[str, list[str]]:
+    """What trust records of ``items``: each identity's hash, with the hashes of what the
+    items of that identity do (two hooks of one event and matcher share an identity)."""
+    record: dict[str, list[str]] = {}
+    for item in items:
+        identity, content = _hashes(item)
+        record.setdefault(identity, []).append(content)
+    return record
+
+
+def since(item: Widening, record: Mapping[str, Sequence[str]] | None) -> str | None:
+    """``new`` or ``changed`` when ``item`` is not as ``record`` (an :func:`item_record`
+    of the items last trusted) has it; None when it is, or when there is no record."""
+    if record is None:
+        return None
+    identity, content = _hashes(item)
+    if identity not in record:
+        return "new"
+    return None if content in record[identity] else "changed"
+
+
+def _hashes(item: Widening) -> tuple[str, str]:
+    """An item's identity (file, kind, name) and content (what it does, the digests of
+    the files it runs too), each as a hash."""
+    identity = [item.source, item.kind, item.name]
+    content = [*identity, item.detail, [list(v) for v in item.values], [[s.path, s.digest] for s in item.runs]]
+    return _hash(identity), _hash(content)
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:32]
+
+
 #: Nothing trusted: what a loader assumes unless told otherwise.
 NO_TRUST = Trust()
 
@@ -180,10 +229,17 @@ class TrustStore:
             for folder, entry in sorted(self._read().items())
         ]
 
-    def add(self, folder: str, files: Mapping[str, str]) -> None:
-        """Trust ``folder`` with these files at these digests (replacing what it had)."""
+    def items(self, folder: str) -> dict[str, list[str]] | None:
+        """The :func:`item_record` of what ``folder``'s files said when it was trusted
+        (None: not trusted, or trusted before roost recorded items)."""
+        recorded = self._read().get(folder, {}).get("items")
+        return dict(recorded) if isinstance(recorded, dict) else None
+
+    def add(self, folder: str, files: Mapping[str, str], items: Mapping[str, list[str]] | None = None) -> None:
+        """Trust ``folder`` with these files at these digests (replacing what it had), and
+        ``items`` (an :func:`item_record`) as what they said."""
         folders = dict(self._read())
-        folders[folder] = {"trusted_at": time.time(), "files": dict(files)}
+        folders[folder] = {"trusted_at": time.time(), "files": dict(files), **({"items": dict(items)} if items is not None else {})}
         self._write(folders)
 
     def remove(self, folder: str) -> bool:

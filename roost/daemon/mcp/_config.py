@@ -66,6 +66,7 @@ from typing import Any, Literal, Mapping
 from roost.daemon.folder._plugins import ROOT_VARIABLE, plugins_from
 from roost.daemon.folder._project import project_config_file, user_config_file
 from roost.daemon.folder._reading import FolderFiles
+from roost.daemon.folder._review import argv_warnings, expanded, secret_warnings
 from roost.daemon.folder._scripts import Word, argv_words
 from roost.daemon.folder._trust import NO_TRUST, Script, Trust, Widening, digest
 from roost.daemon.runs._environ import find_program
@@ -249,7 +250,9 @@ def mcp_servers_from(files: FolderFiles) -> McpServers:
                 continue
             runs = _runs(name, entry, config if values is _UNEXPANDED else None, servers.get(name), place, files)
             applies = trusted and all(script.trusted for script in runs)
-            widening.append(Widening("mcp server", name, _describe(entry), place.source, digest(raw), applies, runs))
+            widening.append(
+                Widening("mcp server", name, _describe(entry), place.source, digest(raw), applies, runs, *_review(name, entry))
+            )
             config = replace(config, runs=tuple((script.path, script.digest) for script in runs))
             if applies:
                 servers[name] = config
@@ -307,6 +310,18 @@ def _describe(entry: Mapping[str, Any]) -> str:
         return shlex.join([entry["command"], *entry.get("args", [])]) + names.get("env", "")
     changed = sorted(set(entry) - {"type", "transport"})
     return f"changes {', '.join(changed)} of a server of that name" + names.get("env", "")
+
+
+def _review(name: str, entry: Mapping[str, Any]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]:
+    """What ``roost trust`` shows of a (checked) server entry besides its description: its
+    env, headers and cwd as written, the variables its values expand, and its broad grants
+    (see ``folder._review``)."""
+    values = tuple((f"{key}.{k}", v) for key in ("env", "headers") for k, v in entry.get(key, {}).items())
+    if "cwd" in entry:
+        values += (("cwd", entry["cwd"]),)
+    argv = [entry["command"], *entry.get("args", [])] if "command" in entry else []
+    variables = expanded([*argv, entry.get("url", ""), *(v for _, v in values)])
+    return values, variables, argv_warnings(argv) + secret_warnings(variables, f"the server {name}")
 
 
 class _Unexpanded(dict[str, str]):

@@ -20,7 +20,7 @@ from ..folder._plugin_report import plugin_report
 from ..folder._prompt import compose, render
 from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
-from ..folder._trust import TrustError, TrustStore
+from ..folder._trust import TrustError, TrustStore, item_record, since
 from ..mcp import UnknownServer
 from ..providers import ProviderError
 from ..runs._settings import SettingsError, find_agent
@@ -125,13 +125,20 @@ class FolderApi(ApiPart):
         tools = self.conductor.planner.tools.names()
         servers = {*setup.mcp, *setup.mcp_config.untrusted}
 
-        def listed(agent: Agent) -> dict[str, Any]:
+        def listed(agent: Agent, trusted: bool = True) -> dict[str, Any]:
             model = _model_id(agent, setup.config, setup.environment(environ))
             unknown = unknown_tools(agent, tools, servers, found.agents)
-            return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown)}
+            return {**agent.describe(), "model_id": model, "unknown_tools": list(unknown), "trusted": trusted}
 
+        # A project's agent that waits for trust is listed too, marked, with why it waits.
+        why = {item.source: item for item in found.widening if not item.trusted}
+        waiting = [
+            {**listed(a, False), "widens": why[a.source].detail, "warnings": list(why[a.source].warnings)}
+            for a in found.untrusted
+        ]
+        every = [listed(a) for _, a in sorted(found.agents.items())] + waiting
         return {
-            "agents": [listed(a) for _, a in sorted(found.agents.items())],
+            "agents": sorted(every, key=lambda a: (a["name"], not a["trusted"])),
             "problems": list(found.problems),
             "untrusted": [item.to_map() for item in found.widening if not item.trusted],
         }
@@ -183,12 +190,13 @@ class FolderApi(ApiPart):
 
     async def trust_show(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(checked_cwd(params["cwd"]), client_environ(params))
-        trusted = await self._with_trust(lambda store: store.snapshot().has_folder(setup.root))
+        trusted, record = await self._with_trust(lambda store: (store.snapshot().has_folder(setup.root), store.items(setup.root)))
         return {
             "folder": setup.root,
             "trusted": trusted,
             "current": not setup.ignored,
-            "items": [item.to_map() for item in setup.widening],
+            # Each item: new or changed since the folder was last trusted (None: as it was).
+            "items": [{**item.to_map(), "since": since(item, record)} for item in setup.widening],
             "files": _widening_files(setup),
         }
 
@@ -207,7 +215,7 @@ class FolderApi(ApiPart):
                 "trusted: look again with roost trust",
                 {"folder": setup.root, "files": files},
             )
-        await self._with_trust(lambda store: store.add(setup.root, files))
+        await self._with_trust(lambda store: store.add(setup.root, files, item_record(setup.widening)))
         log.info("trusted %s (%d files)", setup.root, len(files))
         return {"folder": setup.root, "files": files}
 
