@@ -12,7 +12,7 @@ from roost.protocol import MODES
 
 from ._connect import daemon, env_param, resolve_session, target, workdir
 from ._follow import follow
-from ._render import exit_status
+from ._render import exit_status, visible
 
 
 @click.command()
@@ -21,13 +21,19 @@ from ._render import exit_status
 def agents(obj: dict[str, Any], as_json: bool) -> None:
     """List the agents for this folder: built-in, user (~/.claude/agents,
     ~/.config/roost/agents) and project (.claude/agents, .roost/agents, subfolders too),
-    with where each came from, the files skipped, and tool names roost has no tool for."""
+    with where each came from, the files skipped, and tool names roost has no tool for.
+    A project's agent that widens what roost does (mode full or exec, allow rules, the name
+    default) is listed as not trusted until you trust the folder (roost trust); with --json
+    each agent has trusted: true or false."""
     with daemon(obj) as client:
         result = client.call("agents.list", cwd=workdir(target(obj), client))
     if as_json:
         click.echo(json.dumps(result))
         return
     for agent in result["agents"]:
+        if agent.get("trusted") is False:
+            _untrusted(agent)
+            continue
         extras = [f"mode {agent['mode']}"] if agent.get("mode") else []
         if agent.get("model"):
             resolved = agent.get("model_id")
@@ -47,6 +53,15 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
         if agent.get("unknown_tools"):
             line = f"{agent['name']}: tools roost does not have: {', '.join(agent['unknown_tools'])}"
             click.echo(click.style(line + " (its runs go without them)", fg="yellow"), err=True)
+
+
+def _untrusted(agent: dict[str, Any]) -> None:
+    """A project's agent that waits for trust: what it would widen; no run gets it."""
+    name = click.style(visible(agent["name"]), bold=True)
+    click.echo(name + click.style(f"  (not trusted: {visible(agent.get('widens') or 'it widens')})", fg="yellow"))
+    for warning in agent.get("warnings") or ():
+        click.echo(click.style(f"  ⚠ {visible(warning)}", fg="yellow"))
+    click.echo(click.style(f"  {visible(agent['source'])} · no run gets it until you trust the folder (roost trust)", dim=True))
 
 
 @click.command()

@@ -53,6 +53,17 @@ def printable(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+#: What could hide or reorder text on one line: every control character (newline and tab
+#: too), the bidirectional overrides and isolates, zero-width characters and separators.
+_HIDING = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def visible(text: str) -> str:
+    """``text`` on one line with whatever could hide or reorder a part of it shown as an
+    escape (``\\n``, ``\\x1b``, ``\\u202e``): for what a person is asked to trust."""
+    return _HIDING.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 #: The events whose first line ``roost logs`` marks with their seq.
 _MARKED = frozenset(
     ("run.started", "message.user", "message.assistant", "tool.finished", "permission.requested", "human.asked", "run.finished")

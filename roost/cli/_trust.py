@@ -9,9 +9,8 @@ from typing import Any
 
 import click
 
-
 from ._connect import daemon, env_param, target, workdir
-from ._render import when
+from ._render import visible, when
 
 
 @click.command()
@@ -89,30 +88,56 @@ def untrust(obj: dict[str, Any], folder: str | None) -> None:
 def _show(shown: dict[str, Any]) -> None:
     folder, items = shown["folder"], shown["items"]
     if not items:
-        click.echo(f"{folder}: nothing in its files widens what roost does")
+        click.echo(f"{visible(folder)}: nothing in its files widens what roost does")
         return
     if shown["trusted"] and shown["current"]:
-        click.echo(f"{folder} is trusted, and its files are as you trusted them:")
+        click.echo(f"{visible(folder)} is trusted, and its files are as you trusted them:")
     elif shown["trusted"]:
-        click.echo(f"{folder} is trusted, but files changed since; what they widen is ignored until you trust them again:")
+        click.echo(f"{visible(folder)} is trusted, but files changed since; what they widen is ignored until you trust them again:")
     else:
-        click.echo(f"{folder} is not trusted; its files would widen what roost does:")
+        click.echo(f"{visible(folder)} is not trusted; its files would widen what roost does:")
     by_file: dict[str, list[dict[str, Any]]] = {}
     for item in items:
         by_file.setdefault(item["source"], []).append(item)
     for source, found in by_file.items():
-        label = os.path.relpath(source, folder) if source.startswith(folder + os.sep) else source
         state = "trusted" if all(i["trusted"] for i in found) else "not trusted"
-        click.echo(f"\n  {label}  ({state})")
+        click.echo(f"\n  {_named(source, folder)}  ({state})")
         for item in found:
-            detail = f": {item['detail']}" if item["detail"] else ""
-            click.echo(f"    {item['kind']} {item['name']}{detail}")
-            for script in item.get("runs", []):
-                path = script["path"]
-                named = os.path.relpath(path, folder) if path.startswith(folder + os.sep) else path
-                note = _script_note(script, shown["trusted"])
-                click.echo(f"      runs {named}" + (f"  ({note})" if note else ""))
+            _show_item(item, folder, shown["trusted"])
+    broad = sum(len(item.get("warnings") or ()) for item in items)
+    if broad:
+        lines = f"{broad} line{'s' if broad > 1 else ''}"
+        click.echo(click.style(f"\n{_WARN} marks what hands over more than it may seem to ({lines} above)", fg="yellow"))
     click.echo("")
+
+
+#: The mark of a broad grant.
+_WARN = "⚠"
+
+
+def _show_item(item: dict[str, Any], folder: str, folder_trusted: bool) -> None:
+    """One item: what it is, what it sets, the variables it reads, its broad grants, and
+    the files it runs; each part escaped, so that nothing in it can hide another."""
+    detail = f": {visible(item['detail'])}" if item["detail"] else ""
+    since = {"new": "  [new since you trusted the folder]", "changed": "  [changed since you trusted the folder]"}
+    mark = click.style(since[item["since"]], fg="yellow", bold=True) if item.get("since") in since else ""
+    click.echo(f"    {item['kind']} {visible(item['name'])}{detail}{mark}")
+    for value in item.get("values") or ():
+        click.echo(f"      {visible(value['name'].replace('.', ' ', 1))} = {visible(value['value'])}")
+    variables = item.get("variables") or ()
+    if variables:
+        names = ", ".join(v["name"] + (" (looks secret)" if v["secret"] else "") for v in variables)
+        click.echo(f"      reads from your environment: {visible(names)}")
+    for warning in item.get("warnings") or ():
+        click.echo(click.style(f"      {_WARN} {visible(warning)}", fg="yellow"))
+    for script in item.get("runs", []):
+        note = _script_note(script, folder_trusted)
+        click.echo(f"      runs {_named(script['path'], folder)}" + (f"  ({note})" if note else ""))
+
+
+def _named(path: str, folder: str) -> str:
+    """A path as shown: relative when in the folder, escaped."""
+    return visible(os.path.relpath(path, folder) if path.startswith(folder + os.sep) else path)
 
 
 def _script_note(script: dict[str, Any], folder_trusted: bool) -> str:
@@ -134,9 +159,9 @@ def _show_list(folders: list[dict[str, Any]], as_json: bool) -> None:
         click.echo("no folder is trusted (roost trust DIR trusts one)")
         return
     for entry in folders:
-        click.echo(f"{entry['folder']}  (trusted {when(entry['trusted_at'])})")
+        click.echo(f"{visible(entry['folder'])}  (trusted {when(entry['trusted_at'])})")
         for f in entry["files"]:
-            click.echo(f"  {f['path']}  {_file_state(f)}")
+            click.echo(f"  {visible(f['path'])}  {_file_state(f)}")
 
 
 def _file_state(f: dict[str, Any]) -> str:

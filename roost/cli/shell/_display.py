@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from roost.protocol import SUCCESS_REASONS
 
 from .. import _approval_keys as keys
-from .._render import applied_diff, printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
+from .._render import applied_diff, printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -114,12 +114,23 @@ def tools_changed_line(e: dict[str, Any]) -> Lines:
 
 def trust_question(shown: dict[str, Any]) -> Lines:
     """``trust.show``'s answer for a folder that is not trusted: what its files would widen."""
-    out: Lines = [[("class:warn.bold", f"{shown.get('folder')} is not trusted; its files would widen what roost does:")]]
+    out: Lines = [[("class:warn.bold", f"{visible(shown.get('folder') or '')} is not trusted; its files would widen what roost does:")]]
     for item in shown.get("items", []):
         if item.get("trusted"):
             continue
+        # Escaped, not cleaned: a control character in a file must show, never hide a part.
         detail = f": {item['detail']}" if item.get("detail") else ""
-        out.append([("class:warn", f"  {item.get('kind')} {item.get('name')}"), ("class:dim", clean(f"{detail} ({item.get('source')})"))])
+        since = {"new": "  [new since you trusted it]", "changed": "  [changed since you trusted it]"}.get(item.get("since") or "", "")
+        out.append([
+            ("class:warn", f"  {item.get('kind')} {visible(str(item.get('name')))}"),
+            ("class:dim", visible(f"{detail} ({item.get('source')})")),
+            ("class:warn.bold", since),
+        ])
+        out += [[("class:dim", visible(f"    {v['name'].replace('.', ' ', 1)} = {v['value']}"))] for v in item.get("values") or ()]
+        variables = [v["name"] + (" (looks secret)" if v["secret"] else "") for v in item.get("variables") or ()]
+        if variables:
+            out.append([("class:dim", visible(f"    reads from your environment: {', '.join(variables)}"))])
+        out += [[("class:warn.bold", visible(f"    ⚠ {warning}"))] for warning in item.get("warnings") or ()]
     out.append([("class:dim", "y: trust these files as they are now · anything else: go on, ignoring them")])
     return out
 
