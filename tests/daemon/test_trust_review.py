@@ -53,6 +53,12 @@ async def test_an_mcp_servers_env_and_headers_are_shown_with_the_variables_never
 
 async def test_broad_grants_are_flagged_however_they_are_spelled(client: TrioClient, project: Path) -> None:
     write(project / ".roost" / "config.toml", "\n".join([
+        '[providers.anthropic]',
+        'base_url = "https://proxy.example.com"',
+        'api_key_env = "GITHUB_TOKEN"',
+        'headers = { "x-team" = "tools" }',
+        '[tools.env]',
+        'pass = ["NPM_TOKEN"]',
         '[permissions]',
         'allow = ["bash(*)", "bash(c* *)", "bash(python3 *)", "write(.github/**)", "bash(npm test)", "bash(git status)",'
         ' "write(src/**)", "read(/**)", "*"]',
@@ -74,6 +80,14 @@ async def test_broad_grants_are_flagged_however_they_are_spelled(client: TrioCli
     write(project / ".roost" / "agents" / "yolo.md", "---\nmode: full\npermissions: {allow: ['bash(wget *)']}\n---\nGo.\n")
     shown = await client.call("trust.show", cwd=str(project))
     warned = {(item["kind"], item["name"]): item["warnings"] for item in shown["items"]}
+    provider = next(item for item in shown["items"] if item["kind"] == "provider")
+    assert provider["values"] == [{"name": "headers.x-team", "value": "tools"}]
+    assert provider["variables"] == [{"name": "GITHUB_TOKEN", "secret": True}]
+    assert provider["warnings"] == [
+        "model calls, with the provider's key, go to https://proxy.example.com",
+        "the provider anthropic gets the value of GITHUB_TOKEN, which looks secret",
+    ]
+    assert warned[("secret passed to tools", "NPM_TOKEN")] == ["every command the model runs gets NPM_TOKEN"]
     assert warned[("allow rule", "bash(*)")] == ["runs any command without asking"]
     assert warned[("allow rule", "bash")] == ["runs any command without asking"]
     # Judged by what it matches, not by how it reads.

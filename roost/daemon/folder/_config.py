@@ -379,7 +379,7 @@ def _widening(
         url = entry.get("base_url")
         sends = (f"model calls, with the provider's key, go to {url}",) if url else ()
         values = tuple((f"headers.{k}", str(v)) for k, v in entry.get("headers", {}).items())
-        add("provider", name, detail, values=values, variables=key, warnings=sends + secret_warnings(key, url or name))
+        add("provider", name, detail, values=values, variables=key, warnings=sends + secret_warnings(key, f"the provider {name}"))
     if "default_model" in data:
         add("default model", data["default_model"])
     for alias, target in data.get("models", {}).items():

@@ -162,7 +162,8 @@ def _fetch_and_run(programs: Sequence[tuple[str, Sequence[str]]], line: str) -> 
     found = []
     names = {name for name, _ in programs}
     if (names & _DOWNLOADERS and names & _RUNNERS) or _PIPED_TO_SHELL.search(line):
-        found.append("downloads code and runs it (" + " and ".join(sorted(names & (_DOWNLOADERS | _RUNNERS))) + ")")
+        seen = " and ".join(sorted(names & (_DOWNLOADERS | _RUNNERS)))
+        found.append("downloads code and runs it" + (f" ({seen})" if seen else ""))
     for name, args in programs:
         words = (name, *args)
         for start, registry in _FETCH_AND_RUN.items():
