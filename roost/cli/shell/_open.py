@@ -57,8 +57,8 @@ def shell(obj: dict[str, Any], model: str | None, mode: str | None, agent: str |
 def attach(obj: dict[str, Any], session: str | None, model: str | None, mode: str | None, agent: str | None) -> None:
     """Open the shell on SESSION (id or unique prefix): its history, then live.
 
-    Without SESSION: the most recent session of this directory (with --host: the most
-    recent session there). Any number of terminals can attach to one session; they see the
+    Without SESSION: the session of this directory used last (with --host: the one used
+    last there). Any number of terminals can attach to one session; they see the
     same stream, and any of them can type or answer.
 
     \b
@@ -77,7 +77,8 @@ def attach(obj: dict[str, Any], session: str | None, model: str | None, mode: st
             here = rows if where.host is not None else [row for row in rows if _same_dir(row["cwd"], home)]
             if not here:
                 raise DaemonError("no session in this directory yet: `roost` starts one, `roost sessions` lists them")
-            session = here[-1]["id"]
+            # The one used last, as `dispatch -c` and a bare `roost logs` take it.
+            session = max(here, key=lambda row: (row.get("last_active", 0), row.get("created", 0)))["id"]
     (row,) = [row for row in rows if row["id"] == session]
     _run(where, session, row["cwd"], home, model=model, mode=mode, agent=agent)
 

@@ -93,7 +93,7 @@ CREDENTIALS = (
 )
 
 #: What commands may read of the home folder (read-only): the toolchains, package caches,
-#: and git's configuration. Documented in the README; ``[sandbox] readable`` adds to it.
+#: and git's configuration. Documented in docs/security.md; ``[sandbox] readable`` adds to it.
 TOOLCHAINS = (
     *USER_TOOLCHAINS,
     ".cache",
