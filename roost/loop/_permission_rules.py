@@ -169,12 +169,22 @@ def allows(rule: Rule, command: Command) -> bool:
 @functools.lru_cache(maxsize=1024)
 def _command_regexes(pattern: str) -> tuple[Regex, Regex]:
     """A command pattern as a regex of whole texts, and as one of the texts that some
-    continuation could make match (for a command whose end is unknown)."""
-    pattern = " ".join(pattern.split())
-    if _NAME_STAR.fullmatch(pattern):
+    continuation could make match (for a command whose end is unknown).
+
+    The pattern is read as a shell reads words: white space between words is one space
+    (the words of a command are matched joined by one space), and quotes and backslashes
+    make what they hold literal, spaces and ``*`` included (``bash(git commit -m "a  b")``
+    is that one command). A pattern whose quotes do not close is read as written.
+    """
+    chars = _pattern_chars(pattern)
+    plain = "".join(c for c, _ in chars)
+    if all(not quoted for _, quoted in chars) and _NAME_STAR.fullmatch(plain):
         # ``ls*`` is the command ls with any arguments, as ``ls:*`` is: not lsattr.
-        pattern = pattern[:-1] + ":*"
-    atoms = [re.escape(c) for c in pattern[:-2]] + [r"(?: .*)?"] if pattern.endswith(":*") else _glob_atoms(pattern)
+        chars = [*chars[:-1], (":", False), ("*", False)]
+    if chars[-2:] == [(":", False), ("*", False)]:
+        atoms = [re.escape(c) for c, _ in chars[:-2]] + [r"(?: .*)?"]
+    else:
+        atoms = _glob_atoms(chars)
     could_start = ""
     for atom in reversed(atoms):
         could_start = f"(?:{atom}{could_start})?"
@@ -182,24 +192,74 @@ def _command_regexes(pattern: str) -> tuple[Regex, Regex]:
     return linear_regex("".join(atoms), dot_all=True), linear_regex(could_start, dot_all=True)
 
 
-def _glob_atoms(pattern: str) -> list[str]:
-    # As fnmatch, except that WILD (text only known when the line runs) is matched by * alone.
-    atoms: list[str] = []
+def _pattern_chars(pattern: str) -> list[tuple[str, bool]]:
+    """The pattern's characters, each marked quoted (literal) or not, its words joined by
+    one (literal) space: shell quoting (``'...'``, ``"..."`` with ``\\"`` and ``\\\\``,
+    ``\\x``) read, unless a quote does not close (then as written)."""
+    chars: list[tuple[str, bool]] = []
+    word = False
     i, n = 0, len(pattern)
     while i < n:
         c = pattern[i]
-        if c == "*":
+        if c.isspace():
+            word = False
+            i += 1
+            continue
+        if not word and chars:
+            chars.append((" ", True))
+        word = True
+        if c == "'":
+            close = pattern.find("'", i + 1)
+            if close == -1:
+                return _as_written(pattern)
+            chars += [(q, True) for q in pattern[i + 1 : close]]
+            i = close + 1
+        elif c == '"':
+            i += 1
+            while i < n and pattern[i] != '"':
+                if pattern[i] == "\\" and i + 1 < n and pattern[i + 1] in '"\\$`':
+                    i += 1
+                chars.append((pattern[i], True))
+                i += 1
+            if i >= n:
+                return _as_written(pattern)
+            i += 1
+        elif c == "\\" and i + 1 < n:
+            chars.append((pattern[i + 1], True))
+            i += 2
+        else:
+            chars.append((c, False))
+            i += 1
+    return chars
+
+
+def _as_written(pattern: str) -> list[tuple[str, bool]]:
+    """A pattern with a quote that does not close: its words as written, quotes literal."""
+    return [(c, c in "'\"") for c in " ".join(pattern.split())]
+
+
+def _glob_atoms(chars: list[tuple[str, bool]]) -> list[str]:
+    # As fnmatch on the unquoted characters, except that WILD (text only known when the
+    # line runs) is matched by * alone; a quoted character is itself.
+    atoms: list[str] = []
+    i, n = 0, len(chars)
+    while i < n:
+        c, quoted = chars[i]
+        if quoted:
+            atoms.append(re.escape(c))
+        elif c == "*":
             if not atoms or atoms[-1] != ".*":
                 atoms.append(".*")
         elif c == "?":
             atoms.append(f"[^{WILD}]")
         elif c == "[":
-            start = i + 2 if pattern[i + 1 : i + 2] == "!" else i + 1
-            close = pattern.find("]", start + 1 if pattern[start : start + 1] == "]" else start)
-            if close == -1:
+            text = "".join(ch if not q else "\0" for ch, q in chars)
+            start = i + 2 if text[i + 1 : i + 2] == "!" else i + 1
+            close = text.find("]", start + 1 if text[start : start + 1] == "]" else start)
+            if close == -1 or any(q for _, q in chars[i:close]):
                 atoms.append(re.escape(c))
             else:
-                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", pattern[start:close])
+                body = re.sub(r"([\\^\[\]&~|])", r"\\\1", text[start:close])
                 # A negated class never matches WILD (RE2 has no lookahead to say so).
                 atoms.append(f"[^{body}{WILD}]" if start == i + 2 else f"[{body}]")
                 i = close

@@ -85,7 +85,7 @@ from ._permission_rules import (
     origin,
     tool_matches,
 )
-from ._shell_lines import Command, escape, judge
+from ._shell_lines import Command, command_pattern, escape, judge
 from ._shell_words import WILD
 from ._urls import UrlError, web_address
 
@@ -409,7 +409,7 @@ class _Judging:
         wider: tuple[str, ...] = ()
         if all(c.known for c in judged.commands):
             written = tuple(o for w in asking for o in w.offer)
-            offer = tuple(f"bash({escape(c.written)})" for c in unmatched) + written
+            offer = tuple(f"bash({command_pattern((c.program or c.words[0], *c.words[1:]))})" for c in unmatched) + written
             wider = tuple(dict.fromkeys(r for c in unmatched for r in _any_arguments(c))) + written
         if not unmatched and not idle:
             return _Verdict(ASK, f"bash writes a file: {asking[0].reason}", offer, outside)
@@ -422,7 +422,7 @@ class _Judging:
 def _any_arguments(command: Command) -> tuple[str, ...]:
     """The rules that allow ``command`` with any arguments: ``bash(git *)``, and for a
     command run bare, that too (``bash(ls *)`` needs an argument)."""
-    name = escape(command.program or command.words[0])
+    name = command_pattern((command.program or command.words[0],))
     bare = (f"bash({name})",) if len(command.words) == 1 else ()
     return (*bare, f"bash({name} *)")
 

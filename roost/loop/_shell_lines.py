@@ -48,6 +48,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser
@@ -153,6 +154,19 @@ def judge(line: str) -> Judgement:
 def escape(text: str) -> str:
     """``text`` as a rule pattern that matches exactly it (``*``, ``?``, ``[`` bracketed)."""
     return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def command_pattern(words: Sequence[str]) -> str:
+    """A bash rule's pattern that matches exactly the command of ``words``, written as a
+    person would write it: a word with spaces, quotes or a backslash in single quotes
+    (``echo 'a  b'``), ``*``, ``?`` and ``[`` of the others bracketed."""
+    return " ".join(_pattern_word(word) for word in words)
+
+
+def _pattern_word(word: str) -> str:
+    if word and not any(c.isspace() or c in "'\"\\" for c in word):
+        return escape(word)
+    return "'" + word.replace("'", "'\\''") + "'"
 
 
 class Walk:

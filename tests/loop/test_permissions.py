@@ -97,6 +97,32 @@ def test_exact_and_prefix_command_patterns():
     assert action(p, "bash", command="npm run linter") == "ask"
 
 
+def test_quotes_in_a_command_pattern_are_read_as_the_shell_reads_them():
+    p = policy('allow bash(git commit -m "fix the build")', "deny bash(git push 'origin')", 'allow bash(echo "*")')
+    # A quoted word is one word, its spaces and quotes as written in the command or not.
+    assert action(p, "bash", command='git commit -m "fix the build"') == "allow"
+    assert action(p, "bash", command="git commit -m 'fix the build'") == "allow"
+    # (Words are matched joined by one space, as ever: `-m fix the build` reads the same.)
+    assert action(p, "bash", command='git commit -m "fix  the build"') == "ask"
+    assert action(p, "bash", command='git commit -m "fix the build" --amend') == "ask"
+    # A deny rule written with quotes holds (it used to match nothing).
+    assert action(p, "bash", command="git push origin") == "deny"
+    # A quoted * is a star, not any text.
+    assert action(p, "bash", command="echo '*'") == "allow"
+    assert action(p, "bash", command="echo hello") == "ask"
+    # A quote that does not close is read as written, as before.
+    assert action(policy("allow bash(echo it's)"), "bash", command="echo its") == "ask"
+
+
+def test_a_session_rule_keeps_the_quoting_of_what_it_allows():
+    line = 'git commit -m "it\'s  done"'
+    d = decide(policy(), "agent", (), "bash", {"command": line}, CWD)
+    assert d.session_rules == ("bash(git commit -m 'it'\\''s  done')",)
+    session = tuple(parse_rule(r, "allow", "session") for r in d.session_rules)
+    assert action(policy(), "bash", session=session, command=line) == "allow"
+    assert action(policy(), "bash", session=session, command="git commit -m \"it's done\"") == "ask"
+
+
 def test_path_patterns_are_relative_to_the_project_and_know_home():
     p = policy("allow write(src/**)", "deny read(~/.ssh/**)", "allow read(~/notes/*.md)")
     assert action(p, "write", path="src/a/b.py") == "allow"
