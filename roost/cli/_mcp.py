@@ -75,3 +75,28 @@ def _row(server: dict[str, Any]) -> str:
     state = server["state"] if server.get("enabled", True) else "disabled"
     error = server.get("error") or ""
     return f"{server['name']:<16} {state:<9} {server['tools']:>5}  {where:<30} {error}".rstrip()
+
+
+@mcp.command("serve")
+@click.pass_obj
+def serve(obj: dict[str, Any]) -> None:
+    """Serve roost to another agent as an MCP server on stdin/stdout.
+
+    Its tools run tasks in the daemon (roost_dispatch waits for the result, roost_start and
+    roost_status poll it), list sessions and read a run's report. The calling agent names
+    a task, a folder, an agent, a model and plan or agent mode; the rules and trust are
+    yours: a call the run must ask about waits for your approval (roost approve, the
+    shell), and the calling agent is told the command. Local daemon only (no --host).
+
+    \b
+    Examples:
+      claude mcp add roost -- roost mcp serve
+    """
+    where = target(obj)
+    if where.host is not None:
+        raise click.UsageError("roost mcp serve serves the local daemon: run it on the machine with the daemon")
+    with daemon(obj):
+        pass  # started now if it was not running: the tools connect to it
+    from ._mcp_serve import serve as serve_stdio
+
+    serve_stdio(where.socket)

@@ -1,0 +1,60 @@
+"""`roost mcp serve` driven by a client no one here wrote: the MCP Python SDK's, over stdio,
+as Claude Code runs it (`claude mcp add roost -- roost mcp serve`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from .conftest import E2E, ROOST, bash, text
+
+
+async def _call(client: ClientSession, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result
+    return json.loads(result.content[0].text)
+
+
+async def test_another_agent_hands_roost_a_task_and_reads_its_result(e2e: E2E) -> None:
+    server = StdioServerParameters(command=ROOST, args=["mcp", "serve"], env=e2e.env, cwd=str(e2e.project))
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert names == {"roost_dispatch", "roost_start", "roost_status", "roost_sessions", "roost_report"}
+
+        model = e2e.script([text("Three files.")])
+        done = await _call(session, "roost_dispatch", task="count the files", cwd=str(e2e.project), model=model)
+        assert (done["state"], done["reason"], done["text"]) == ("ended", "done", "Three files.")
+        [row] = await _call(session, "roost_sessions")
+        assert (row["id"], row["title"]) == (done["session"], "count the files")
+        report = await _call(session, "roost_report", run=done["run"])
+        assert report["run"] == done["run"]
+
+        # A command asks the user: the calling agent is told the run waits, and how it is
+        # answered; the user answers with their own client, and the run ends.
+        model = e2e.script([bash("echo hi > made.txt")], [text("Made it.")])
+        waiting = await _call(session, "roost_dispatch", task="make a file", cwd=str(e2e.project), model=model)
+        assert waiting["state"] == "waiting for the user"
+        [request] = waiting["requests"]
+        assert request["answer_with"].startswith(f"roost approve {waiting['session']} ")
+        assert not (e2e.project / "made.txt").exists()
+        e2e.ok(*request["answer_with"].split()[1:])
+        for _ in range(100):
+            status = await _call(session, "roost_status", session=waiting["session"])
+            if status["state"] == "ended":
+                break
+            await trio.sleep(0.1)
+        assert (status["reason"], status["text"]) == ("done", "Made it.")
+        assert (e2e.project / "made.txt").read_text() == "hi\n"
+
+        # The rules are the user's: a mode without approvals is not the calling agent's to ask.
+        refused = await session.call_tool("roost_start", {"task": "x", "cwd": str(e2e.project), "mode": "full"})
+        assert refused.is_error and "what runs without asking is the user's to say" in refused.content[0].text
+        # What the daemon refuses is said as it says it, and the server serves on.
+        unknown = await session.call_tool("roost_dispatch", {"task": "x", "cwd": str(e2e.project), "model": "nosuch/x"})
+        assert unknown.is_error and "unknown provider 'nosuch'" in unknown.content[0].text
+        assert (await _call(session, "roost_status", session="nosuch"))["error"] == "no session nosuch"
