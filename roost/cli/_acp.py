@@ -1,0 +1,34 @@
+"""``roost acp``: roost as an Agent Client Protocol agent for editors (the agent itself is
+``_acp_agent``, imported only when the command runs: the ACP SDK is not light)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ._connect import daemon, target
+
+
+@click.command()
+@click.pass_obj
+def acp(obj: dict[str, Any]) -> None:
+    """Serve roost to an editor as an Agent Client Protocol (ACP) agent on stdin/stdout.
+
+    Zed, JetBrains IDEs and the Neovim and Emacs plugins start it as an agent server. An
+    editor's session is a roost session: `roost attach` in a terminal shows the same run,
+    either side can approve, and the run goes on if the editor closes. Local daemon only
+    (no --host). See docs/editors.md.
+
+    \b
+    Zed (settings.json):
+      "agent_servers": {"roost": {"command": "roost", "args": ["acp"]}}
+    """
+    where = target(obj)
+    if where.host is not None:
+        raise click.UsageError("roost acp serves the local daemon: run it on the machine with the daemon")
+    with daemon(obj):
+        pass  # started now if it was not running: the agent connects to it
+    from ._acp_agent import serve
+
+    serve(where.socket)

@@ -1,0 +1,114 @@
+"""`roost acp` driven by a client no one here wrote: the Agent Client Protocol's Python SDK,
+as an editor drives an agent server. The editor's session is a roost session: a terminal
+sees the same run, and an approval given there wins over the editor's question."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import acp
+from acp import schema
+
+from .conftest import E2E, ROOST, bash, text, wait_until
+
+
+class Editor:
+    """What an editor does with an agent's requests: keep the updates, answer or hold
+    permission questions."""
+
+    def __init__(self, answer: str | None) -> None:
+        self.updates: list[Any] = []
+        self.asked: list[schema.ToolCallUpdate] = []
+        #: The option chosen for each question (None: never answered, as a person away).
+        self.answer = answer
+
+    async def request_permission(self, session_id: str, tool_call: Any, options: list[Any], **_: Any) -> Any:
+        self.asked.append(tool_call)
+        if self.answer is None:
+            await asyncio.Event().wait()
+        return schema.RequestPermissionResponse(outcome=schema.AllowedOutcome(outcome="selected", option_id=self.answer))
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append(update)
+
+    def kinds(self) -> list[str]:
+        return [u.session_update for u in self.updates]
+
+
+async def _scenario(e2e: E2E) -> None:
+    editor = Editor(answer="once")
+    model = e2e.script([text("Making it."), bash("echo hi > made.txt")], [text("Made.")])
+    env = {**e2e.env, "ROOST_MODEL": model}  # what the editor starts roost with
+    async with acp.spawn_agent_process(editor, ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
+        init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.agent_capabilities.load_session and init.agent_info.name == "roost"
+        session = (await conn.new_session(cwd=str(e2e.project), mcp_servers=[]))
+        sid = session.session_id
+        assert session.modes.current_mode_id == "agent"
+        assert [m.id for m in session.modes.available_modes] == ["agent", "plan", "full", "exec"]
+        assert e2e.session_row(sid)["cwd"] == str(e2e.project)
+
+        # A prompt streams; a command asks the editor, which allows it once.
+        reply = await _prompt(conn, sid, "make a file")
+        assert reply.stop_reason == "end_turn"
+        assert (e2e.project / "made.txt").read_text() == "hi\n"
+        [asked] = editor.asked
+        assert asked.kind == "execute" and asked.title == "bash echo hi > made.txt"
+        kinds = editor.kinds()
+        assert "agent_message_chunk" in kinds and "tool_call" in kinds and "tool_call_update" in kinds
+        finished = [u for u in editor.updates if u.session_update == "tool_call_update" and u.status == "completed"]
+        assert finished and finished[-1].tool_call_id == asked.tool_call_id
+        text_sent = "".join(u.content.text for u in editor.updates if u.session_update == "agent_message_chunk")
+        assert "Making it." in text_sent and "Made." in text_sent
+
+        # The terminal's view of the same session: the same run, stored.
+        stored = e2e.events(sid)
+        assert [e["type"] for e in stored if e["type"] == "run.finished"] == ["run.finished"]
+
+        # Listing and loading: the session's history replayed as updates.
+        listed = await conn.list_sessions(cwd=str(e2e.project))
+        assert [(s.session_id, s.title) for s in listed.sessions] == [(sid, "make a file")]
+        editor.updates.clear()
+        await conn.load_session(cwd=str(e2e.project), session_id=sid, mcp_servers=[])
+        assert editor.kinds()[0] == "user_message_chunk" and "tool_call" in editor.kinds()
+
+
+async def _away(e2e: E2E) -> None:
+    """An approval given in a terminal first wins, the editor never answering; cancel
+    aborts."""
+    editor = Editor(answer=None)
+    # The scripted model answers by the session's turn: two prompts, four replies.
+    model = e2e.script([bash("echo there > there.txt")], [text("Done there.")], [bash("sleep 30")], [text("never")])
+    env = {**e2e.env, "ROOST_MODEL": model}
+    async with acp.spawn_agent_process(editor, ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(e2e.project), mcp_servers=[])).session_id
+        prompting = asyncio.create_task(_prompt(conn, sid, "write it"))
+        while not editor.asked:
+            await asyncio.sleep(0.05)
+        [row] = await asyncio.to_thread(lambda: wait_until(lambda: e2e.json_out("pending", "--json"), what="the request"))
+        await asyncio.to_thread(e2e.ok, "approve", sid)
+        reply = await asyncio.wait_for(prompting, 20)
+        assert reply.stop_reason == "end_turn" and (e2e.project / "there.txt").read_text() == "there\n"
+        assert row["call_id"] == editor.asked[0].tool_call_id
+
+        prompting = asyncio.create_task(_prompt(conn, sid, "take long", mode="full"))
+        await asyncio.to_thread(lambda: e2e.wait_event(sid, lambda e: e["type"] == "tool.started" and e["name"] == "bash"))
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(prompting, 20)).stop_reason == "cancelled"
+
+
+async def _prompt(conn: Any, sid: str, task: str, mode: str = "agent") -> Any:
+    """A prompt in ``mode`` (the model: ROOST_MODEL of the environment the editor started
+    roost with, as for any dispatch that names none)."""
+    await conn.set_session_mode(session_id=sid, mode_id=mode)
+    return await conn.prompt(session_id=sid, prompt=[acp.text_block(task)])
+
+
+def test_an_editor_drives_a_roost_session_over_acp(e2e: E2E) -> None:
+    asyncio.run(_scenario(e2e))
+
+
+def test_an_approval_given_in_a_terminal_goes_on_without_the_editors_answer(e2e: E2E) -> None:
+    asyncio.run(_away(e2e))
