@@ -112,3 +112,31 @@ def test_an_editor_drives_a_roost_session_over_acp(e2e: E2E) -> None:
 
 def test_an_approval_given_in_a_terminal_goes_on_without_the_editors_answer(e2e: E2E) -> None:
     asyncio.run(_away(e2e))
+
+
+def test_bad_input_is_refused_and_the_agent_serves_on(e2e: E2E) -> None:
+    import json
+    import subprocess
+
+    agent = subprocess.Popen([ROOST, "acp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                             env=e2e.env, cwd=e2e.project, text=True)
+    assert agent.stdin is not None and agent.stdout is not None
+    try:
+        def send(message: str) -> dict[str, Any]:
+            agent.stdin.write(message + "\n")
+            agent.stdin.flush()
+            return json.loads(agent.stdout.readline())
+
+        # A line that is not JSON gets no answer from the SDK (it logs it); the agent serves on.
+        agent.stdin.write("this is not json\n")
+        assert send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "no/such", "params": {}}))["error"]["code"] == -32601
+        unknown = send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                                   "params": {"sessionId": "nosuch", "prompt": [{"type": "text", "text": "hi"}]}}))
+        assert "SESSION_NOT_FOUND" in json.dumps(unknown["error"])
+        ready = send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": 1}}))
+        assert ready["result"]["agentInfo"]["name"] == "roost"
+    finally:
+        agent.stdin.close()
+        code = agent.wait(timeout=10)
+        agent.stdout.close()
+    assert code == 0
