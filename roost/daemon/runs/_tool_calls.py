@@ -44,18 +44,8 @@ from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 from ._command_lines import run_lines
-from ._hooks import (
-    HookEnv,
-    Subagent,
-    run_post_hooks,
-    run_pre_hooks,
-    run_prompt_hooks,
-    run_start_hooks,
-    event_hooks,
-    run_detached,
-    run_event_hooks,
-    run_stop_hooks,
-)
+from ._hook_events import Subagent, event_hooks, run_event_hooks, run_prompt_hooks, run_start_hooks, run_stop_hooks
+from ._hooks import HookEnv, run_detached, run_post_hooks, run_pre_hooks
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
