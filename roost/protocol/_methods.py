@@ -283,6 +283,7 @@ METHODS: tuple[Method, ...] = (
             _SESSION,
             Param("model", "str", doc="the model that summarizes (default: the session's last)"),
             Param("keep_turns", "int", doc="recent replies kept whole (default 6)"),
+            Param("instructions", "str", doc="what the summary should keep or stress (Claude Code's /compact [instructions])"),
             Param("attach", "bool", doc="also attach this connection to the session"),
             _ENV,
         ),

@@ -1,9 +1,10 @@
 """Claude Code hooks beyond the tool calls, through a real daemon: the session's transcript
-gone with the session, SessionEnd, Notification and PreCompact, ``if`` and ``async``."""
+gone with the session, Notification and PreCompact (with the instructions of roost compact), ``if`` and ``async``."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
 from roost.daemon._paths import state_dir
+from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import bash, events_until, finished, text, trust, write_script
 from .test_claude_hooks import group, of_type, run, script, settings, written
+from .test_sandbox import INSIDE
 
 
 async def test_a_deleted_sessions_transcript_goes_with_it(client: TrioClient, project: Path) -> None:
@@ -139,3 +142,39 @@ async def test_pre_compact_hooks_run_before_a_compaction(client: TrioClient, pro
     [before] = logged(project)
     assert before["hook_event_name"] == "PreCompact" and before["trigger"] == "auto"
     assert before["custom_instructions"] == "" and not (project / "manual").exists()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (.ci/run installs it)")
+async def test_roost_compact_instructions_reach_the_summary_and_pre_compact(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = script(project, "log.py", LOG)
+    # The project's hook runs in the compaction's sandbox, as in any run: it says where.
+    settings(project, {"PreCompact": [group(f"{hook}; if {INSIDE}; then touch inside; fi", "manual")]})
+    await trust(client, project)
+
+    def reply(said: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": said}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    with serve_anthropic([reply("Noted."), reply("Still noted."), reply("The codename is HERON.")]) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        model = "anthropic/claude-test"
+        first = await client.call("dispatch", task="The codename is HERON.", model=model, cwd=str(project), attach=True)
+        await events_until(client, finished(first["run"]))
+        session = first["session"]
+        second = await client.call("dispatch", task="Go on.", session=session, model=model, cwd=str(project))
+        await events_until(client, finished(second["run"]))
+        compact = await client.call("compact", session=session, keep_turns=1, instructions="Keep the codename.")
+        events = await events_until(client, finished(compact["run"]))
+        summary = server.requests[-1].body
+    assert of_type(events, "compacted")[0]["summary"] == "The codename is HERON."
+    assert of_type(events, "run.started")[-1]["instructions"] == "Keep the codename."
+    # The model is asked for the summary with the instructions, as Claude Code's /compact TEXT.
+    asked = summary["messages"][-1]["content"][-1]["text"]
+    assert asked.endswith("Additional instructions for this summary:\nKeep the codename.")
+    [before] = logged(project)
+    assert before["hook_event_name"] == "PreCompact" and before["trigger"] == "manual"
+    assert before["custom_instructions"] == "Keep the codename." and before["session_id"] == session
+    assert (project / "inside").exists()

@@ -177,7 +177,12 @@ class Builtins:
 
     async def _cmd_compact(self, arg: str) -> None:
         shell = self._shell
-        await self._optional("compact", {"session": shell.view.session, **env_param(shell.target)})
+        params = {"session": shell.view.session, **env_param(shell.target)}
+        if arg:
+            # As Claude Code's /compact [instructions] (a daemon older than API level 13
+            # refuses the param, saying so).
+            params["instructions"] = arg
+        await self._optional("compact", params)
 
     async def _cmd_prompt(self, arg: str) -> None:
         shell = self._shell

@@ -284,17 +284,17 @@ class ToolCalls:
             payload = where.claude_payload("Notification", message=message, notification_type=kind)
             await run_detached(hook, payload, where, plan.confinement)
 
-    async def compact_hooks(self, session: Session, track: Track) -> None:
+    async def compact_hooks(self, session: Session, track: Track, instructions: str = "") -> None:
         """Claude Code's PreCompact hooks, before a compaction's summary: ``manual`` for
-        ``roost compact``, ``auto`` when the context grew too long. A project's run in the
-        run's sandbox; they cannot stop the compaction."""
+        ``roost compact`` (told its ``instructions``), ``auto`` when the context grew too
+        long. A project's run in the run's sandbox; they cannot stop the compaction."""
         plan, run = track.plan, track.state.run
         if plan is None or run is None or not any(hook.kind == "pre_compact" for hook in plan.hooks):
             return
         trigger = "manual" if run.settings.mode == "compact" else "auto"
         await self._current(session, plan.hooks)
         where = self.hook_env(session, track)
-        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions="")
+        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions=instructions)
         if failures:
             log.warning("session %s: %s", session.id, "; ".join(failures))
 
