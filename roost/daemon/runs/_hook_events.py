@@ -15,6 +15,7 @@ their answers mean. They run as every hook runs (see ``_hooks``: ``run_hook``).
   a question; ``message``, ``notification_type``) and PreCompact (``trigger`` ``manual``
   for ``roost compact``, ``auto``; ``custom_instructions``): they are told, and cannot
   block; Notification hooks run off the run's way.
+- SessionEnd (``reason``, matched): when a session ends; see ``_session_end``.
 """
 
 from __future__ import annotations

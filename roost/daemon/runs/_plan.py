@@ -371,16 +371,8 @@ class Planner:
         compact = Compact("r" + secrets.token_hex(6), time.time(), model.model_id, keep, request.instructions)
         settings = RunSettings(model.model_id, mode="compact", max_turns=1, keep_turns=keep)
         # It runs no tool, but a project's PreCompact hooks run in its sandbox, as in any run.
-        return RunPlan(
-            settings,
-            compact,
-            model,
-            settled.sandbox,
-            self.sandbox.confine(settled.sandbox),
-            setup=setup,
-            environ=request.environ,
-            tool_environ=setup.tool_environment(request.environ),
-        )
+        return RunPlan(settings, compact, model, settled.sandbox, self.sandbox.confine(settled.sandbox), setup=setup,
+                       environ=request.environ, tool_environ=setup.tool_environment(request.environ))
 
     async def _tools_of(
         self, agent: Agent, setup: FolderSetup
