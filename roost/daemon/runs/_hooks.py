@@ -44,8 +44,9 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
 
 Post hooks run only for calls that ran (not one a pre hook blocked). A Claude Code hook's
 ``if`` (a permission rule: ``Bash(git *)``) narrows the tool calls it runs for; one marked
-``async`` runs off the run's way (:func:`run_detached`): the run does not wait, and what it
-answers is ignored.
+``async`` runs off the run's way (:func:`run_detached`): the run does not wait, its
+decisions are ignored, and what it says for the model (``additionalContext``,
+``systemMessage``) reaches it on the next turn (see ``ToolCalls._detached``).
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
@@ -255,11 +256,13 @@ def _applies(hook: Hook, tool: str, input: Mapping[str, Any], where: HookEnv) ->
     return hook.condition is None or call_matches(hook.condition, tool, input, where.cwd, os.path.expanduser("~"))
 
 
-async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> None:
-    """An ``async`` hook, off the run's way (it may outlast the run): its answer ignored
-    (Claude Code's decisions of an async hook are), a failure logged; a project's in a
-    sandbox of its own under the run's ``confinement``, as the run's may be gone first.
-    Bounded by its timeout all the same: the daemon keeps no process unbounded."""
+async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> str:
+    """An ``async`` hook, off the run's way (it may outlast the run), a failure logged; a
+    project's in a sandbox of its own under the run's ``confinement``, as the run's may be
+    gone first. Bounded by its timeout all the same: the daemon keeps no process unbounded.
+    Its decisions are ignored, as Claude Code ignores an async hook's; what it says for the
+    model (a Claude Code hook's ``additionalContext`` or ``systemMessage``, which Claude
+    Code delivers on the next turn) is returned, labelled ("": nothing)."""
     box = None
     if confinement is not None and _from_project(hook, where):
         shown = (where.transcript, where.transcript.removesuffix(".jsonl")) if where.transcript else ()
@@ -268,6 +271,10 @@ async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, c
         ran = await run_hook(hook, payload, replace(where, sandbox=sandbox, detach=None))
     if ran.problem is not None:
         log.warning("session %s: %s", where.session, ran.problem)
+    answer, _ = hook_answer(hook, ran)
+    said = [specific_output(answer).get("additionalContext"), answer.get("systemMessage")]
+    text = "\n".join(s.strip() for s in said if isinstance(s, str) and s.strip())
+    return f"[async {hook.event} hook] {text}" if text and hook.event is not None else ""
 
 
 def blocked_by(hook: Hook) -> str:

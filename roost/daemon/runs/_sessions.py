@@ -95,6 +95,9 @@ class Session:
     claimed: bool = False
     #: The seq of the session's latest snapshot (0: none).
     snapshot_seq: int = 0
+    #: What ``async`` hooks said for the model after the session's run ended, for its next
+    #: task (kept while the session is loaded).
+    later: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
