@@ -127,8 +127,9 @@ def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: st
 @click.argument("session")
 @click.option("--model", "-m", help="The model that summarizes (default: the session's last).")
 @click.option("--keep-turns", type=click.IntRange(min=1), help="Recent replies kept whole (default 6).")
+@click.option("--instructions", "-i", help="What the summary should keep or stress, as Claude Code's /compact TEXT.")
 @click.pass_obj
-def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: int | None) -> None:
+def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: int | None, instructions: str | None) -> None:
     """Summarize SESSION's older history now; later runs see the summary instead.
 
     Runs also compact on their own when a model call would fill most of the model's
@@ -140,6 +141,8 @@ def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: in
             params["model"] = model
         if keep_turns:
             params["keep_turns"] = keep_turns
+        if instructions:
+            params["instructions"] = instructions
         started = client.call("compact", params)
         done: dict[str, Any] = {}
 

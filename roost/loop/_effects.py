@@ -28,6 +28,8 @@ class Summarize:
     model: str
     messages: tuple[Mapping[str, Any], ...]
     previous: str = ""
+    #: The person's instructions for this summary (``roost compact --instructions``), or "".
+    instructions: str = ""
 
 
 @dataclass(frozen=True, slots=True)

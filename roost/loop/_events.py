@@ -50,7 +50,7 @@ EVENT_TYPES: Mapping[str, str] = {
         "a run started (task, agent, mode, model, max_turns, max_tokens, sandbox; command: the "
         "custom command the task was expanded from; stop_hooks: Stop hooks run before it ends; "
         "hook_failures: UserPromptSubmit hooks that failed; depth: a sub-agent's, 1 for the "
-        "session run's own)"
+        "session run's own; instructions: a compaction's, for its summary)"
     ),
     PROJECT_UNTRUSTED: (
         "the run's folder is not trusted: what its files would widen was ignored "

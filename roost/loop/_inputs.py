@@ -56,6 +56,9 @@ class Compact:
     ts: float
     model: str
     keep_turns: int = KEEP_TURNS
+    #: What the person wants the summary to keep or stress (Claude Code's ``/compact
+    #: [instructions]``), or "".
+    instructions: str = ""
 
 
 @dataclass(frozen=True, slots=True)

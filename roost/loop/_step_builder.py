@@ -114,9 +114,10 @@ class Builder:
         messages = visible(state.messages, state.compacted_upto)
         self.effects.append(CallModel(run.id, run.turns, run.settings.model, messages, run.settings.tools, state.summary))
 
-    def start_compaction(self, force: bool = False) -> bool:
+    def start_compaction(self, force: bool = False, instructions: str = "") -> bool:
         """Summarize the older history first when the next call would fill too much of the
-        window (or ``force``), and there is a cut that keeps the recent replies whole."""
+        window (or ``force``, with the person's ``instructions``), and there is a cut that
+        keeps the recent replies whole."""
         run, state = self.run, self.state
         start = state.compacted_upto
         if not force:
@@ -132,7 +133,7 @@ class Builder:
             return False
         self.emit(ev.COMPACTION_STARTED, upto=cut, estimate=tokens, window=run.settings.context_window)
         older = visible(state.messages[:cut], start)
-        self.effects.append(Summarize(run.id, run.settings.model, older, state.summary))
+        self.effects.append(Summarize(run.id, run.settings.model, older, state.summary, instructions))
         return True
 
     def answer_pending(self, result: str, keep_waiting: bool = False, keep: tuple[str, ...] = ()) -> None:

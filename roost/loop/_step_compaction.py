@@ -15,8 +15,9 @@ from ._step_builder import Builder
 def compact(b: Builder, input: Compact) -> None:
     b.require(input.keep_turns >= 0, "keep_turns must not be negative")
     settings = RunSettings(input.model, mode=COMPACT_MODE, max_turns=1, keep_turns=input.keep_turns)
-    b.emit_run_started(input.run, task="compact the history", **settings.to_map(), keep_turns=input.keep_turns)
-    if not b.start_compaction(force=True):
+    asked = {"instructions": input.instructions} if input.instructions else {}
+    b.emit_run_started(input.run, task="compact the history", **settings.to_map(), keep_turns=input.keep_turns, **asked)
+    if not b.start_compaction(force=True, instructions=input.instructions):
         b.emit_run_finished("done", text="nothing to compact: the history is shorter than the replies kept")
 
 

@@ -187,7 +187,20 @@ METHODS: tuple[Method, ...] = (
         (_SESSION, Param("since", "int", doc="last seq already seen (default 0: everything)")),
         ("session", "last_seq"),
     ),
-    Method("detach", "Stop streaming a session's events.", (_SESSION,), ("ok",)),
+    Method(
+        "detach",
+        "Stop streaming a session's events.",
+        (
+            _SESSION,
+            Param(
+                "reason",
+                "str",
+                doc="why a shell leaves the session, as Claude Code's SessionEnd hooks are told: clear, resume, "
+                "logout, prompt_input_exit or other (they run if the session has had a run and none is in flight)",
+            ),
+        ),
+        ("ok",),
+    ),
     Method(
         "dispatch",
         "Start a run on a task; returns at once with the session and run ids.",
@@ -289,6 +302,7 @@ METHODS: tuple[Method, ...] = (
             _SESSION,
             Param("model", "str", doc="the model that summarizes (default: the session's last)"),
             Param("keep_turns", "int", doc="recent replies kept whole (default 6)"),
+            Param("instructions", "str", doc="what the summary should keep or stress (Claude Code's /compact [instructions])"),
             Param("attach", "bool", doc="also attach this connection to the session"),
             _ENV,
         ),

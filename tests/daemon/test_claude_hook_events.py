@@ -1,9 +1,10 @@
 """Claude Code hooks beyond the tool calls, through a real daemon: the session's transcript
-gone with the session, SessionEnd, Notification and PreCompact, ``if`` and ``async``."""
+gone with the session, Notification and PreCompact (with the instructions of roost compact), ``if`` and ``async``."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,11 @@ from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
 from roost.daemon._paths import state_dir
+from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import bash, events_until, finished, text, trust, write_script
 from .test_claude_hooks import group, of_type, run, script, settings, written
+from .test_sandbox import INSIDE
 
 
 async def test_a_deleted_sessions_transcript_goes_with_it(client: TrioClient, project: Path) -> None:
@@ -139,3 +142,85 @@ async def test_pre_compact_hooks_run_before_a_compaction(client: TrioClient, pro
     [before] = logged(project)
     assert before["hook_event_name"] == "PreCompact" and before["trigger"] == "auto"
     assert before["custom_instructions"] == "" and not (project / "manual").exists()
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (.ci/run installs it)")
+async def test_roost_compact_instructions_reach_the_summary_and_pre_compact(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hook = script(project, "log.py", LOG)
+    # The project's hook runs in the compaction's sandbox, as in any run: it says where.
+    settings(project, {"PreCompact": [group(f"{hook}; if {INSIDE}; then touch inside; fi", "manual")]})
+    await trust(client, project)
+
+    def reply(said: str) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": said}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    with serve_anthropic([reply("Noted."), reply("Still noted."), reply("The codename is HERON.")]) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        model = "anthropic/claude-test"
+        first = await client.call("dispatch", task="The codename is HERON.", model=model, cwd=str(project), attach=True)
+        await events_until(client, finished(first["run"]))
+        session = first["session"]
+        second = await client.call("dispatch", task="Go on.", session=session, model=model, cwd=str(project))
+        await events_until(client, finished(second["run"]))
+        compact = await client.call("compact", session=session, keep_turns=1, instructions="Keep the codename.")
+        events = await events_until(client, finished(compact["run"]))
+        summary = server.requests[-1].body
+    assert of_type(events, "compacted")[0]["summary"] == "The codename is HERON."
+    assert of_type(events, "run.started")[-1]["instructions"] == "Keep the codename."
+    # The model is asked for the summary with the instructions, as Claude Code's /compact TEXT.
+    asked = summary["messages"][-1]["content"][-1]["text"]
+    assert asked.endswith("Additional instructions for this summary:\nKeep the codename.")
+    [before] = logged(project)
+    assert before["hook_event_name"] == "PreCompact" and before["trigger"] == "manual"
+    assert before["custom_instructions"] == "Keep the codename." and before["session_id"] == session
+    assert (project / "inside").exists()
+
+
+def _anthropic(*turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic replies: each turn's blocks (tool_use blocks get ids), usage made up."""
+    replies = []
+    for i, blocks in enumerate(turns):
+        content = [{**b, "id": f"toolu_{i}"} if b["type"] == "tool_use" else b for b in blocks]
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        replies.append({"content": content, "stop_reason": stop, "usage": {"input_tokens": 10, "output_tokens": 5}})
+    return replies
+
+
+def _said(body: dict[str, Any]) -> list[str]:
+    """The texts of the user messages of a request."""
+    return [b.get("text", "") for m in body["messages"] if m["role"] == "user" for b in m["content"] if isinstance(b, dict)]
+
+
+async def test_what_an_async_hook_says_reaches_the_model_on_the_next_turn(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lint = json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}})
+    note = json.dumps({"systemMessage": "remember to commit"})
+    settings(project, {
+        "PostToolUse": [group(f"grep -q first && echo '{lint}'; true", "Bash", **{"async": True})],
+        "Stop": [group(f"echo '{note}'", **{"async": True})],
+    })
+    await trust(client, project)
+    turns = _anthropic([bash("echo first")], [bash("sleep 3")], [text("Done.")], [text("Committed.")])
+    with serve_anthropic(turns) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        model = "anthropic/claude-test"
+        first = await client.call("dispatch", task="lint", model=model, cwd=str(project), attach=True, yes=True)
+        events = await events_until(client, finished(first["run"]))
+        # The Stop hook's word comes after the run: it waits for the session's next task.
+        await trio.sleep(1)
+        second = await client.call("dispatch", task="next", session=first["session"], model=model, cwd=str(project))
+        await events_until(client, finished(second["run"]))
+        bodies = [r.body for r in server.requests]
+    # The lint result came while `sleep 3` ran: the next model call has it, not an earlier one.
+    assert "[async PostToolUse hook] lint: 2 warnings" not in _said(bodies[1])
+    assert "[async PostToolUse hook] lint: 2 warnings" in _said(bodies[2])
+    assert [e["text"] for e in of_type(events, "message.user")][-1] == "[async PostToolUse hook] lint: 2 warnings"
+    assert events[-1]["reason"] == "done"
+    later = _said(bodies[3])
+    assert later[-2:] == ["next", "[async Stop hook] remember to commit"]

@@ -9,6 +9,7 @@ server, and with it every shell, is killed at teardown; the e2e fixture stops th
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -436,3 +437,42 @@ def test_other_tools_command_names_and_typos_lead_where_meant(e2e: E2E, tmux: Tm
     assert "(also /exit, /quit)" in pane.screen()
     pane.submit("/quit")
     pane.wait("detached from session")
+
+
+def test_clear_and_leaving_end_the_session_for_claude_codes_hooks(e2e: E2E, tmux: Tmux) -> None:
+    # The user's own SessionEnd hook (no trust needed): it logs each payload.
+    log = e2e.tmp / "ended.jsonl"
+    hook = f"python3 -c \"import sys; open('{log}', 'a').write(sys.stdin.read() + chr(10))\""
+    settings = Path(e2e.env["HOME"]) / ".claude" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps({"hooks": {"SessionEnd": [{"hooks": [{"type": "command", "command": hook}]}]}}))
+
+    def ended() -> list[dict[str, str]]:
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    pane = tmux.open("shell", "--model", e2e.script([text("First answer.")]))
+    pane.wait(IDLE)
+    pane.submit("first task")
+    pane.wait(runs_done(1))
+    pane.wait(IDLE)
+    first = session_of(e2e)
+    # Claude Code's /compact TEXT: the instructions go with the compaction.
+    pane.submit("/compact keep the file names")
+    wait_until(lambda: any(e.get("mode") == "compact" for e in e2e.events(first) if e["type"] == "run.started"),
+               what="a compaction")
+    [compaction] = [e for e in e2e.events(first) if e["type"] == "run.started" and e.get("mode") == "compact"]
+    assert compaction["instructions"] == "keep the file names"
+    pane.wait(IDLE)
+    pane.submit("/clear")
+    wait_until(lambda: len(ended()) == 1, what="the first session's end")
+    assert [(e["session_id"], e["reason"], e["hook_event_name"]) for e in ended()] == [(first, "clear", "SessionEnd")]
+    wait_until(lambda: len(e2e.json_out("sessions", "--json")) == 2, what="a new session")
+    second = session_of(e2e)
+    pane.wait(IDLE)
+    pane.submit("second task")
+    pane.wait(runs_done(2))
+    pane.wait(IDLE)
+    pane.keys("C-d")
+    pane.wait("detached from session")
+    wait_until(lambda: len(ended()) == 2, what="the second session's end")
+    assert (ended()[1]["session_id"], ended()[1]["reason"]) == (second, "prompt_input_exit")

@@ -20,7 +20,19 @@ from ._transcript import Transcript
 from ._view import SessionView
 
 if TYPE_CHECKING:
+    from roost.protocol.asyncio_client import AsyncClient
+
     from ._shell import Shell
+
+#: The API level from which ``detach`` takes why a shell leaves its session.
+_REASONS_LEVEL = 13
+
+
+def detach_params(client: AsyncClient, session: str, reason: str | None) -> dict[str, Any]:
+    """``detach``'s params for leaving ``session``, with why, as Claude Code's SessionEnd
+    hooks are told (``clear``, ``resume``, ``prompt_input_exit``), where the daemon takes it."""
+    known = reason is not None and client.info.get("api_level", 0) >= _REASONS_LEVEL
+    return {"session": session, **({"reason": reason} if known else {})}
 
 
 class Builtins:
@@ -109,13 +121,14 @@ class Builtins:
                                       "class:error"))
             return
         (row,) = [row for row in rows if row["id"] == matches[0]]
-        await self._switch(row["id"], row.get("cwd", ""))
+        await self._switch(row["id"], row.get("cwd", ""), "resume")
 
     async def _cmd_new(self, arg: str) -> None:
         shell = self._shell
         client = await shell.keeper.ready()
         created = await client.call("sessions.create", cwd=shell.home)
-        await self._switch(created["session"], shell.home)
+        # Claude Code's /clear ends its session: so does this shell's, for its hooks.
+        await self._switch(created["session"], shell.home, "clear")
 
     async def _cmd_rewind(self, arg: str) -> None:
         shell = self._shell
@@ -139,7 +152,9 @@ class Builtins:
         shell.screen.print(r.note(f"(rewound {n} task{'s' if n > 1 else ''}: this is {fork['session']}, a fork of "
                                   f"{old} at seq {fork['forked_at']}; /switch {old} goes back)"))
 
-    async def _switch(self, session: str, cwd: str) -> None:
+    async def _switch(self, session: str, cwd: str, reason: str | None = None) -> None:
+        """Go to ``session``; the one left ends, for its SessionEnd hooks, if ``reason``
+        says why (a fork leaves it going on)."""
         shell = self._shell
         client = await shell.keeper.ready()
         if session == shell.view.session:
@@ -152,7 +167,7 @@ class Builtins:
         shell.view = SessionView(session, cwd)
         shell.transcript = Transcript(width=shell.screen.width, expand_reasoning=shell.transcript.expand_reasoning)
         shell.requests.settle()
-        await client.call("detach", session=old)
+        await client.call("detach", detach_params(client, old, reason))
         await client.call("attach", session=session, since=0)
         await shell.keeper.refresh_commands(client)
         await shell.keeper.refresh_sessions(client)
@@ -177,7 +192,12 @@ class Builtins:
 
     async def _cmd_compact(self, arg: str) -> None:
         shell = self._shell
-        await self._optional("compact", {"session": shell.view.session, **env_param(shell.target)})
+        params = {"session": shell.view.session, **env_param(shell.target)}
+        if arg:
+            # As Claude Code's /compact [instructions] (a daemon older than API level 13
+            # refuses the param, saying so).
+            params["instructions"] = arg
+        await self._optional("compact", params)
 
     async def _cmd_prompt(self, arg: str) -> None:
         shell = self._shell

@@ -15,18 +15,19 @@ and trusting a folder) and :class:`Builtins` (the built-in slash commands).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from roost.protocol import DEFAULT_TIMEOUT, ErrorCode, RpcError
+from roost.protocol import DEFAULT_TIMEOUT, ConnectionClosed, ErrorCode, RpcError, Timeout
 
 from .. import _approval_keys as keys
 from .._connect import Target, env_param
 from . import _display as r
 from ._app import Screen
-from ._builtins import Builtins
+from ._builtins import Builtins, detach_params
 from ._complete import Names, ShellCompleter
 from ._keeper import ConnectionKeeper
 from ._requests import OpenRequests
@@ -70,6 +71,8 @@ class Shell:
         #: The line to print once the shell is gone, and the exit status.
         self.farewell = ""
         self.status = 0
+        #: The person left (the daemon is told why: Claude Code's SessionEnd hooks).
+        self.left = False
 
     async def run(self) -> None:
         """Run until the person leaves (or the daemon refuses this shell)."""
@@ -77,8 +80,21 @@ class Shell:
         try:
             await self.screen.run(r.note(f"roost shell · session {self.view.session} · /help lists the commands, "
                                          "Ctrl-D detaches"))
+            await self._leave()
         finally:
             await self.keeper.close()
+
+    async def _leave(self) -> None:
+        """The person left: the daemon is told so (``prompt_input_exit``), as Claude Code's
+        SessionEnd hooks are when its prompt is left; a daemon that cannot be told is not
+        waited for."""
+        client = self.keeper.client
+        if not self.left or client is None or client.closed:
+            return
+        try:
+            await asyncio.wait_for(client.call("detach", detach_params(client, self.view.session, "prompt_input_exit")), 2)
+        except (RpcError, ConnectionClosed, Timeout, asyncio.TimeoutError, OSError):
+            pass  # the daemon keeps the session all the same
 
     def cwd(self) -> str:
         """The session's folder (``home`` until the daemon said)."""
@@ -188,6 +204,7 @@ class Shell:
         """Leave; the daemon keeps the session and its run."""
         session = self.view.session
         self.farewell = f"detached from session {session}; the daemon keeps it (roost attach {session})"
+        self.left = True
         self.screen.exit()
 
     def toggle_reasoning(self) -> None:

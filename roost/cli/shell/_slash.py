@@ -43,7 +43,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("abort", "", "abort the run in flight (the session stays)"),
     Command("approve", "[once|session|session_any]", "approve the open request", "scope"),
     Command("deny", "[REASON]", "deny the open request"),
-    Command("compact", "", "compact the session's history"),
+    Command("compact", "[instructions]", "compact the session's history (what the summary should keep)"),
     Command("report", "", "the last run: steps, tools, tokens, cost, latency"),
     Command("prompt", "", "the session's system prompt"),
     Command("detach", "", "leave; runs go on in the daemon", aliases=("exit", "quit")),

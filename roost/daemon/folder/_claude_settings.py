@@ -73,10 +73,12 @@ EVENTS: Mapping[str, str] = {
     "SubagentStop": "subagent_stop",
     "Notification": "notification",
     "PreCompact": "pre_compact",
+    "SessionEnd": "session_end",
 }
 #: The kinds whose matcher matches a word of the event (how the session started, the
-#: sub-agent's type, the notification's type, what started a compaction), not a tool.
-WORD_MATCHED = frozenset({"session_start", "subagent_stop", "notification", "pre_compact"})
+#: sub-agent's type, the notification's type, what started a compaction, why the session
+#: ended), not a tool.
+WORD_MATCHED = frozenset({"session_start", "subagent_stop", "notification", "pre_compact", "session_end"})
 #: Claude Code's tools roost has none of: a settings file's rules about them are left out
 #: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
 CLAUDE_ONLY_TOOLS = frozenset({
@@ -298,7 +300,7 @@ def settings_hooks(path: Path, settings: Mapping[str, Any]) -> list[Hook]:
         if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
             raise ConfigError(f"{path}: hooks.{event} must be a list of {{matcher, hooks}} objects")
         if event not in EVENTS:
-            continue  # an event roost does not have (Notification, SessionEnd, ...)
+            continue  # an event roost does not have (PostToolUseFailure, PermissionRequest, ...)
         for i, group in enumerate(groups):
             hooks += _group(event, group, f"{path}: hooks.{event}[{i}]", str(path))
     return hooks

@@ -256,7 +256,9 @@ class RunsApi(ApiPart):
         if session.state.run is not None:
             raise _busy(session)
         model = params.get("model") or session.state.last_model
-        request = Compaction(session.state.cwd, model, params.get("keep_turns"), client_environ(params))
+        request = Compaction(
+            session.state.cwd, model, params.get("keep_turns"), client_environ(params), params.get("instructions") or ""
+        )
         with planning():
             plan = await self.conductor.planner.compaction(request)
         try:

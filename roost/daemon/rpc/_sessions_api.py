@@ -15,6 +15,7 @@ from roost.loop import run_report
 from roost.protocol import ErrorCode, Packed, RpcError, packed_array, packed_map
 
 from ..runs._conductor import Conductor
+from ..runs._session_end import REASONS
 from ..runs._sessions import Session
 from ..storage._export import PAGE_EVENTS, Importer, ImportRefused, header_line, page
 from ..storage._store import SessionRow
@@ -185,7 +186,13 @@ class SessionsApi(ApiPart):
         return {"session": session, "last_seq": last_seq}
 
     async def detach(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        reason = params.get("reason")
+        if reason is not None and reason not in REASONS:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"reason must be one of {', '.join(REASONS)}")
         self.conductor.fanout.detach(connection, params["session"])
+        if reason is not None:
+            # The session ends for this client, as Claude Code's ends (see _session_end).
+            self.conductor.session_ends.left(self.conductor.sessions, params["session"], reason)
         return {"ok": True}
 
     async def events(self, connection: Connection, params: dict[str, Any]) -> Packed:

@@ -67,6 +67,7 @@ from ._model_calls import ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
 from ._recovery import recover
 from ._live import LiveRun, live_run
+from ._session_end import SessionEnds
 from ._sessions import Held, Session, SessionTable, Track
 from ._subagents import Subagents
 from ._tool_calls import ToolCalls, abort_of
@@ -103,10 +104,11 @@ class Conductor:
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
-        self.sessions = SessionTable(store, self._settle, nursery, fanout.publish, self.transcripts.deleted)
+        self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
+        publish = fanout.publish
+        self.sessions = SessionTable(store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
-        publish = fanout.publish
         nursery.start_soon(self.transcripts.run)
         self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
         specs, calls = partial(tool_specs, tools, mcp), self.tool_calls

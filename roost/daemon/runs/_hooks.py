@@ -37,27 +37,16 @@ blocks, with stderr as the reason; other exits are failures, reported. JSON answ
   allows.
 - PostToolUse: ``{"decision": "block", "reason"}`` (or exit 2) and
   ``hookSpecificOutput.additionalContext`` are added to the result the model sees.
-- UserPromptSubmit: ``{"decision": "block", "reason"}`` (or exit 2) refuses the prompt;
-  ``hookSpecificOutput.additionalContext`` (or plain stdout) is added after it.
-- Stop (and a sub-agent's SubagentStop, matched on the agent's name, told ``agent_id``,
-  ``agent_type``, ``agent_transcript_path``): ``{"decision": "block", "reason"}`` (or exit
-  2) makes the run go on with the reason.
-- SessionStart (before a dispatch's run; ``source`` ``startup`` for a session's first run,
-  ``compact`` after ``roost compact``, else ``resume``; and ``model``): what it prints, or
-  ``additionalContext``, is context for the model, as UserPromptSubmit's is; it cannot
-  block.
-- Notification (``permission_prompt`` when a call asks, ``idle_prompt`` when the model asks
-  a question; ``message``, ``notification_type``) and PreCompact (``trigger`` ``manual``
-  for ``roost compact``, ``auto``; ``custom_instructions``): they are told, and cannot
-  block; Notification hooks run off the run's way.
+- Other events: see ``_hook_events``.
 - Any: ``{"continue": false, "stopReason"}`` ends the run (a prompt is refused, a call not
   run): once the step's calls are answered, before another model call starts; for Stop, it
   lets the run end even if another hook blocked.
 
 Post hooks run only for calls that ran (not one a pre hook blocked). A Claude Code hook's
 ``if`` (a permission rule: ``Bash(git *)``) narrows the tool calls it runs for; one marked
-``async`` runs off the run's way (:func:`run_detached`): the run does not wait, and what it
-answers is ignored.
+``async`` runs off the run's way (:func:`run_detached`): the run does not wait, its
+decisions are ignored, and what it says for the model (``additionalContext``,
+``systemMessage``) reaches it on the next turn (see ``ToolCalls._detached``).
 
 A hook that fails (another exit status, a timeout, a crash, roost's format printing
 something that is not JSON) is reported (in the call's result metadata, ``run.started`` or
@@ -149,24 +138,6 @@ class PostOutcome:
     stop: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class PromptOutcome:
-    """What the UserPromptSubmit hooks said: a refusal (its reason), context to add after
-    the prompt, and failures."""
-
-    blocked: str | None = None
-    context: tuple[str, ...] = ()
-    failures: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StopOutcome:
-    """What the Stop hooks said: why the run goes on (None: it may end), and failures."""
-
-    reason: str | None = None
-    failures: tuple[str, ...] = ()
-
-
 async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where: HookEnv) -> PreOutcome:
     """Run the pre hooks that apply to ``call`` in order; the first block ends the chain."""
     tool, input = call["tool"], call["input"]
@@ -176,13 +147,13 @@ async def run_pre_hooks(hooks: tuple[Hook, ...], call: Mapping[str, Any], where:
     for hook in hooks:
         if hook.kind != "pre_tool" or not _applies(hook, tool, input, where):
             continue
-        ran = await _run(hook, _tool_payload(hook, call, input, where), where)
+        ran = await run_hook(hook, _tool_payload(hook, call, input, where), where)
         if ran.problem is not None:
             failures.append(ran.problem)
             continue
         if ran.status == BLOCK_STATUS:
-            return PreOutcome(ran.stderr or _blocked(hook), None, tuple(failures))
-        answer, problem = _answer(hook, ran)
+            return PreOutcome(ran.stderr or blocked_by(hook), None, tuple(failures))
+        answer, problem = hook_answer(hook, ran)
         if problem is not None:
             failures.append(problem)
         blocked, new, stop = _claude_pre(hook, answer, said) if hook.event is not None else _roost_pre(hook, answer)
@@ -222,19 +193,19 @@ def _tool_payload(
 def _roost_pre(hook: Hook, answer: Mapping[str, Any]) -> tuple[str | None, Any, str | None]:
     """(block reason, new input, stop reason) of roost's own pre hook."""
     if answer.get("decision") == "deny":
-        return str(answer.get("reason") or _blocked(hook)), None, None
+        return str(answer.get("reason") or blocked_by(hook)), None, None
     return None, answer.get("input"), None
 
 
 def _claude_pre(hook: Hook, answer: Mapping[str, Any], said: dict[str, str]) -> tuple[str | None, Any, str | None]:
     """(block reason, new input, stop reason) of a Claude Code PreToolUse hook; its ``ask``
     or ``allow`` (or the older ``approve``) noted in ``said``, with its reason."""
-    stop = _stop(answer)
-    specific = _specific(answer)
+    stop = stop_reason(answer)
+    specific = specific_output(answer)
     decision = specific.get("permissionDecision")
     reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or "")
     if decision == "deny" or answer.get("decision") == "block":
-        return reason or _blocked(hook), None, stop
+        return reason or blocked_by(hook), None, stop
     if decision in ("ask", "allow") or answer.get("decision") == "approve":
         said.setdefault("ask" if decision == "ask" else "allow", reason or f"the hook {hook.command!r}")
     return None, specific.get("updatedInput"), stop
@@ -250,13 +221,13 @@ async def run_post_hooks(
     for hook in hooks:
         if hook.kind != "post_tool" or not _applies(hook, tool, call["input"], where):
             continue
-        ran = await _run(hook, _tool_payload(hook, call, call["input"], where, result), where)
+        ran = await run_hook(hook, _tool_payload(hook, call, call["input"], where, result), where)
         if hook.event is None and ran.problem is None and ran.status != 0:
-            ran = _Ran(ran.status, ran.stdout, ran.stderr, f"hook {hook.command!r} exited with status {ran.status}")
+            ran = Ran(ran.status, ran.stdout, ran.stderr, f"hook {hook.command!r} exited with status {ran.status}")
         if ran.problem is not None:
             failures.append(ran.problem)
             continue
-        answer, problem = _answer(hook, ran)
+        answer, problem = hook_answer(hook, ran)
         if problem is not None:
             failures.append(problem)
         if hook.event is None:
@@ -268,128 +239,14 @@ async def run_post_hooks(
         said = [ran.stderr] if ran.status == BLOCK_STATUS else []
         if answer.get("decision") == "block":
             said.append(str(answer.get("reason") or ""))
-        said.append(str(_specific(answer).get("additionalContext") or ""))
+        said.append(str(specific_output(answer).get("additionalContext") or ""))
         feedback = "\n".join(s for s in said if s)
         if feedback:
             # The call has run: what the hook says goes to the model with its result.
             text = f"{result.text.rstrip()}\n\n[{hook.event} hook] {feedback}"
             result = ToolResult(text, result.is_error, {**result.meta, "hook_feedback": hook.command})
-        stop = stop or _stop(answer)
+        stop = stop or stop_reason(answer)
     return PostOutcome(result, tuple(failures), stop)
-
-
-async def run_prompt_hooks(hooks: tuple[Hook, ...], prompt: str, where: HookEnv) -> PromptOutcome:
-    """Run the UserPromptSubmit hooks on a task or steering, before it enters the run; the
-    first refusal ends the chain."""
-    context: list[str] = []
-    failures: list[str] = []
-    for hook in hooks:
-        if hook.kind != "prompt":
-            continue
-        ran = await _run(hook, where.claude_payload(hook.event or "UserPromptSubmit", prompt=prompt), where)
-        if ran.problem is not None:
-            failures.append(ran.problem)
-            continue
-        if ran.status == BLOCK_STATUS:
-            return PromptOutcome(ran.stderr or _blocked(hook), (), tuple(failures))
-        answer, _ = _answer(hook, ran)
-        if answer.get("decision") == "block" or _stop(answer) is not None:
-            refused = _stop(answer) or str(answer.get("reason") or _blocked(hook))
-            return PromptOutcome(refused, (), tuple(failures))
-        added = _specific(answer).get("additionalContext") if answer else ran.stdout
-        if isinstance(added, str) and added.strip():
-            context.append(added.strip())
-    return PromptOutcome(None, tuple(context), tuple(failures))
-
-
-async def run_start_hooks(hooks: tuple[Hook, ...], source: str, model: str, where: HookEnv) -> PromptOutcome:
-    """Run the SessionStart hooks whose matcher matches ``source`` (``startup``, ``resume``,
-    ``compact``) before a dispatch's run: what they print (or ``additionalContext``) is
-    context for the model; they cannot block (exit 2 is reported, nothing more)."""
-    context: list[str] = []
-    failures: list[str] = []
-    for hook in hooks:
-        if hook.kind != "session_start" or not claude.event_matcher(hook.match)(source):
-            continue
-        ran = await _run(hook, where.claude_payload("SessionStart", source=source, model=model), where)
-        if ran.problem is None and ran.status == BLOCK_STATUS:
-            ran = _Ran(ran.status, "", "", f"hook {hook.command!r} exited with status 2: {ran.stderr[-500:]}")
-        if ran.problem is not None:
-            failures.append(ran.problem)
-            continue
-        answer, _ = _answer(hook, ran)
-        added = _specific(answer).get("additionalContext") if answer else ran.stdout
-        if isinstance(added, str) and added.strip():
-            context.append(added.strip())
-    return PromptOutcome(None, tuple(context), tuple(failures))
-
-
-def event_hooks(hooks: tuple[Hook, ...], kind: str, word: str) -> list[Hook]:
-    """The hooks of ``kind`` whose matcher matches ``word`` (a notification's type, what
-    started a compaction)."""
-    return [hook for hook in hooks if hook.kind == kind and claude.event_matcher(hook.match)(word)]
-
-
-async def run_event_hooks(hooks: tuple[Hook, ...], kind: str, word: str, where: HookEnv, **fields: Any) -> tuple[str, ...]:
-    """Run the hooks of an event that neither blocks nor adds anything (PreCompact), those
-    whose matcher matches ``word``, each given Claude Code's payload with ``fields``: they
-    are told, no more (exit 2 is no refusal here); which of them failed."""
-    failures = []
-    for hook in event_hooks(hooks, kind, word):
-        ran = await _run(hook, where.claude_payload(hook.event or "", **fields), where)
-        if ran.problem is not None:
-            failures.append(ran.problem)
-    return tuple(failures)
-
-
-@dataclass(frozen=True, slots=True)
-class Subagent:
-    """The sub-agent whose run ends, as SubagentStop hooks are told of it."""
-
-    #: The call that runs it (``agent_id``), its agent's name (``agent_type``, what the
-    #: matcher matches) and its own transcript.
-    id: str
-    type: str
-    transcript: str
-
-
-async def run_stop_hooks(
-    hooks: tuple[Hook, ...], active: bool, text: str, where: HookEnv, subagent: Subagent | None = None
-) -> StopOutcome:
-    """Run the Stop hooks when the model ends its turn (a sub-agent's: the SubagentStop
-    hooks that match its agent): every one, their reasons to go on joined; one that says
-    ``continue: false`` lets the run end whatever the others say."""
-    reasons: list[str] = []
-    failures: list[str] = []
-    ending = False
-    for hook in hooks:
-        if subagent is not None:
-            if hook.kind != "subagent_stop" or not claude.event_matcher(hook.match)(subagent.type):
-                continue
-            payload = where.claude_payload(
-                "SubagentStop",
-                stop_hook_active=active,
-                agent_id=subagent.id,
-                agent_type=subagent.type,
-                agent_transcript_path=subagent.transcript,
-                last_assistant_message=text,
-            )
-        elif hook.kind != "stop":
-            continue
-        else:
-            payload = where.claude_payload(hook.event or "Stop", stop_hook_active=active, last_assistant_message=text)
-        ran = await _run(hook, payload, where)
-        if ran.problem is not None:
-            failures.append(ran.problem)
-            continue
-        if ran.status == BLOCK_STATUS:
-            reasons.append(ran.stderr or _blocked(hook))
-            continue
-        answer, _ = _answer(hook, ran)
-        ending = ending or _stop(answer) is not None
-        if answer.get("decision") == "block":
-            reasons.append(str(answer.get("reason") or _blocked(hook)))
-    return StopOutcome(None if ending or not reasons else "\n".join(reasons), tuple(failures))
 
 
 def _applies(hook: Hook, tool: str, input: Mapping[str, Any], where: HookEnv) -> bool:
@@ -399,32 +256,39 @@ def _applies(hook: Hook, tool: str, input: Mapping[str, Any], where: HookEnv) ->
     return hook.condition is None or call_matches(hook.condition, tool, input, where.cwd, os.path.expanduser("~"))
 
 
-async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> None:
-    """An ``async`` hook, off the run's way (it may outlast the run): its answer ignored
-    (Claude Code's decisions of an async hook are), a failure logged; a project's in a
-    sandbox of its own under the run's ``confinement``, as the run's may be gone first.
-    Bounded by its timeout all the same: the daemon keeps no process unbounded."""
+async def run_detached(hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None) -> str:
+    """An ``async`` hook, off the run's way (it may outlast the run), a failure logged; a
+    project's in a sandbox of its own under the run's ``confinement``, as the run's may be
+    gone first. Bounded by its timeout all the same: the daemon keeps no process unbounded.
+    Its decisions are ignored, as Claude Code ignores an async hook's; what it says for the
+    model (a Claude Code hook's ``additionalContext`` or ``systemMessage``, which Claude
+    Code delivers on the next turn) is returned, labelled ("": nothing)."""
     box = None
     if confinement is not None and _from_project(hook, where):
         shown = (where.transcript, where.transcript.removesuffix(".jsonl")) if where.transcript else ()
         box = RunSandbox(confinement, where.cwd, ledger=where.ledger, shown=shown)
     async with box if box is not None else nullcontext() as sandbox:
-        ran = await _run(hook, payload, replace(where, sandbox=sandbox, detach=None))
+        ran = await run_hook(hook, payload, replace(where, sandbox=sandbox, detach=None))
     if ran.problem is not None:
         log.warning("session %s: %s", where.session, ran.problem)
+    answer, _ = hook_answer(hook, ran)
+    said = [specific_output(answer).get("additionalContext"), answer.get("systemMessage")]
+    text = "\n".join(s.strip() for s in said if isinstance(s, str) and s.strip())
+    return f"[async {hook.event} hook] {text}" if text and hook.event is not None else ""
 
 
-def _blocked(hook: Hook) -> str:
+def blocked_by(hook: Hook) -> str:
+    """The reason a hook that blocked without saying why is shown by."""
     return f"blocked by the hook {hook.command!r}"
 
 
-def _specific(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+def specific_output(answer: Mapping[str, Any]) -> Mapping[str, Any]:
     """A Claude Code answer's ``hookSpecificOutput`` (empty if it has none)."""
     specific = answer.get("hookSpecificOutput")
     return specific if isinstance(specific, dict) else {}
 
 
-def _stop(answer: Mapping[str, Any]) -> str | None:
+def stop_reason(answer: Mapping[str, Any]) -> str | None:
     """Why a Claude Code answer ends the run (``continue: false``), or None."""
     if answer.get("continue") is not False:
         return None
@@ -432,7 +296,7 @@ def _stop(answer: Mapping[str, Any]) -> str | None:
 
 
 @dataclass(frozen=True, slots=True)
-class _Ran:
+class Ran:
     """How a hook process ended: its exit status, what it printed, and a failure (it could
     not start, timed out, or exited with a status other than 0 and 2)."""
 
@@ -442,7 +306,7 @@ class _Ran:
     problem: str | None = None
 
 
-def _answer(hook: Hook, ran: _Ran) -> tuple[dict[str, Any], str | None]:
+def hook_answer(hook: Hook, ran: Ran) -> tuple[dict[str, Any], str | None]:
     """The JSON object a hook that exited 0 printed (else ``{}``), and a failure to report:
     roost's format must print JSON or nothing; Claude Code's may print anything."""
     if ran.status != 0 or not ran.stdout:
@@ -471,12 +335,12 @@ def _from_project(hook: Hook, where: HookEnv) -> bool:
     return hook.source not in (str(user_config_file()), str(claude_user_dir(environ) / "settings.json"))
 
 
-async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
+async def run_hook(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> Ran:
     """Run one hook with ``payload`` on its stdin, for at most its timeout: a project's in
     the run's sandbox, the user's as the user configured it."""
     if hook.background and where.detach is not None:
         where.detach(hook, payload, where)
-        return _Ran(0, "", "")  # it says nothing here
+        return Ran(0, "", "")  # it says nothing here
     name = f"hook {hook.command!r}"
     data = json.dumps(payload, ensure_ascii=False, default=str).encode()
     env = dict(where.env) if where.env is not None else tool_environment(os.environ)
@@ -496,7 +360,7 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
             stderr=True,
         )
     except (OSError, SandboxUnavailable) as exc:
-        return _Ran(1, "", "", f"{name} could not start: {exc}")
+        return Ran(1, "", "", f"{name} could not start: {exc}")
     if ledger is not None:
         ledger.add(process.pid)
     out, err = bytearray(), bytearray()
@@ -516,13 +380,13 @@ async def _run(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> _Ran:
         if ledger is not None:
             ledger.remove(process.pid)
     if scope.cancelled_caught:
-        return _Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
+        return Ran(1, "", "", f"{name} timed out after {hook.timeout:g} s")
     status = await process.wait()  # it has ended: its status at once
     stdout = out.decode("utf-8", "replace").strip()
     stderr = err.decode("utf-8", "replace").strip()
     if status in (0, BLOCK_STATUS):
-        return _Ran(status, stdout, stderr[-2000:])
-    return _Ran(status, stdout, stderr, f"{name} exited with status {status}" + (f": {stderr[-500:]}" if stderr else ""))
+        return Ran(status, stdout, stderr[-2000:])
+    return Ran(status, stdout, stderr, f"{name} exited with status {status}" + (f": {stderr[-500:]}" if stderr else ""))
 
 
 async def _feed(stream: Any, data: bytes) -> None:

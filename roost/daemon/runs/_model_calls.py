@@ -73,7 +73,7 @@ class ModelCalls:
         feed_result: FeedResult,
         tool_specs: ToolSpecs,
         pre_hooks: PreHooks,
-        compact_hooks: Callable[[Session, Track], Awaitable[None]],
+        compact_hooks: Callable[[Session, Track, str], Awaitable[None]],
     ) -> None:
         self._publish = publish
         self._feed_result = feed_result
@@ -147,10 +147,15 @@ class ModelCalls:
         await self._feed_result(session, track, effect.run, result)
 
     async def summarize(self, session: Session, track: Track, effect: Summarize) -> None:
-        """A compaction's summary of the older history, after the PreCompact hooks."""
-        await self._compact_hooks(session, track)
+        """A compaction's summary of the older history, after the PreCompact hooks; the
+        person's instructions for it (``roost compact --instructions``) end the request, as
+        Claude Code adds those of ``/compact [instructions]`` to its own."""
+        await self._compact_hooks(session, track, effect.instructions)
         messages = [dict(m) for m in effect.messages]
-        ask = {"type": "text", "text": SUMMARIZE_REQUEST}
+        request = SUMMARIZE_REQUEST
+        if effect.instructions.strip():
+            request += f"\n\nAdditional instructions for this summary:\n{effect.instructions.strip()}"
+        ask = {"type": "text", "text": request}
         messages[-1] = {**messages[-1], "content": [*messages[-1]["content"], ask]}
         previous = f"\n\nThe summary of what came before these messages:\n{effect.previous}" if effect.previous else ""
         reply = await self._stream(

@@ -96,6 +96,8 @@ class Compaction:
     model: str | None
     keep_turns: int | None
     environ: Mapping[str, str]
+    #: What the person wants the summary to keep (Claude Code's ``/compact [instructions]``).
+    instructions: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,9 +370,11 @@ class Planner:
         except SettingsError as exc:
             raise PlanError(str(exc)) from None
         model = settled.model
-        compact = Compact("r" + secrets.token_hex(6), time.time(), model.model_id, keep)
+        compact = Compact("r" + secrets.token_hex(6), time.time(), model.model_id, keep, request.instructions)
         settings = RunSettings(model.model_id, mode="compact", max_turns=1, keep_turns=keep)
-        return RunPlan(settings, compact, model, setup=setup, environ=request.environ)
+        # It runs no tool, but a project's PreCompact hooks run in its sandbox, as in any run.
+        return RunPlan(settings, compact, model, settled.sandbox, self.sandbox.confine(settled.sandbox), setup=setup,
+                       environ=request.environ, tool_environ=setup.tool_environment(request.environ))
 
     async def _tools_of(
         self, agent: Agent, setup: FolderSetup

@@ -95,6 +95,9 @@ class Session:
     claimed: bool = False
     #: The seq of the session's latest snapshot (0: none).
     snapshot_seq: int = 0
+    #: What ``async`` hooks said for the model after the session's run ended, for its next
+    #: task (kept while the session is loaded).
+    later: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -214,10 +217,13 @@ class SessionTable:
         nursery: trio.Nursery | None = None,
         publish: Callable[[dict[str, Any]], None] = lambda event: None,
         deleted: Deleted | None = None,
+        ending: Deleted | None = None,
     ) -> None:
         self._store = store
-        #: Told of the sessions :meth:`prune` deleted (their transcripts go with them).
+        #: Told of the sessions :meth:`prune` deleted (their transcripts go with them), and
+        #: before, of those it is about to delete (their SessionEnd hooks).
         self._deleted = deleted
+        self._ending = ending
         #: Where a new session's first events go once stored (the fan-out).
         self._publish = publish
         self._sessions: dict[str, Session] = {}
@@ -387,6 +393,8 @@ class SessionTable:
             return old, kept
         taken = self.take(r.id for r in old)
         try:
+            if self._ending is not None:
+                await self._ending([r for r in old if r.id in taken])
             gone = set(await self._store.delete_sessions(taken, idle_since))
         finally:
             self.give_back(taken)

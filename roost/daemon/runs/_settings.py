@@ -172,15 +172,7 @@ def settle(
         think = agent.think if asked.think is UNSET else asked.think
         rules = [*config.rules, *setup.claude.rules, *agent.rules, *_rules(asked)]
         timeout = _first(asked.approval_timeout, config.approval_timeout, None)
-        sandbox = build_policy(
-            setup.cwd,
-            user=config.sandbox,
-            project=config.project_sandbox,
-            dispatch=_first(asked.sandbox, None, None),
-            agent=agent.sandbox,
-            agent_source=agent.source if agent.from_project else None,
-            paths=setup.sandbox_paths,
-        )
+        sandbox = sandbox_policy(setup, agent, _first(asked.sandbox, None, None))
         policy = Policy(
             tuple(rules), asked.yes, os.path.expanduser("~"), sandbox.auto_allow and holds(sandbox), sandbox.protected
         )
@@ -238,6 +230,21 @@ def _first(*values: Any) -> Any:
         if value is not UNSET and value is not None:
             return value
     return values[-1]
+
+
+def sandbox_policy(setup: FolderSetup, agent: Agent, dispatch: str | None = None) -> SandboxPolicy:
+    """The sandbox of a run of ``agent`` in ``setup``'s folder (``dispatch``: the mode a
+    dispatch asked for, None: none)."""
+    config = setup.config
+    return build_policy(
+        setup.cwd,
+        user=config.sandbox,
+        project=config.project_sandbox,
+        dispatch=dispatch,
+        agent=agent.sandbox,
+        agent_source=agent.source if agent.from_project else None,
+        paths=setup.sandbox_paths,
+    )
 
 
 def find_agent(setup: FolderSetup, name: str | None) -> Agent:

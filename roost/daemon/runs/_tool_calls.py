@@ -34,6 +34,7 @@ from roost.loop import (
     RunTool,
     SessionState,
     StartClock,
+    Steer,
     StopHooksFinished,
     Submit,
     TimeUp,
@@ -46,21 +47,11 @@ from ..folder import _claude as claude
 from ..folder._claude_rules import ClaudeRules
 from ..folder._config import Hook
 from ..mcp import McpManager
-from ..sandbox import RunSandbox
+from ..sandbox import Confinement, RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 from ._command_lines import run_lines
-from ._hooks import (
-    HookEnv,
-    Subagent,
-    run_post_hooks,
-    run_pre_hooks,
-    run_prompt_hooks,
-    run_start_hooks,
-    event_hooks,
-    run_detached,
-    run_event_hooks,
-    run_stop_hooks,
-)
+from ._hook_events import Subagent, event_hooks, run_event_hooks, run_prompt_hooks, run_start_hooks, run_stop_hooks
+from ._hooks import HookEnv, run_detached, run_post_hooks, run_pre_hooks
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
@@ -110,9 +101,20 @@ class ToolCalls:
         confinement = plan.confinement if plan is not None else None
 
         def detach(hook: Hook, payload: Mapping[str, Any], where: HookEnv) -> None:
-            self._nursery.start_soon(run_detached, hook, payload, where, confinement)
+            self._nursery.start_soon(self._detached, session, hook, payload, where, confinement)
 
         return HookEnv(session.id, cwd, root, mode, environ, self._ledger, sandbox, transcript, detach)
+
+    async def _detached(
+        self, session: Session, hook: Hook, payload: Mapping[str, Any], where: HookEnv, confinement: Confinement | None
+    ) -> None:
+        """An ``async`` hook; what it says for the model comes on the next turn, as Claude Code
+        has it: the next model call of the run in flight (as steering), else the next task's."""
+        said = await run_detached(hook, payload, where, confinement)
+        if said and (run := session.state.run) is not None:
+            await self._feed_result(session, session.track, run.id, Steer(said, time.time()))
+        elif said:
+            session.later.append(said)
 
     async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
         """Before Claude Code hooks run: the transcript they are given holds every event
@@ -143,7 +145,9 @@ class ToolCalls:
                 log.warning("session %s: %s", session.id, "; ".join(start.failures))
             typed = first.command["typed"] if first.command is not None else first.task
             context, failures = await self.prompt_hooks(session, plan, typed, box)
-            return replace(first, task=task, context=start.context + context, hook_failures=start.failures + failures)
+            # What async hooks said since the session's last run comes with its next task.
+            later, session.later = tuple(session.later), []
+            return replace(first, task=task, context=start.context + later + context, hook_failures=start.failures + failures)
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
@@ -301,17 +305,17 @@ class ToolCalls:
             payload = where.claude_payload("Notification", message=message, notification_type=kind)
             await run_detached(hook, payload, where, plan.confinement)
 
-    async def compact_hooks(self, session: Session, track: Track) -> None:
+    async def compact_hooks(self, session: Session, track: Track, instructions: str = "") -> None:
         """Claude Code's PreCompact hooks, before a compaction's summary: ``manual`` for
-        ``roost compact``, ``auto`` when the context grew too long. A project's run in the
-        run's sandbox; they cannot stop the compaction."""
+        ``roost compact`` (told its ``instructions``), ``auto`` when the context grew too
+        long. A project's run in the run's sandbox; they cannot stop the compaction."""
         plan, run = track.plan, track.state.run
         if plan is None or run is None or not any(hook.kind == "pre_compact" for hook in plan.hooks):
             return
         trigger = "manual" if run.settings.mode == "compact" else "auto"
         await self._current(session, plan.hooks)
         where = self.hook_env(session, track)
-        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions="")
+        failures = await run_event_hooks(plan.hooks, "pre_compact", trigger, where, trigger=trigger, custom_instructions=instructions)
         if failures:
             log.warning("session %s: %s", session.id, "; ".join(failures))
 
