@@ -11,6 +11,8 @@ from pathlib import Path
 import click
 
 from roost.cli._main import _COMMANDS, cli
+from roost.cli._render import EXIT_STATUS
+from roost.cli.shell._slash import COMMANDS as SLASH
 from roost.daemon.folder._config_keys import _SCHEMA
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,6 +136,22 @@ def test_every_roost_command_the_readme_and_docs_write_exists() -> None:
         if unknown:
             wrong.append(f"{page}: `roost {usage}`: no {', '.join(sorted(unknown))}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_cli_reference_documents_exactly_the_shells_slash_commands() -> None:
+    text = (DOCS / "cli.md").read_text()
+    table = text.split("## The shell", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in re.findall(r"^\| (`/.*?) \| .* \|$", table, re.M) for name in re.findall(r"`/(\w+)", row)}
+    builtin = {name for command in SLASH for name in (command.name, *command.aliases)}
+    assert documented == builtin, f"docs/cli.md: {sorted(documented - builtin)} are no slash commands; {sorted(builtin - documented)} are not shown"
+
+
+def test_the_cli_reference_gives_each_stop_reason_its_exit_status() -> None:
+    text = (DOCS / "cli.md").read_text()
+    paragraph = text.split("**Exit status of dispatch**", 1)[1].split("\n- ", 1)[0]
+    said = dict(re.findall(r"`(\d+)` ([^`]*)", paragraph))
+    for reason, status in EXIT_STATUS.items():
+        assert re.search(rf"\b{reason}\b", said.get(str(status), "")), f"docs/cli.md: exit status {status} is {reason}"
 
 
 def test_the_readme_is_a_newcomers_page() -> None:
