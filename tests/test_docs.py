@@ -154,6 +154,33 @@ def test_the_cli_reference_gives_each_stop_reason_its_exit_status() -> None:
         assert re.search(rf"\b{reason}\b", said.get(str(status), "")), f"docs/cli.md: exit status {status} is {reason}"
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of ``page``'s headings: lower case, punctuation dropped,
+    spaces as dashes."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_link_between_the_pages_leads_somewhere() -> None:
+    pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # https://...
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists() or (fragment and fragment not in _anchors(linked)):
+                broken.append(f"{page.name}: {target}")
+    assert not broken, f"links that lead nowhere: {', '.join(broken)}"
+
+
+def test_the_readme_links_every_page_of_the_reference() -> None:
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [page.name for page in sorted(DOCS.glob("*.md")) if f"(docs/{page.name})" not in readme]
+    assert not unlinked, f"README.md's Documentation does not link {', '.join(unlinked)}"
+
+
 def test_the_readme_is_a_newcomers_page() -> None:
     words = len((ROOT / "README.md").read_text().split())
     assert words <= 1500, f"README.md has {words} words: the reference belongs in docs/"
