@@ -1,6 +1,7 @@
-"""The reference in docs/ says what the code does: every command and flag docs/cli.md names
-exists, every one the CLI has is documented there, and docs/config.md documents exactly the
-keys the daemon reads."""
+"""The reference in docs/ says what the code does: every command, subcommand and flag that
+docs/cli.md (or the README, or any other page) names exists, each command's synopsis in
+docs/cli.md shows every option it has, and docs/config.md documents exactly the keys the
+daemon reads. The README stays a newcomer's page (at most ~1,500 words)."""
 
 from __future__ import annotations
 
@@ -10,63 +11,179 @@ from pathlib import Path
 import click
 
 from roost.cli._main import _COMMANDS, cli
+from roost.cli._render import EXIT_STATUS
+from roost.cli.shell._slash import COMMANDS as SLASH
 from roost.daemon.folder._config_keys import _SCHEMA
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
 FLAG = re.compile(r"(?<![\w-])(--[A-Za-z][\w-]*|-[A-Za-z])(?![\w-])")
+#: Options every command takes: roost's own, before the command, and help.
+_GLOBAL = {opt for param in cli.params if isinstance(param, click.Option) for opt in param.opts} | {"--help", "-h"}
 
 
 def _commands() -> dict[str, click.Command]:
+    """Every command and subcommand, by its words after ``roost``: ``dispatch``, ``mcp serve``."""
     ctx = click.Context(cli)
     found: dict[str, click.Command] = {}
+
+    def walk(name: str, command: click.Command) -> None:
+        found[name] = command
+        if isinstance(command, click.Group):
+            for sub, subcommand in command.commands.items():
+                walk(f"{name} {sub}", subcommand)
+
     for name in _COMMANDS:
         command = cli.get_command(ctx, name)
         assert command is not None, name
-        found[name] = command
+        walk(name, command)
     return found
 
 
+def _options(command: click.Command) -> list[click.Option]:
+    return [param for param in command.params if isinstance(param, click.Option)]
+
+
 def _flags(command: click.Command) -> set[str]:
-    """Every option string of ``command`` and of its subcommands (``mcp restart``)."""
-    flags = {opt for param in command.params if isinstance(param, click.Option) for opt in (*param.opts, *param.secondary_opts)}
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            flags |= _flags(sub)
-    return flags | {"--help", "-h"}
+    return {opt for param in _options(command) for opt in (*param.opts, *param.secondary_opts)} | _GLOBAL
+
+
+def _named(usage: str, commands: dict[str, click.Command]) -> str:
+    """The command a usage line (the words after ``roost``) runs: the longest known prefix,
+    so ``mcp restart NAME`` is ``mcp restart``; an unknown word after a group is an error."""
+    words = usage.split()
+    name = words[0]
+    assert name in commands, f"no command `roost {name}`"
+    for word in words[1:]:
+        command = commands[name]
+        if not isinstance(command, click.Group) or word.startswith(("-", "[")):
+            break
+        assert f"{name} {word}" in commands, f"no command `roost {name} {word}`"
+        name = f"{name} {word}"
+    return name
 
 
 def _synopsis() -> list[str]:
-    """The lines of docs/cli.md's code blocks that run roost."""
+    """The usage lines of docs/cli.md's code blocks, after ``roost``, each with its
+    continuation lines (``               [--json] [--detach]``) joined and comments cut."""
     text = (DOCS / "cli.md").read_text()
-    blocks = re.findall(r"```(?:sh)?\n(.*?)```", text, re.S)
-    return [line.strip() for block in blocks for line in block.splitlines() if line.strip().startswith("roost ")]
+    lines: list[str] = []
+    for block in re.findall(r"```(?:sh)?\n(.*?)```", text, re.S):
+        for raw in block.splitlines():
+            usage = raw.split("#", 1)[0].strip()
+            if usage.startswith("roost "):
+                lines.append(usage.removeprefix("roost "))
+            elif usage.startswith("[") and lines:
+                lines[-1] += " " + usage
+    return [line for line in lines if not line.startswith("-")]  # roost --version
+
+
+def _mentions() -> list[tuple[str, str]]:
+    """Every command line of the README and docs/ that runs roost, after ``roost``, and the
+    page it is on: in code blocks (a segment of a pipeline too) and in inline code."""
+    found: list[tuple[str, str]] = []
+    for page in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = page.read_text()
+        blocks = re.findall(r"```(?:sh|console|bash)?\n(.*?)```", text, re.S)
+        lines = [raw.split(" #", 1)[0] for block in blocks for raw in block.splitlines()]
+        inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+        for line in lines + inline:
+            # Quoted words are a task or a rule, not flags; a pipeline's segments run apart.
+            line = re.sub(r"\"[^\"]*\"|'[^']*'", "ARG", line)
+            for segment in re.split(r"\s(?:\||&&|;|>|<)\s", line):
+                segment = segment.strip().removeprefix("uv run ").removeprefix("exec ")
+                # roost --version, roost COMMAND --help: no command named
+                if segment.startswith("roost ") and not segment.split()[1].startswith("-") and not segment.split()[1].isupper():
+                    found.append((page.name, segment.removeprefix("roost ")))
+    return found
 
 
 def test_every_command_and_flag_the_cli_reference_names_exists() -> None:
     commands = _commands()
-    named: set[str] = set()
-    for line in _synopsis():
-        usage = line.split("#", 1)[0]
-        name = usage.split()[1]
-        if name.startswith("-"):
-            continue  # roost --host ..., roost --version
-        assert name in commands, f"docs/cli.md names `roost {name}`, which does not exist"
-        named.add(name)
-        unknown = set(FLAG.findall(usage)) - _flags(commands[name]) - _flags(cli)
-        assert not unknown, f"`roost {name}` has no {', '.join(sorted(unknown))} (docs/cli.md: {line})"
-    assert set(commands) - named == set(), "commands docs/cli.md does not show in its synopsis"
+    for usage in _synopsis():
+        name = _named(usage, commands)
+        unknown = set(FLAG.findall(usage)) - _flags(commands[name])
+        assert not unknown, f"`roost {name}` has no {', '.join(sorted(unknown))} (docs/cli.md: roost {usage})"
 
 
-def test_every_flag_of_the_cli_is_in_the_cli_reference() -> None:
-    text = (DOCS / "cli.md").read_text()
-    documented = set(FLAG.findall(text))
+def test_the_cli_reference_shows_every_command_and_each_of_its_options() -> None:
+    commands = _commands()
+    shown: dict[str, set[str]] = {}
+    for usage in _synopsis():
+        shown.setdefault(_named(usage, commands), set()).update(FLAG.findall(usage))
+    assert set(commands) - set(shown) == set(), "commands docs/cli.md's synopsis does not show"
     missing = {
-        f"roost {name} {flag}"
-        for name, command in _commands().items()
-        for flag in _flags(command) - {"--help", "-h"}
-        if flag.startswith("--") and flag not in documented
+        f"roost {name} {'/'.join(option.opts)}"
+        for name, command in commands.items()
+        for option in _options(command)
+        if not option.hidden and not set(option.opts + option.secondary_opts) & shown[name]
     }
-    assert not missing, f"docs/cli.md does not document: {', '.join(sorted(missing))}"
+    assert not missing, f"docs/cli.md's synopsis does not show: {', '.join(sorted(missing))}"
+
+
+def test_every_roost_command_the_readme_and_docs_write_exists() -> None:
+    commands = _commands()
+    mentions = _mentions()
+    assert len(mentions) > 50  # the scan reads the pages
+    wrong = []
+    for page, usage in mentions:
+        try:
+            name = _named(usage, commands)
+        except AssertionError as exc:
+            wrong.append(f"{page}: `roost {usage}`: {exc}")
+            continue
+        unknown = set(FLAG.findall(usage)) - _flags(commands[name])
+        if unknown:
+            wrong.append(f"{page}: `roost {usage}`: no {', '.join(sorted(unknown))}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_cli_reference_documents_exactly_the_shells_slash_commands() -> None:
+    text = (DOCS / "cli.md").read_text()
+    table = text.split("## The shell", 1)[1].split("\n## ", 1)[0]
+    documented = {name for row in re.findall(r"^\| (`/.*?) \| .* \|$", table, re.M) for name in re.findall(r"`/(\w+)", row)}
+    builtin = {name for command in SLASH for name in (command.name, *command.aliases)}
+    assert documented == builtin, f"docs/cli.md: {sorted(documented - builtin)} are no slash commands; {sorted(builtin - documented)} are not shown"
+
+
+def test_the_cli_reference_gives_each_stop_reason_its_exit_status() -> None:
+    text = (DOCS / "cli.md").read_text()
+    paragraph = text.split("**Exit status of dispatch**", 1)[1].split("\n- ", 1)[0]
+    said = dict(re.findall(r"`(\d+)` ([^`]*)", paragraph))
+    for reason, status in EXIT_STATUS.items():
+        assert re.search(rf"\b{reason}\b", said.get(str(status), "")), f"docs/cli.md: exit status {status} is {reason}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub makes of ``page``'s headings: lower case, punctuation dropped,
+    spaces as dashes."""
+    headings = re.findall(r"^#+ (.+)$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_link_between_the_pages_leads_somewhere() -> None:
+    pages = [ROOT / "README.md", ROOT / "ARCHITECTURE.md", *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue  # https://...
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists() or (fragment and fragment not in _anchors(linked)):
+                broken.append(f"{page.name}: {target}")
+    assert not broken, f"links that lead nowhere: {', '.join(broken)}"
+
+
+def test_the_readme_links_every_page_of_the_reference() -> None:
+    readme = (ROOT / "README.md").read_text()
+    unlinked = [page.name for page in sorted(DOCS.glob("*.md")) if f"(docs/{page.name})" not in readme]
+    assert not unlinked, f"README.md's Documentation does not link {', '.join(unlinked)}"
+
+
+def test_the_readme_is_a_newcomers_page() -> None:
+    words = len((ROOT / "README.md").read_text().split())
+    assert words <= 1500, f"README.md has {words} words: the reference belongs in docs/"
 
 
 def _schema_keys() -> set[str]:
