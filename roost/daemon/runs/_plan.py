@@ -353,9 +353,8 @@ class Planner:
         """The plan of a compaction: the session's model (or the one asked for) summarizes.
 
         Raises:
-            ConfigError: the folder's config cannot be used.
-            PlanError: ``keep_turns`` is negative, or the model cannot be used.
-            ProviderError: the model's provider cannot be used here.
+            ConfigError, PlanError (a negative ``keep_turns``, a model that cannot be
+            used), ProviderError: as for :meth:`dispatch`.
         """
         setup = await self.load_folder(request.cwd, request.environ)
         keep = request.keep_turns if request.keep_turns is not None else setup.config.keep_turns
