@@ -313,11 +313,10 @@ class Planner:
         )
 
     async def recorded(self, request: Recorded, setup: FolderSetup | None) -> RunPlan:
-        """The plan of a run left in flight, as its ``run.started`` recorded it: the same
-        settings, sandbox, sub-agent and MCP tools; the agent's instructions from its
-        folder (``setup``: None when the folder cannot be read now) and the model resolved
-        again (the daemon's own environment standing in for the dispatching terminal's).
-        Where either fails the run keeps its sandbox; its next model call fails."""
+        """The plan of a run left in flight, as its ``run.started`` recorded it (settings,
+        sandbox, sub-agent and MCP tools); the agent's instructions from its folder
+        (``setup``: None when it cannot be read now), the model resolved again (in the
+        daemon's environment). Where either fails the run keeps its sandbox."""
         settings = request.run.settings
         policy = SandboxPolicy.from_map(settings.sandbox) if settings.sandbox is not None else SandboxPolicy()
         plan = RunPlan(
