@@ -20,6 +20,8 @@ What maps to what:
   for the session (when the request offers rules), deny. An answer given elsewhere first
   wins: the prompt stops waiting for the editor's, which the daemon would refuse (ACP has
   no way to withdraw a question, so the editor may still show it).
+- The folder's custom commands and skills are announced as available commands (typed as
+  ``/name``, which the daemon expands as for any dispatch).
 - ``session/cancel`` aborts the run; ``session/set_mode`` picks plan, agent, full or exec
   for the next prompts (the editor is the user's own client, like the shell).
 
@@ -31,6 +33,7 @@ from the environment the editor starts roost with).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from typing import Any
 
@@ -40,6 +43,8 @@ from acp import schema
 import roost
 from roost.protocol import RpcError
 from roost.protocol.asyncio_client import AsyncClient
+
+log = logging.getLogger(__name__)
 
 #: roost's modes, as the editor offers them.
 MODES = (
@@ -78,6 +83,8 @@ class RoostAgent:
         self._conn: Any = None
         #: The mode the editor chose for each session's next prompts.
         self._modes: dict[str, str] = {}
+        #: Notifications sent off the requests' way (held: the loop keeps weak references).
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -95,6 +102,7 @@ class RoostAgent:
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
         async with self._client() as client:
             created = await client.call("sessions.create", cwd=cwd)
+        self._announce_commands(created["session"], cwd)
         return schema.NewSessionResponse(session_id=created["session"], modes=self._mode_state(created["session"]))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any) -> schema.LoadSessionResponse:
@@ -103,6 +111,7 @@ class RoostAgent:
         replay = _Updates(self._conn, session_id)
         for event in events:
             await replay.show(event, replaying=True)
+        self._announce_commands(session_id, cwd)
         return schema.LoadSessionResponse(modes=self._mode_state(session_id))
 
     async def list_sessions(self, cwd: str | None = None, cursor: str | None = None, **_: Any) -> schema.ListSessionsResponse:
@@ -146,6 +155,32 @@ class RoostAgent:
                 await client.call("abort", session=session_id)
             except RpcError:
                 pass  # nothing in flight: nothing to cancel
+
+    def _announce_commands(self, session_id: str, cwd: str) -> None:
+        """Tell the editor the folder's custom commands and skills (typed as ``/name``),
+        once the session it answers for exists on its side."""
+        task = asyncio.get_running_loop().create_task(self._commands(session_id, cwd))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _commands(self, session_id: str, cwd: str) -> None:
+        try:
+            async with self._client() as client:
+                listed = await client.call("commands.list", cwd=cwd, env=dict(os.environ))
+        except (RpcError, acp.RequestError) as exc:
+            log.warning("the commands of %s could not be listed: %s", cwd, exc)
+            return
+        commands = [
+            schema.AvailableCommand(
+                name=row.get("short") or row["name"],
+                description=row.get("description") or row["name"],
+                input=schema.AvailableCommandInput(root=schema.UnstructuredCommandInput(hint=row["argument_hint"]))
+                if row.get("argument_hint") else None,
+            )
+            for row in listed["commands"]
+        ]
+        update = schema.AvailableCommandsUpdate(session_update="available_commands_update", available_commands=commands)
+        await self._conn.session_update(session_id, update)
 
     def _mode_state(self, session_id: str) -> schema.SessionModeState:
         return schema.SessionModeState(

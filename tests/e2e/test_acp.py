@@ -38,6 +38,9 @@ class Editor:
 
 async def _scenario(e2e: E2E) -> None:
     editor = Editor(answer="once")
+    commands = e2e.project / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "review.md").write_text("---\ndescription: Review a file\nargument-hint: [file]\n---\nReview $0.\n")
     model = e2e.script([text("Making it."), bash("echo hi > made.txt")], [text("Made.")])
     env = {**e2e.env, "ROOST_MODEL": model}  # what the editor starts roost with
     async with acp.spawn_agent_process(editor, ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
@@ -48,6 +51,14 @@ async def _scenario(e2e: E2E) -> None:
         assert session.modes.current_mode_id == "agent"
         assert [m.id for m in session.modes.available_modes] == ["agent", "plan", "full", "exec"]
         assert e2e.session_row(sid)["cwd"] == str(e2e.project)
+        # The folder's custom commands, as the editor offers them after a /.
+        for _ in range(100):
+            announced = [u for u in editor.updates if u.session_update == "available_commands_update"]
+            if announced:
+                break
+            await asyncio.sleep(0.05)
+        [(command,)] = [tuple(u.available_commands) for u in announced]
+        assert (command.name, command.description, command.input.root.hint) == ("review", "Review a file", "[file]")
 
         # A prompt streams; a command asks the editor, which allows it once.
         reply = await _prompt(conn, sid, "make a file")
