@@ -80,6 +80,8 @@ def parse_rule(text: str, action: str, source: str = "") -> Rule:
 #: roost's tools by Claude Code's names for them (a hook is told the first).
 CLAUDE_TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
     "bash": ("Bash",),
+    "bash_output": ("BashOutput",),
+    "kill_shell": ("KillShell", "KillBash"),
     "read": ("Read",),
     "write": ("Write",),
     "edit": ("Edit", "MultiEdit"),

@@ -7,7 +7,7 @@ PROTOCOL_VERSION = 1
 #: Level of the method API; raised whenever methods or parameters are added (9: env on
 #: agents.list, prompt, trust.show and trust.add, which read it already; a param no method
 #: has is refused with INVALID_PARAMS; 10: dispatch's append_system_prompt; 11: plugins.list; 12: providers.list's model, status's cwd and config, dispatch's warnings and
-#: approved_lines, APPROVAL_NEEDED).
-API_LEVEL = 12
+#: approved_lines, APPROVAL_NEEDED; 13: status's background_commands).
+API_LEVEL = 13
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

@@ -355,3 +355,15 @@ def test_remembering_for_every_project_asks_in_agent_mode() -> None:
 def test_a_path_that_is_not_utf8_is_matched_as_its_replacement_characters() -> None:
     # os.fsdecode gives a name that is not UTF-8 lone surrogates; RE2 takes UTF-8 only.
     assert glob_matcher("*.txt")("caf\udce9.txt") and not glob_matcher("*.py")("caf\udce9.txt")
+
+
+def test_a_background_command_is_judged_as_any_bash_line_and_reading_or_ending_it_asks_nothing() -> None:
+    p = policy("deny bash(rm *)", "allow bash(npm run dev)")
+    assert action(p, "bash", command="npm run dev", run_in_background=True) == "allow"
+    assert action(p, "bash", command="rm -rf build", run_in_background=True) == "deny"
+    assert action(policy(), "bash", command="make serve", run_in_background=True) == "ask"
+    # Only the run's own commands can be reached: no question, unless a rule says so.
+    assert action(policy(), "bash_output", id="bg1") == "allow"
+    assert action(policy(), "kill_shell", id="bg1") == "allow"
+    assert action(policy("deny KillShell"), "kill_shell", id="bg1") == "deny"
+    assert action(policy("ask BashOutput"), "bash_output", id="bg1") == "ask"

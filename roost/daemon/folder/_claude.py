@@ -26,6 +26,8 @@ _FIELDS: Mapping[str, Mapping[str, str]] = {
     "write": {"path": "file_path"},
     "edit": {"path": "file_path", "old": "old_string", "new": "new_string"},
     "grep": {"ignore_case": "-i", "context": "-C", "max_results": "head_limit"},
+    "bash_output": {"id": "bash_id"},
+    "kill_shell": {"id": "shell_id"},
 }
 
 #: roost's run modes as Claude Code's ``permission_mode``.

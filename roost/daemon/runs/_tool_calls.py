@@ -240,6 +240,7 @@ class ToolCalls:
                     read_permission=_read_permission(track.state),
                     sandbox=live.sandbox,
                     private_network=setup is not None and setup.config.fetch_private,
+                    shells=live.shells,
                 )
                 result = await self.tools.call(effect.name, effect.input, ctx)
             if rewritten:
