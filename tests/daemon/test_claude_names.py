@@ -61,7 +61,9 @@ def test_inputs_take_claude_codes_field_names_and_back():
 
 def test_claude_codes_tool_names_as_roosts():
     assert [roost_tool(n) for n in ("Read", "MultiEdit", "LS", "Agent", "TodoWrite")] == ["read", "edit", "glob", "task", "todo"]
-    assert roost_tool("NotebookEdit") == "NotebookEdit"  # roost has none: reported, not renamed
+    assert [roost_tool(n) for n in ("NotebookRead", "NotebookEdit")] == ["notebook_read", "notebook_edit"]
+    assert roost_tool("ExitPlanMode") == "ExitPlanMode"  # roost has none: reported, not renamed
+    assert claude_input("notebook_edit", {"path": "nb.ipynb", "cell_id": "a"}, "/p") == {"notebook_path": "/p/nb.ipynb", "cell_id": "a"}
 
 
 def test_background_commands_go_by_claude_codes_names_and_fields():

@@ -368,7 +368,7 @@ class PromptBlocked(Exception):
 
 
 #: The tools whose file brings the path-scoped rules about it (Claude Code: reading it).
-RULE_TOOLS = ("read", "write", "edit")
+RULE_TOOLS = ("read", "write", "edit", "notebook_read", "notebook_edit")
 
 
 def with_rules(
