@@ -64,7 +64,9 @@ def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
     )
     if store.get("ok") is False:
         click.secho(f"         UNAVAILABLE: {store.get('error')}", fg="red")
-    click.echo(f"sessions {info['sessions']} · runs in flight {info['runs']}")
+    # Only while some run: an older daemon does not say.
+    background = f" · background commands {info['background_commands']}" if info.get("background_commands") else ""
+    click.echo(f"sessions {info['sessions']} · runs in flight {info['runs']}{background}")
     sandbox = info.get("sandbox")
     if sandbox is not None:
         if sandbox.get("available"):

@@ -23,8 +23,16 @@ ACTIONS = (ALLOW, ASK, DENY)
 #: The tool that fetches a web page (decided on its URL).
 WEB_FETCH = "web_fetch"
 #: Tools whose main argument is a path, with the input key that holds it.
-PATH_TOOLS = {"read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path"}
+PATH_TOOLS = {
+    "read": "path", "write": "path", "edit": "path", "glob": "path", "grep": "path", "notebook_read": "path",
+    "notebook_edit": "path",
+}
 SEARCH_TOOLS = frozenset({"glob", "grep"})
+#: Tools that read files as ``read`` does: its rules are about them too.
+READING_TOOLS = SEARCH_TOOLS | {"notebook_read"}
+#: Tools that change a file as ``edit`` does: the rules on ``edit`` and ``write`` are about
+#: them too.
+EDITING_TOOLS = frozenset({"notebook_edit"})
 
 _RULE = re.compile(r"^\s*([^()\s]+)\s*(?:\((.*)\))?\s*$", re.DOTALL)
 
@@ -80,11 +88,15 @@ def parse_rule(text: str, action: str, source: str = "") -> Rule:
 #: roost's tools by Claude Code's names for them (a hook is told the first).
 CLAUDE_TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
     "bash": ("Bash",),
+    "bash_output": ("BashOutput",),
+    "kill_shell": ("KillShell", "KillBash"),
     "read": ("Read",),
     "write": ("Write",),
     "edit": ("Edit", "MultiEdit"),
     "glob": ("Glob", "LS"),
     "grep": ("Grep",),
+    "notebook_read": ("NotebookRead",),
+    "notebook_edit": ("NotebookEdit",),
     "web_fetch": ("WebFetch",),
     "todo": ("TodoWrite",),
     "task": ("Task", "Agent"),
@@ -132,10 +144,14 @@ def _from_claude(text: str, tool: str, pattern: str | None) -> tuple[str, str | 
 
 def tool_matches(rule: Rule, name: str) -> bool:
     """Whether ``rule`` is about the tool ``name``: its tool glob (or one of several,
-    ``write|edit``) matches; a ``read`` rule covers ``glob`` and ``grep`` too: they read
-    the files they search."""
+    ``write|edit``) matches; a ``read`` rule covers ``glob``, ``grep`` and
+    ``notebook_read`` too (they read files), and a ``write`` or ``edit`` rule covers
+    ``notebook_edit`` (it changes one)."""
     return any(
-        fnmatch.fnmatchcase(name, tool) or (tool == "read" and name in SEARCH_TOOLS) for tool in rule.tool.split("|")
+        fnmatch.fnmatchcase(name, tool)
+        or (tool == "read" and name in READING_TOOLS)
+        or (tool in ("write", "edit") and name in EDITING_TOOLS)
+        for tool in rule.tool.split("|")
     )
 
 

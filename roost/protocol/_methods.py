@@ -116,7 +116,7 @@ METHODS: tuple[Method, ...] = (
         "`cwd`, the config files a dispatch there reads, their unknown keys, or why they cannot "
         "be used.",
         (Param("cwd", "str", doc="a folder whose config to check: `config` is {files, warnings, error}"), _ENV),
-        ("pid", "version", "socket", "uptime", "sessions", "runs", "database", "sandbox", "config"),
+        ("pid", "version", "socket", "uptime", "sessions", "runs", "background_commands", "database", "sandbox", "config"),
     ),
     Method("shutdown", "Stop the daemon: runs are aborted and stored, then it exits.", (), ("ok",)),
     Method("sessions.list", "Every session, newest last.", (), ("sessions",)),

@@ -53,7 +53,10 @@ async def test_a_tool_loop_with_anthropic(
     ]
     # The second request carries the history: the tool_use and its result, paired.
     assert bodies[0]["model"] == "claude-test"
-    assert {t["name"] for t in bodies[0]["tools"]} == {"bash", "read", "write", "edit", "glob", "grep", "ask_human", "skill", "remember", "todo", "web_fetch"}
+    assert {t["name"] for t in bodies[0]["tools"]} == {
+        "bash", "bash_output", "kill_shell", "read", "write", "edit", "notebook_read", "notebook_edit", "glob", "grep",
+        "ask_human", "skill", "remember", "todo", "web_fetch",
+    }
     second = bodies[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[2]["content"][0]["type"] == "tool_result"

@@ -61,7 +61,7 @@ def test_the_agents_claude_code_loads_load(project: Path) -> None:
     assert agents["silent-failure-hunter"].model is None  # inherit
     explorer = agents["code-explorer"]
     assert explorer.tools == (
-        "glob", "grep", "read", "NotebookRead", "web_fetch", "todo", "WebSearch", "KillShell", "BashOutput",
+        "glob", "grep", "read", "notebook_read", "web_fetch", "todo", "WebSearch", "kill_shell", "bash_output",
     )
     assert explorer.model == "sonnet"
     planner = agents["test-planner"]
@@ -320,7 +320,7 @@ async def test_agents_list_names_the_tools_roost_does_not_have(client: TrioClien
     # web_fetch and todo are roost's names for WebFetch and TodoWrite: whether this daemon
     # has them is not this test's business. Task is the sub-agent tool every run may get.
     mapped = {"web_fetch", "todo"}
-    assert [t for t in unknown["code-explorer"] if t not in mapped] == ["NotebookRead", "WebSearch", "KillShell", "BashOutput"]
+    assert [t for t in unknown["code-explorer"] if t not in mapped] == ["WebSearch"]
     assert unknown["db-admin"] == ["github__*"]
     assert unknown["lead"] == ["nope__*"]
     assert unknown["code-reviewer"] == [] and unknown["default"] == []

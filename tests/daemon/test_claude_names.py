@@ -61,4 +61,15 @@ def test_inputs_take_claude_codes_field_names_and_back():
 
 def test_claude_codes_tool_names_as_roosts():
     assert [roost_tool(n) for n in ("Read", "MultiEdit", "LS", "Agent", "TodoWrite")] == ["read", "edit", "glob", "task", "todo"]
-    assert roost_tool("NotebookEdit") == "NotebookEdit"  # roost has none: reported, not renamed
+    assert [roost_tool(n) for n in ("NotebookRead", "NotebookEdit")] == ["notebook_read", "notebook_edit"]
+    assert roost_tool("ExitPlanMode") == "ExitPlanMode"  # roost has none: reported, not renamed
+    assert claude_input("notebook_edit", {"path": "nb.ipynb", "cell_id": "a"}, "/p") == {"notebook_path": "/p/nb.ipynb", "cell_id": "a"}
+
+
+def test_background_commands_go_by_claude_codes_names_and_fields():
+    assert [roost_tool(n) for n in ("BashOutput", "KillShell", "KillBash")] == ["bash_output", "kill_shell", "kill_shell"]
+    assert [tool_name(t) for t in ("bash_output", "kill_shell")] == ["BashOutput", "KillShell"]
+    assert claude_input("bash_output", {"id": "bg1", "filter": "x"}, "/p") == {"bash_id": "bg1", "filter": "x"}
+    assert roost_input("kill_shell", {"shell_id": "bg1"}) == {"id": "bg1"}
+    assert claude_input("bash", {"command": "make", "run_in_background": True}, "/p") == {"command": "make", "run_in_background": True}
+    assert tool_matcher("BashOutput|KillShell")("kill_shell")

@@ -22,7 +22,7 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     assert "code-reviewer  (sonnet = anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
     assert f"{agents / 'reviewer.md'} · description 13 chars" in listed.stdout
     assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
-    assert "explorer: tools roost does not have: WebSearch, NotebookEdit (its runs go without them)" in listed.stderr
+    assert "explorer: tools roost does not have: WebSearch (its runs go without them)" in listed.stderr
 
     shown = e2e.ok("prompt", "--agent", "code-reviewer", "--mode", "plan").stdout
     marks = [line.split(" (")[0] for line in shown.splitlines() if line.startswith("── ")]

@@ -186,3 +186,20 @@ def test_a_guardrail_that_warns_is_printed_and_the_run_goes_on(e2e: E2E) -> None
     lines = done.stdout.splitlines()
     at = lines.index("⚠ guardrail todo: the input matched a TODO (in the result of toolu_s1_0; the run goes on)")
     assert lines[at - 1].startswith("  ✓ TODO: tests") and "Noted." in lines[at + 1:]
+
+
+def test_status_counts_the_background_commands_running(e2e: E2E) -> None:
+    started = e2e.project / "started"
+    model = e2e.script(
+        [bash(f"touch {started}; sleep 60", run_in_background=True)],
+        [bash(f"while [ ! -e {e2e.project / 'go'} ]; do sleep 0.05; done")],
+        [text("done")],
+    )
+    session, _ = detach(e2e, "serve", "--model", model, "--sandbox", "off")
+    wait_until(started.exists, 10, what="the background command to start")
+    wait_until(lambda: e2e.status().get("background_commands") == 1, 10, what="status to count it")
+    assert "runs in flight 1 · background commands 1" in e2e.ok("status").stdout
+    (e2e.project / "go").touch()
+    wait_until(lambda: e2e.session_row(session)["status"] == "done", 10, what="the run to finish")
+    assert e2e.status()["background_commands"] == 0
+    assert "background commands" not in e2e.ok("status").stdout

@@ -381,3 +381,36 @@ def test_remembering_for_every_project_asks_in_agent_mode() -> None:
 def test_a_path_that_is_not_utf8_is_matched_as_its_replacement_characters() -> None:
     # os.fsdecode gives a name that is not UTF-8 lone surrogates; RE2 takes UTF-8 only.
     assert glob_matcher("*.txt")("caf\udce9.txt") and not glob_matcher("*.py")("caf\udce9.txt")
+
+
+def test_a_background_command_is_judged_as_any_bash_line_and_reading_or_ending_it_asks_nothing() -> None:
+    p = policy("deny bash(rm *)", "allow bash(npm run dev)")
+    assert action(p, "bash", command="npm run dev", run_in_background=True) == "allow"
+    assert action(p, "bash", command="rm -rf build", run_in_background=True) == "deny"
+    assert action(policy(), "bash", command="make serve", run_in_background=True) == "ask"
+    # Only the run's own commands can be reached: no question, unless a rule says so.
+    assert action(policy(), "bash_output", id="bg1") == "allow"
+    assert action(policy(), "kill_shell", id="bg1") == "allow"
+    assert action(policy("deny KillShell"), "kill_shell", id="bg1") == "deny"
+    assert action(policy("ask BashOutput"), "bash_output", id="bg1") == "ask"
+
+
+def test_notebook_tools_are_judged_as_read_and_edit_are() -> None:
+    assert action(policy(), "notebook_read", path="nb.ipynb") == "allow"
+    assert action(policy(), "notebook_edit", path="nb.ipynb") == "ask"
+    assert action(policy(), "notebook_read", path="/elsewhere/nb.ipynb") == "ask"
+    # Rules on edit and write (Claude Code's Edit among them) are about notebook edits too,
+    # and rules on read about notebook reads.
+    for rule in ("deny edit(secret/**)", "deny write(secret/**)", "deny Edit(secret/**)", "deny NotebookEdit(secret/**)"):
+        assert action(policy(rule), "notebook_edit", "full", path="secret/nb.ipynb") == "deny", rule
+    assert action(policy("deny read(secret/**)"), "notebook_read", path="secret/nb.ipynb") == "deny"
+    assert action(policy("allow edit(**/*.ipynb)"), "notebook_edit", path="nb.ipynb") == "allow"
+    assert action(policy("deny edit(secret/**)"), "edit", "full", path="nb.ipynb") == "allow"
+
+
+@pytest.mark.parametrize("mode", ["agent", "full"])
+def test_a_notebook_edit_of_a_protected_path_asks_in_every_mode(mode: str) -> None:
+    decision = decide(guarded(yes=True), mode, (), "notebook_edit", {"path": ".claude/nb.ipynb"}, CWD)
+    assert decision.action == "ask" and "is protected" in decision.reason
+    assert action(guarded("allow edit(.claude/**)"), "notebook_edit", mode, path=".claude/nb.ipynb") == "allow"
+    assert paths_named("notebook_edit", {"path": "nb.ipynb"}) == ("nb.ipynb",)

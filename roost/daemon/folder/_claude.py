@@ -26,6 +26,10 @@ _FIELDS: Mapping[str, Mapping[str, str]] = {
     "write": {"path": "file_path"},
     "edit": {"path": "file_path", "old": "old_string", "new": "new_string"},
     "grep": {"ignore_case": "-i", "context": "-C", "max_results": "head_limit"},
+    "notebook_read": {"path": "notebook_path"},
+    "notebook_edit": {"path": "notebook_path"},
+    "bash_output": {"id": "bash_id"},
+    "kill_shell": {"id": "shell_id"},
 }
 
 #: roost's run modes as Claude Code's ``permission_mode``.
@@ -106,8 +110,9 @@ def claude_input(tool: str, input: Mapping[str, Any], cwd: str) -> dict[str, Any
     ``file_path``), file paths absolute, bash's timeout in milliseconds."""
     fields = _FIELDS.get(tool, {})
     out = {fields.get(key, key): value for key, value in input.items()}
-    if isinstance(out.get("file_path"), str):
-        out["file_path"] = os.path.normpath(os.path.join(cwd, os.path.expanduser(out["file_path"])))
+    for key in ("file_path", "notebook_path"):
+        if isinstance(out.get(key), str):
+            out[key] = os.path.normpath(os.path.join(cwd, os.path.expanduser(out[key])))
     if tool == "bash" and isinstance(out.get("timeout"), (int, float)):
         out["timeout"] = int(out["timeout"] * 1000)
     return out

@@ -106,6 +106,7 @@ class Api:
             "uptime": time.monotonic() - self.started,
             "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.sessions.runs_in_flight(),
+            "background_commands": self.conductor.sessions.background_commands(),
             "database": str(self.conductor.store.path),
             "store": {"ok": True},
             "sandbox": self.conductor.planner.sandbox.availability.to_map(),

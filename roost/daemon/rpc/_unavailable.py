@@ -57,6 +57,7 @@ class Unavailable:
                 "uptime": time.monotonic() - self.started,
                 "sessions": 0,
                 "runs": 0,
+                "background_commands": 0,
                 "database": str(self.error.path),
                 "store": {"ok": False, "error": str(self.error)},
                 "notices": list(self.notices),

@@ -12,7 +12,7 @@ import trio
 
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
-from ..tools import ProcessLedger
+from ..tools import ProcessLedger, Shells
 
 if TYPE_CHECKING:
     from ._sessions import Track
@@ -32,6 +32,8 @@ class LiveRun:
     sandbox: RunSandbox | None
     #: Set once the run has ended and its tasks and sandbox with it.
     done: trio.Event
+    #: Its background commands (watched in :attr:`nursery`: they end with the run).
+    shells: Shells
     #: Bounds the tool calls of one step that run at once (a sub-agent's count with its
     #: caller's: they share it).
     tool_limiter: trio.CapacityLimiter = field(default_factory=lambda: trio.CapacityLimiter(TOOL_CONCURRENCY))
@@ -64,6 +66,7 @@ async def live_run(
     plan = track.plan
     done = trio.Event()
     live: LiveRun | None = None
+    shells: Shells | None = None
     shared = caller.live if caller is not None else None
     confined = plan.confinement if plan is not None else None
     caller_box = shared.sandbox if shared is not None else None
@@ -74,11 +77,14 @@ async def live_run(
                 RunSandbox(own, cwd, ledger=ledger, on_failure=on_failure, shown=shown) if own is not None else nullcontext()
             ) as box, trio.open_nursery() as nursery:
                 sandbox = box if own is not None else (caller_box if confined is not None else None)
-                live = track.live = LiveRun(nursery, sandbox, done)
+                shells = Shells(nursery)
+                live = track.live = LiveRun(nursery, sandbox, done, shells)
                 if shared is not None:
                     live.tool_limiter = shared.tool_limiter
                 yield live
     finally:
+        if shells is not None:
+            shells.close()  # its commands' tasks ended with the nursery
         # Unless the track's next run has begun meanwhile (once this one's end was stored,
         # while its tasks and its sandbox ended).
         if live is not None and track.live is live:

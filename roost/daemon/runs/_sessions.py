@@ -244,6 +244,12 @@ class SessionTable:
         """Sessions with a run in flight."""
         return sum(1 for s in self._sessions.values() if s.state.run is not None)
 
+    def background_commands(self) -> int:
+        """Background commands running (``bash`` with ``run_in_background``), in every run
+        and sub-agent's run."""
+        tracks = [t for s in self._sessions.values() for t in s.tracks()]
+        return sum(t.live.shells.running() for t in tracks if t.live is not None)
+
     def stored_only(self, session_id: str) -> bool:
         """Whether the session exists and is not in memory, with nothing to settle: no run
         of it is in flight (a session with one is always loaded), so its log can be read

@@ -117,8 +117,7 @@ class ToolCalls:
             session.later.append(said)
 
     async def _current(self, session: Session, hooks: tuple[Hook, ...]) -> None:
-        """Before Claude Code hooks run: the transcript they are given holds every event
-        stored so far."""
+        """Before Claude Code hooks run: their transcript holds every event stored so far."""
         if any(hook.event is not None for hook in hooks):
             await self._transcripts.sync(session.id)
 
@@ -244,6 +243,7 @@ class ToolCalls:
                     read_permission=_read_permission(track.state),
                     sandbox=live.sandbox,
                     private_network=setup is not None and setup.config.fetch_private,
+                    shells=live.shells,
                 )
                 result = await self.tools.call(effect.name, effect.input, ctx)
             if rewritten:
@@ -371,7 +371,7 @@ class PromptBlocked(Exception):
 
 
 #: The tools whose file brings the path-scoped rules about it (Claude Code: reading it).
-RULE_TOOLS = ("read", "write", "edit")
+RULE_TOOLS = ("read", "write", "edit", "notebook_read", "notebook_edit")
 
 
 def with_rules(

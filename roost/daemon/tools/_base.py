@@ -17,6 +17,7 @@ from ._fs import KernelPath, real_paths, resolve
 if TYPE_CHECKING:
     from ..sandbox import RunSandbox
     from ._ledger import ProcessLedger
+    from ._shells import Shells
 
 _T = TypeVar("_T")
 
@@ -54,6 +55,9 @@ class ToolContext:
     #: web_fetch may reach loopback, link-local and private addresses (the user's
     #: ``[tools.web_fetch] allow_private``); otherwise only public ones.
     private_network: bool = False
+    #: The run's background commands (``bash`` with ``run_in_background``, read by
+    #: ``bash_output``, ended by ``kill_shell``); None: none can be started.
+    shells: Shells | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""

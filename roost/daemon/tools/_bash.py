@@ -27,30 +27,51 @@ _SCHEMA = {
             "exclusiveMinimum": 0,
             "description": "seconds before the command is killed",
         },
+        "run_in_background": {
+            "type": "boolean",
+            "description": "start it and return at once with its id (bash_output reads its output, kill_shell ends it)",
+        },
     },
     "required": ["command"],
     "additionalProperties": False,
 }
 
 
+async def start_command(command: str, ctx: ToolContext) -> tuple[Process, bool] | ToolResult:
+    """``bash -c command`` started where the call's commands run (the run's sandbox, if it
+    has one), in a process group of its own; and whether its group was put in the ledger
+    (the caller removes it once the command is gone). Or the error result the model sees.
+
+    Raises:
+        OSError: bash cannot be started here (no such folder).
+    """
+    argv, env = ["bash", "-c", command], ctx.process_env()
+    if ctx.sandbox is not None:
+        # The run's sandbox records its own process group in the ledger; a command's pid
+        # there is its pid namespace's.
+        try:
+            return await ctx.sandbox.spawn(argv, cwd=ctx.cwd, env=env), False
+        except SandboxUnavailable as exc:
+            return ToolResult(f"not run: {exc}", is_error=True, meta={"sandbox": ctx.sandbox.policy.mode})
+    process = await spawn(argv, cwd=ctx.cwd, env=env)
+    if ctx.ledger is not None:
+        ctx.ledger.add(process.pid)
+    return process, ctx.ledger is not None
+
+
 async def _run_bash(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+    if input.get("run_in_background"):
+        if ctx.shells is None:
+            return ToolResult("bash cannot run a command in the background here", is_error=True)
+        return await ctx.shells.start(input["command"], ctx)
     timeout = min(float(input.get("timeout", ctx.timeout)), ctx.timeout)
     started = time.monotonic()
-    argv, env = ["bash", "-c", input["command"]], ctx.process_env()
     sandbox = {"sandbox": ctx.sandbox.policy.mode} if ctx.sandbox is not None else {}
-    # The run's sandbox records its own process group in the ledger; a command's pid
-    # there is its pid namespace's.
-    ledger = ctx.ledger if ctx.sandbox is None else None
-    process: Process
-    if ctx.sandbox is not None:
-        try:
-            process = await ctx.sandbox.spawn(argv, cwd=ctx.cwd, env=env)
-        except SandboxUnavailable as exc:
-            return ToolResult(f"not run: {exc}", is_error=True, meta=sandbox)
-    else:
-        process = await spawn(argv, cwd=ctx.cwd, env=env)
-    if ledger is not None:
-        ledger.add(process.pid)
+    begun = await start_command(input["command"], ctx)
+    if isinstance(begun, ToolResult):
+        return begun
+    process, recorded = begun
+    ledger = ctx.ledger if recorded else None
     chunks: list[bytes] = []
     kept = total = 0
     timed_out = False
@@ -98,7 +119,8 @@ BASH = Tool(
     "bash",
     "Run a shell command (bash -c) in the session's working directory. Output is stdout and "
     "stderr together; a non-zero exit status is reported. Processes the command starts end "
-    "with the call. It may run in a sandbox (writes limited to the working directory and "
+    "with the call. With run_in_background the call returns at once with the command's id: "
+    "bash_output reads what it wrote since, kill_shell ends it, and it ends with the run. It may run in a sandbox (writes limited to the working directory and "
     "/tmp, no network, credentials hidden): a failure it caused comes with a note.",
     _SCHEMA,
     _run_bash,

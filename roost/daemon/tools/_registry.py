@@ -20,7 +20,9 @@ from ._edit import EDIT
 from ._glob import GLOB
 from ._grep import GREP
 from ._read import READ
+from ._notebook import NOTEBOOK_EDIT, NOTEBOOK_READ
 from ._remember import REMEMBER
+from ._shells import BASH_OUTPUT, KILL_SHELL
 from ._skill import SKILL
 from ._todo import TODO
 from ._web_fetch import WEB_FETCH_TOOL
@@ -28,7 +30,10 @@ from ._write import WRITE
 
 log = logging.getLogger(__name__)
 
-BUILTIN_TOOLS: tuple[Tool, ...] = (BASH, READ, WRITE, EDIT, GLOB, GREP, ASK_HUMAN, SKILL, REMEMBER, TODO, WEB_FETCH_TOOL)
+BUILTIN_TOOLS: tuple[Tool, ...] = (
+    BASH, BASH_OUTPUT, KILL_SHELL, READ, WRITE, EDIT, NOTEBOOK_READ, NOTEBOOK_EDIT, GLOB, GREP, ASK_HUMAN, SKILL,
+    REMEMBER, TODO, WEB_FETCH_TOOL,
+)
 
 #: Worker threads the tools of one registry (one daemon) use at most, all calls together.
 TOOL_THREADS = 16
