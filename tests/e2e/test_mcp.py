@@ -104,3 +104,27 @@ def test_an_untrusted_mcp_json_starts_nothing_until_trusted(e2e: E2E) -> None:
     # A pull adds an argument: the server is someone else's word again.
     mcp_json.write_text(mcp_json.read_text().replace("stdio", "stdio --more"))
     assert servers(e2e)["ev"]["state"] == "untrusted"
+
+
+def test_roost_mcp_fits_long_names_and_shows_why_a_server_exited(e2e: E2E) -> None:
+    _need(EVERYTHING_JS)
+    long = "a-server-with-a-name-much-longer-than-any-column-was-made-for"
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        long: {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
+        "quits": {"command": "sh", "args": ["-c", "echo 'Error: FETCH_API_KEY is not set' >&2; exit 1"]},
+    }}))
+    e2e.ok("trust", "--yes")
+    e2e.ok("dispatch", "go", "--model", e2e.script([text("Done.")]))
+    wait_until(lambda: servers(e2e)["quits"]["stderr"], 20, what="the quitting server's stderr")
+    lines = e2e.ok("mcp").stdout.splitlines()
+    head, rows = lines[0], {line.split()[0]: line for line in lines[1:] if not line.startswith(" ")}
+    # Every column starts where its heading does, whatever the longest name.
+    at = head.index("STATE")
+    assert rows[long][at:].startswith("ready ") and rows[long][at - 2:at] == "  ", lines
+    # (Between retries it is failed; a retry may be under way.)
+    assert rows["quits"][at:].split()[0] in ("failed", "starting"), lines
+    assert rows[long].index("pid ") == head.index("PID / URL"), lines
+    assert "closed the connection before it was ready" in rows["quits"]
+    # The server's last words, under its row.
+    below = lines[lines.index(rows["quits"]) + 1]
+    assert below.strip() == "| Error: FETCH_API_KEY is not set"

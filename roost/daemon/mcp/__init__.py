@@ -8,6 +8,7 @@ configuration has it, restarts a crashed one, and offers their tools as ``server
 """
 
 from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers, mcp_servers_from
+from ._environment import with_environment
 from ._manager import McpManager, UnknownServer
 from ._tools import McpTool
 
@@ -20,4 +21,5 @@ __all__ = [
     "UnknownServer",
     "load_mcp_servers",
     "mcp_servers_from",
+    "with_environment",
 ]

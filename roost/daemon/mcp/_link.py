@@ -56,6 +56,8 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 #: Seconds a connection must have stayed up for the backoff to start again from 0.5 s.
 STABLE_AFTER = 10.0
+#: How many of a stdio server's last stderr lines ``mcp.list`` shows when it failed or was lost.
+STDERR_LINES = 8
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _CLIENT = mcp_types.Implementation(name="roost", version=roost.__version__)
 
@@ -76,6 +78,8 @@ class ServerLink:
         self.state: State = "starting"
         #: Why the last attempt failed or the last connection was lost (None once ready).
         self.error: str | None = None
+        #: A stdio server's last stderr lines when it failed or was lost (empty once ready).
+        self.stderr: tuple[str, ...] = ()
         self.pid: int | None = None
         #: Attempts after the first.
         self.restarts = 0
@@ -149,7 +153,7 @@ class ServerLink:
     def status(self, config: McpServerConfig) -> dict[str, Any]:
         """The map ``mcp.list`` shows for this server, configured as ``config``."""
         return status_map(config, self.state, self.log_path, pid=self.pid, tools=len(self.tools),
-                          error=self.error, restarts=self.restarts)
+                          error=self.error, restarts=self.restarts, stderr=self.stderr)
 
     async def call(
         self,
@@ -215,6 +219,8 @@ class ServerLink:
         finally:
             self._session, self.tools, self.pid = None, [], None
         if self.error and not (self._stopping or self._restarting):
+            if self.config.transport == "stdio":
+                self.stderr = self._log.tail(STDERR_LINES)
             # A server that keeps failing the same way is retried for ever: say it once.
             log.log(logging.DEBUG if self.error == before else logging.WARNING,
                     "MCP server %s (%s): %s", self.config.name, self.log_path.name, self.error)
@@ -247,7 +253,7 @@ class ServerLink:
                 # Only now: the child has surely finished exec (it answered), so its
                 # environment shows the marker; just after the spawn it may not yet.
                 self.pid = await trio.to_thread.run_sync(find_child, self._marker)
-            self._session, self.tools, self.error = session, tools, None
+            self._session, self.tools, self.error, self.stderr = session, tools, None, ()
             ready_at.append(trio.current_time())
             self._log.note(f"ready: {len(tools)} tools")
             self._set("ready")
@@ -275,6 +281,11 @@ class ServerLink:
             command=config.command, args=list(config.args), env={**config.env, MARKER: marker}, cwd=config.cwd
         )
         self._log.note(f"starting {' '.join([config.command, *config.args])} (attempt {self.attempts})")
+        if config.withheld:
+            self._log.note(
+                f"not passed to the server: {', '.join(config.withheld)} (a credential in the value; "
+                "[tools.env] pass in your config.toml passes a variable all the same)"
+            )
         self._marker = marker
         return stdio_client(params, errlog=errlog)
 
@@ -414,7 +425,7 @@ def _start_error(config: McpServerConfig, group: BaseExceptionGroup[Exception]) 
         return f"cannot start {config.command!r}: {first.strerror} ({first.filename})"
     if isinstance(first, MCPError):
         if first.code == mcp_types.CONNECTION_CLOSED:
-            return "the server closed the connection before it was ready (see its log)"
+            return "the server closed the connection before it was ready (it exited, or closed its output)"
         return f"MCP error {first.code}: {first.message}"
     return f"{type(first).__name__}: {first}"
 

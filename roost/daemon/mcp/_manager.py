@@ -163,7 +163,8 @@ class McpManager:
         self, servers: Mapping[str, McpServerConfig], untrusted: Mapping[str, McpServerConfig] | None = None
     ) -> list[dict[str, Any]]:
         """One map per server of ``servers``, by name: ``{name, state, transport, pid, url,
-        tools, error, restarts, enabled, source, log}``; ``stopped`` when the server that
+        tools, error, restarts, enabled, source, log, stderr}`` (``stderr``: a stdio server's last
+        lines there when it failed or was lost); ``stopped`` when the server that
         config is does not run (or the config is disabled). Servers of ``untrusted`` files
         are listed ``untrusted``: never started for them."""
         listing = [
