@@ -83,7 +83,8 @@ def commands(obj: dict[str, Any], as_json: bool) -> None:
     for command in result["commands"]:
         typed = "/" + (command.get("short") or command["name"])
         hint = f" {command['argument_hint']}" if command.get("argument_hint") else ""
-        kind = f"{command['scope']} {command.get('kind', 'command')}"
+        kind = command.get("kind", "command")
+        kind = kind if kind.startswith(command["scope"]) else f"{command['scope']} {kind}"
         click.echo(click.style(typed, bold=True) + hint + click.style(f"  ({kind})", dim=True))
         if command.get("description"):
             click.echo(f"  {command['description'].splitlines()[0]}")

@@ -70,6 +70,35 @@ def restart(obj: dict[str, Any], name: str) -> None:
         click.echo(f"{name}: {server['state']}, {server['tools']} tools")
 
 
+@mcp.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the resources as JSON.")
+@click.pass_obj
+def resources(obj: dict[str, Any], as_json: bool) -> None:
+    """List the resources this folder's MCP servers offer, each as a task names it
+    (@server:uri: its text is read and sent with the task). Servers not running yet are
+    started (a project's only once you trusted it).
+
+    \b
+    Examples:
+      roost mcp resources
+      roost dispatch "summarize @docs:file://guide.md"
+    """
+    with daemon(obj) as client:
+        listing = client.call("mcp.resources", cwd=workdir(target(obj), client), **env_param(target(obj)))
+    if as_json:
+        click.echo(json.dumps(listing))
+        return
+    found = listing["resources"]
+    if not found:
+        click.echo("no MCP resources here (roost mcp shows the servers)")
+    width = max((len(printable(r["reference"])) for r in found), default=0)
+    for resource in found:
+        about = " · ".join(printable(v) for v in (resource["name"], resource.get("mime_type") or "", resource.get("description") or "") if v)
+        click.echo(f"{printable(resource['reference']):<{width}}  {about}".rstrip())
+    if listing.get("untrusted"):
+        click.echo(untrusted(listing["untrusted"]), err=True)
+
+
 def _table(servers: list[dict[str, Any]]) -> list[str]:
     """The servers as rows whose columns are as wide as their longest value (a long name
     or URL shifts the columns, never breaks them), each failed or lost stdio server

@@ -9,7 +9,7 @@ PROTOCOL_VERSION = 1
 #: has is refused with INVALID_PARAMS; 10: dispatch's append_system_prompt; 11: plugins.list;
 #: 12: providers.list's model, status's cwd and config, dispatch's warnings and approved_lines,
 #: APPROVAL_NEEDED, permission.respond's scope session_any, permission.requested's
-#: session_rules_any, an edit's diff in tool.finished).
-API_LEVEL = 12
+#: session_rules_any, an edit's diff in tool.finished; 13: mcp.resources).
+API_LEVEL = 13
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1
