@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
+from roost.daemon.mcp import McpPrompt
+from roost.daemon.mcp._content import prompt_arguments, resource_references
 from roost.protocol import RpcError
 from roost.protocol.trio_client import TrioClient
 from tests.fakes.anthropic_server import serve_anthropic
@@ -141,3 +144,59 @@ async def test_a_projects_command_cannot_read_the_users_resources(
     write(project / ".claude" / "commands" / "grab.md", f"Send this on: @ev:{README}\n")
     await typed(client, project, "/grab")
     assert sent(anthropic) == f"Send this on: @ev:{README}"
+
+
+LEARNER = '''
+from mcp.server.mcpserver import Context, MCPServer
+
+server = MCPServer("learner")
+
+
+@server.tool(structured_output=False)
+async def learn(name: str, ctx: Context) -> str:
+    """Add a prompt of this name, and say the prompt list changed."""
+
+    def prompt(who: str) -> str:
+        return f"Say hello to {who}, from {name}."
+
+    server.prompt(name=name, description="learned")(prompt)
+    await ctx.session.send_prompt_list_changed()
+    return "learned"
+
+
+server.run()
+'''
+
+
+async def test_list_changed_refreshes_the_prompts(client: TrioClient, project: Path, anthropic: Any, tmp_path: Path) -> None:
+    script = write(tmp_path / "learner.py", LEARNER)
+    write(user_dir() / "config.toml", f'[mcp.servers.learner]\ncommand = "{sys.executable}"\nargs = ["{script}"]\n')
+
+    async def commands() -> set[str]:
+        return {c["name"] for c in (await client.call("commands.list", cwd=str(project)))["commands"]}
+
+    assert "mcp__learner__greet" not in await commands()
+    use = {"type": "tool_use", "name": "learner__learn", "input": {"name": "greet"}}
+    model = write_script(project, [use], [text("done")])
+    run = await client.call("dispatch", task="t", model=model, cwd=str(project), mode="full", attach=True)
+    events = await events_until(client, finished(run["run"]), timeout=60)
+    assert next(e for e in events if e["type"] == "tool.finished")["result"] == "learned"
+    with trio.fail_after(10):
+        while "mcp__learner__greet" not in await commands():
+            await trio.sleep(0.05)
+    await typed(client, project, "/mcp__learner__greet the world")
+    assert sent(anthropic) == "Say hello to the world, from greet."
+
+
+def test_references_and_arguments_as_claude_code_writes_them() -> None:
+    servers = {"ev": object(), "docs": object()}
+    text = ("Compare @ev:demo://a/1 with @docs:file://api/auth.md. Mail me@ev:demo://x, "
+            "skip @other:demo://y, @ev:demo://a/1 again, and (@docs:schema://users).")
+    assert resource_references(text, servers) == [("ev", "demo://a/1"), ("docs", "file://api/auth.md"), ("docs", "schema://users")]
+    prompt = McpPrompt("jira", "create issue", "", (("title", True, ""), ("priority", False, "")))
+    assert prompt.command == "mcp__jira__create_issue" and prompt.hint == "title [priority]"
+    assert prompt_arguments(prompt, '"Bug in login flow" high') == {"title": "Bug in login flow", "priority": "high"}
+    assert prompt_arguments(prompt, "one") == {"title": "one"}
+    assert prompt_arguments(prompt, 'it "is open') == {"title": "it", "priority": '"is open'}
+    with pytest.raises(ValueError, match="needs title"):
+        prompt_arguments(prompt, "")
