@@ -69,8 +69,9 @@ def _untrusted(agent: dict[str, Any]) -> None:
 @click.pass_obj
 def commands(obj: dict[str, Any], as_json: bool) -> None:
     """List the slash commands for this folder: Claude Code's command files (user
-    ~/.claude/commands, project .claude/commands) and skills, each with its source, what
-    it is for and the arguments it takes, and the files skipped, one line each.
+    ~/.claude/commands, project .claude/commands), skills and the prompts of its MCP
+    servers (/mcp__server__prompt), each with its source, what it is for and the arguments
+    it takes, and the files skipped, one line each.
 
     \b
     Type one as the task: roost dispatch "/review src/app.py speed"
