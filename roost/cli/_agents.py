@@ -69,8 +69,9 @@ def _untrusted(agent: dict[str, Any]) -> None:
 @click.pass_obj
 def commands(obj: dict[str, Any], as_json: bool) -> None:
     """List the slash commands for this folder: Claude Code's command files (user
-    ~/.claude/commands, project .claude/commands) and skills, each with its source, what
-    it is for and the arguments it takes, and the files skipped, one line each.
+    ~/.claude/commands, project .claude/commands), skills and the prompts of its MCP
+    servers (/mcp__server__prompt), each with its source, what it is for and the arguments
+    it takes, and the files skipped, one line each.
 
     \b
     Type one as the task: roost dispatch "/review src/app.py speed"
@@ -83,7 +84,8 @@ def commands(obj: dict[str, Any], as_json: bool) -> None:
     for command in result["commands"]:
         typed = "/" + (command.get("short") or command["name"])
         hint = f" {command['argument_hint']}" if command.get("argument_hint") else ""
-        kind = f"{command['scope']} {command.get('kind', 'command')}"
+        kind = command.get("kind", "command")
+        kind = kind if kind.startswith(command["scope"]) else f"{command['scope']} {kind}"
         click.echo(click.style(typed, bold=True) + hint + click.style(f"  ({kind})", dim=True))
         if command.get("description"):
             click.echo(f"  {command['description'].splitlines()[0]}")

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ._connect import daemon, env_param, target, workdir
-from ._render import untrusted
+from ._render import printable, untrusted
 
 
 @click.group(invoke_without_command=True)
@@ -43,9 +43,8 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
     if not servers:
         click.echo("no MCP servers configured (add [mcp.servers.NAME] to config.toml, or a .mcp.json)")
         return
-    click.echo(f"{'NAME':<16} {'STATE':<9} {'TOOLS':>5}  {'PID / URL':<30} ERROR")
-    for server in servers:
-        click.echo(_row(server))
+    for line in _table(servers):
+        click.echo(line)
     if listing.get("untrusted"):
         click.echo(untrusted(listing["untrusted"]), err=True)
 
@@ -65,16 +64,68 @@ def restart(obj: dict[str, Any], name: str) -> None:
     if server is None:
         click.echo(f"restarted {name}")
     elif server["state"] == "failed":
-        raise click.ClickException(f"{name} failed to start: {server['error']} (log: {server['log']})")
+        said = "".join(f"\n  {printable(line)}" for line in server.get("stderr", []))
+        raise click.ClickException(f"{name} failed to start: {server['error']} (log: {server['log']}){said}")
     else:
         click.echo(f"{name}: {server['state']}, {server['tools']} tools")
 
 
-def _row(server: dict[str, Any]) -> str:
-    where = server.get("url") or (f"pid {server['pid']}" if server.get("pid") else "-")
-    state = server["state"] if server.get("enabled", True) else "disabled"
-    error = server.get("error") or ""
-    return f"{server['name']:<16} {state:<9} {server['tools']:>5}  {where:<30} {error}".rstrip()
+@mcp.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the resources as JSON.")
+@click.pass_obj
+def resources(obj: dict[str, Any], as_json: bool) -> None:
+    """List the resources this folder's MCP servers offer, each as a task names it
+    (@server:uri: its text is read and sent with the task). Servers not running yet are
+    started (a project's only once you trusted it).
+
+    \b
+    Examples:
+      roost mcp resources
+      roost dispatch "summarize @docs:file://guide.md"
+    """
+    with daemon(obj) as client:
+        listing = client.call("mcp.resources", cwd=workdir(target(obj), client), **env_param(target(obj)))
+    if as_json:
+        click.echo(json.dumps(listing))
+        return
+    found = listing["resources"]
+    if not found:
+        click.echo("no MCP resources here (roost mcp shows the servers)")
+    width = max((len(printable(r["reference"])) for r in found), default=0)
+    for resource in found:
+        about = " · ".join(printable(v) for v in (resource["name"], resource.get("mime_type") or "", resource.get("description") or "") if v)
+        click.echo(f"{printable(resource['reference']):<{width}}  {about}".rstrip())
+    if listing.get("untrusted"):
+        click.echo(untrusted(listing["untrusted"]), err=True)
+
+
+def _table(servers: list[dict[str, Any]]) -> list[str]:
+    """The servers as rows whose columns are as wide as their longest value (a long name
+    or URL shifts the columns, never breaks them), each failed or lost stdio server
+    followed by its last stderr lines."""
+    rows = [
+        (
+            printable(s["name"]),
+            s["state"] if s.get("enabled", True) else "disabled",
+            str(s["tools"]),
+            printable(s.get("url") or (f"pid {s['pid']}" if s.get("pid") else "-")),
+            printable(s.get("error") or ""),
+            s.get("stderr") or [],
+        )
+        for s in servers
+    ]
+    head = ("NAME", "STATE", "TOOLS", "PID / URL")
+    widths = [max(len(head[i]), *(len(row[i]) for row in rows)) for i in range(4)]
+    name, state, tools, where = widths
+
+    def line(cells: tuple[str, ...]) -> str:
+        return f"{cells[0]:<{name}}  {cells[1]:<{state}}  {cells[2]:>{tools}}  {cells[3]:<{where}}  {cells[4]}".rstrip()
+
+    lines = [line((*head, "ERROR"))]
+    for row in rows:
+        lines.append(line(row[:5]))
+        lines += [f"    | {printable(said)}" for said in row[5]]
+    return lines
 
 
 @mcp.command("serve")

@@ -324,6 +324,14 @@ METHODS: tuple[Method, ...] = (
         ("ok", "server"),
     ),
     Method(
+        "mcp.resources",
+        "The resources the MCP servers of a folder list (servers that may run there, started if "
+        "they are not, waiting a little for them): each with server, uri, reference (how a task "
+        "names it: @server:uri), name, description, mime_type and size (null: not said).",
+        (Param("cwd", "str", doc="where project config (.roost/config.toml, .mcp.json) is looked up"), _ENV),
+        ("resources", "untrusted"),
+    ),
+    Method(
         "agents.list",
         "The agents for a folder (built-in, user, project), and files that could not be used; "
         "each agent with model_id (its model as the config resolves it), unknown_tools "
@@ -335,7 +343,8 @@ METHODS: tuple[Method, ...] = (
     Method(
         "commands.list",
         "The custom slash commands for a folder (Claude Code's .claude/commands/*.md, the "
-        "user's and the project's), and files that could not be used.",
+        "user's and the project's), and files that could not be used; the prompts of the "
+        "folder's MCP servers are among them, as mcp__server__prompt (kind mcp prompt).",
         (Param("cwd", "str", doc="where project commands are looked up"), _ENV),
         ("commands", "problems"),
     ),

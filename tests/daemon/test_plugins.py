@@ -19,6 +19,7 @@ from roost.daemon.folder._command_text import substitute
 from roost.daemon.folder._plugins import MAX_PLUGINS
 from roost.daemon.folder._setup import FolderSetup, load_folder
 from roost.daemon.folder._trust import NO_TRUST, Trust
+from roost.daemon.mcp._environment import inherited
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 from tests.fakes.anthropic_server import serve_anthropic
@@ -111,7 +112,9 @@ def test_an_enabled_plugins_parts_load_named_as_claude_code_names_them(project: 
     # MCP servers: plugin_PLUGIN_SERVER, ${CLAUDE_PLUGIN_ROOT} and the user's variables expanded.
     [(name, server)] = setup.mcp.items()
     assert name == "plugin_review-kit_probe" and server.command == sys.executable
-    assert server.args == (f"{review}/servers/probe.py",) and server.env == {"CLAUDE_PLUGIN_ROOT": str(review)}
+    # (Its env also holds what every stdio server gets of the client's: see mcp._environment.)
+    own = {k: v for k, v in server.env.items() if not inherited(k)}
+    assert server.args == (f"{review}/servers/probe.py",) and own == {"CLAUDE_PLUGIN_ROOT": str(review)}
     # Skills: plugin:skill; nothing here is a project's, nothing waits for trust.
     assert setup.place.plugin_skills == (("review-kit", str(review / "skills")),)
     assert setup.widening == ()

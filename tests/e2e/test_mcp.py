@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 
 from tests.daemon.mcp.conftest import EVERYTHING_JS, TIME_EXE, _need
@@ -104,3 +105,70 @@ def test_an_untrusted_mcp_json_starts_nothing_until_trusted(e2e: E2E) -> None:
     # A pull adds an argument: the server is someone else's word again.
     mcp_json.write_text(mcp_json.read_text().replace("stdio", "stdio --more"))
     assert servers(e2e)["ev"]["state"] == "untrusted"
+
+
+def test_roost_mcp_fits_long_names_and_shows_why_a_server_exited(e2e: E2E) -> None:
+    _need(EVERYTHING_JS)
+    long = "a-server-with-a-name-much-longer-than-any-column-was-made-for"
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        long: {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
+        "quits": {"command": "sh", "args": ["-c", "echo 'Error: FETCH_API_KEY is not set' >&2; exit 1"]},
+    }}))
+    e2e.ok("trust", "--yes")
+    e2e.ok("dispatch", "go", "--model", e2e.script([text("Done.")]))
+    wait_until(lambda: servers(e2e)["quits"]["stderr"], 20, what="the quitting server's stderr")
+    lines = e2e.ok("mcp").stdout.splitlines()
+    head, rows = lines[0], {line.split()[0]: line for line in lines[1:] if not line.startswith(" ")}
+    # Every column starts where its heading does, whatever the longest name.
+    at = head.index("STATE")
+    assert rows[long][at:].startswith("ready ") and rows[long][at - 2:at] == "  ", lines
+    # (Between retries it is failed; a retry may be under way.)
+    assert rows["quits"][at:].split()[0] in ("failed", "starting"), lines
+    assert rows[long].index("pid ") == head.index("PID / URL"), lines
+    assert "closed the connection before it was ready" in rows["quits"]
+    # The server's last words, under its row.
+    below = lines[lines.index(rows["quits"]) + 1]
+    assert below.strip() == "| Error: FETCH_API_KEY is not set"
+
+
+def test_roost_mcp_resources_and_commands_show_what_servers_offer(e2e: E2E) -> None:
+    _need(EVERYTHING_JS)
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ev": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
+    }}))
+    # Untrusted: nothing offered, and nothing started.
+    assert "no MCP resources here" in e2e.ok("mcp", "resources").stdout
+    assert "mcp__ev__" not in e2e.ok("commands").stdout
+    e2e.ok("trust", "--yes")
+    listed = e2e.json_out("mcp", "resources", "--json")["resources"]
+    reference = "@ev:demo://resource/static/document/architecture.md"
+    assert reference in [r["reference"] for r in listed]
+    table = e2e.ok("mcp", "resources").stdout
+    assert any(line.startswith(reference + "  architecture.md · text/markdown") for line in table.splitlines()), table
+    commands = e2e.ok("commands").stdout
+    assert "/mcp__ev__args-prompt city [state]  (mcp prompt)" in commands and "MCP server ev" in commands
+
+
+def test_the_shell_lists_completes_and_runs_a_servers_prompt(e2e: E2E) -> None:
+    from .test_shell import IDLE, Tmux, runs_done  # the shell tests' tmux server: a real terminal
+
+    _need(EVERYTHING_JS)
+    (e2e.project / ".mcp.json").write_text(json.dumps({"mcpServers": {
+        "ev": {"command": "node", "args": [str(EVERYTHING_JS), "stdio"]},
+    }}))
+    e2e.ok("trust", "--yes")
+    tmux = Tmux(e2e)
+    try:
+        pane = tmux.open("shell", "--model", e2e.script([text("Sunny.")]), "--mode", "full")
+        pane.wait(IDLE)
+        pane.submit("/help")
+        screen = pane.wait("/mcp__ev__args-prompt")
+        assert re.search(r"/mcp__ev__args-prompt city \[state\] +A prompt with two arguments", screen), screen
+        pane.type("/mcp__ev__ar")
+        pane.wait("args-prompt  city [state]")  # the completion menu
+        pane.keys("Tab")
+        pane.submit(" Paris")
+        screen = pane.wait(runs_done(1))
+        assert "What's weather in Paris?" in screen and "Sunny." in screen
+    finally:
+        tmux.kill()

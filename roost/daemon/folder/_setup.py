@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..mcp import McpServerConfig, McpServers, mcp_servers_from
+from ..mcp import McpServerConfig, McpServers, mcp_servers_from, with_environment
 from ..runs._environ import tool_environment
 from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, agents_from
@@ -156,6 +156,8 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
         plugins=plugins_from(files),
         rules=claude_rules_from(files),
     )
+    # Stdio servers also get what makes TLS and proxies work here (see mcp._environment).
+    setup = replace(setup, mcp_config=with_environment(setup.mcp_config, files.environ, setup.tool_environment(environ)))
     protected = protected_files(setup, trust)
     # What trust records and trusted entries run is read-only in the sandbox too.
     config = setup.config

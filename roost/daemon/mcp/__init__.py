@@ -8,16 +8,22 @@ configuration has it, restarts a crashed one, and offers their tools as ``server
 """
 
 from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers, mcp_servers_from
+from ._content import McpPrompt, McpRequestError, McpResource
+from ._environment import with_environment
 from ._manager import McpManager, UnknownServer
 from ._tools import McpTool
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "McpManager",
+    "McpPrompt",
+    "McpRequestError",
+    "McpResource",
     "McpServerConfig",
     "McpServers",
     "McpTool",
     "UnknownServer",
     "load_mcp_servers",
     "mcp_servers_from",
+    "with_environment",
 ]

@@ -102,7 +102,8 @@ class McpServerConfig:
     #: stdio: the program and its arguments.
     command: str | None = None
     args: tuple[str, ...] = ()
-    #: stdio: variables added to the SDK's small default environment (HOME, PATH, ...).
+    #: stdio: variables added to the SDK's small default environment (HOME, PATH, ...):
+    #: the entry's own, over what it gets of the client's (see ``_environment``).
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: str | None = None
     #: http: the streamable HTTP endpoint and the headers sent with every request.
@@ -117,6 +118,9 @@ class McpServerConfig:
     #: A project's server: what trust records for the project files it runs (path, digest),
     #: part of its identity, not of equality.
     runs: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    #: stdio: the client's variables it would get but for the credentials in their value
+    #: (a proxy URL with a password), named in its log.
+    withheld: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def identity(self) -> Identity:

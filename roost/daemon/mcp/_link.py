@@ -43,6 +43,7 @@ import roost
 from roost.daemon.tools import ToolResult
 
 from ._config import McpServerConfig
+from ._content import McpPrompt, McpRequestError, McpResource, mcp_prompt, mcp_resource
 from ._process import MARKER, find_child
 from ._server_log import ServerLog
 from ._status import State, log_file, status_map
@@ -56,8 +57,16 @@ BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 #: Seconds a connection must have stayed up for the backoff to start again from 0.5 s.
 STABLE_AFTER = 10.0
+#: How many of a stdio server's last stderr lines ``mcp.list`` shows when it failed or was lost.
+STDERR_LINES = 8
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _CLIENT = mcp_types.Implementation(name="roost", version=roost.__version__)
+#: The notifications that make a list old, and which.
+_CHANGED = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/prompts/list_changed": "prompts",
+    "notifications/resources/list_changed": "resources",
+}
 
 
 class ServerLink:
@@ -76,11 +85,16 @@ class ServerLink:
         self.state: State = "starting"
         #: Why the last attempt failed or the last connection was lost (None once ready).
         self.error: str | None = None
+        #: A stdio server's last stderr lines when it failed or was lost (empty once ready).
+        self.stderr: tuple[str, ...] = ()
         self.pid: int | None = None
         #: Attempts after the first.
         self.restarts = 0
         self.attempts = 0
         self.tools: list[McpTool] = []
+        #: What a ready server lists (empty when it declares no prompts or resources).
+        self.prompts: list[McpPrompt] = []
+        self.resources: list[McpResource] = []
         #: Set when ``run`` has returned.
         self.done = trio.Event()
         self._session: ClientSession | None = None
@@ -93,7 +107,7 @@ class ServerLink:
         self._stopping = False
         self._restarting = False
         self._lost = False
-        self._stale = False
+        self._stale: set[str] = set()  # the lists a list_changed notification made old
         self._delay = BACKOFF_START
 
     # -- for the manager ---------------------------------------------------------------------
@@ -117,7 +131,7 @@ class ServerLink:
                     await self._pause(self._delay)
                     self._delay = min(self._delay * 2, BACKOFF_MAX)
         finally:
-            self._session, self.tools, self.pid = None, [], None
+            self._forget()
             self._set("stopped")
             self.done.set()
 
@@ -146,10 +160,15 @@ class ServerLink:
         """Return at the next state change."""
         await self._changed.wait()
 
+    @property
+    def session(self) -> ClientSession | None:
+        """The SDK session while the server is ready."""
+        return self._session
+
     def status(self, config: McpServerConfig) -> dict[str, Any]:
         """The map ``mcp.list`` shows for this server, configured as ``config``."""
         return status_map(config, self.state, self.log_path, pid=self.pid, tools=len(self.tools),
-                          error=self.error, restarts=self.restarts)
+                          error=self.error, restarts=self.restarts, stderr=self.stderr)
 
     async def call(
         self,
@@ -200,7 +219,8 @@ class ServerLink:
         """One connection, from spawn or connect to its end; seconds it was ready (None: never)."""
         self.attempts += 1
         self.restarts = self.attempts - 1
-        self._lost = self._stale = False
+        self._lost = False
+        self._stale = set()
         self._marker = None
         self._startup = trio.CancelScope()
         ready_at: list[float] = []
@@ -213,8 +233,10 @@ class ServerLink:
         except* Exception as group:
             self.error = _start_error(self.config, group)
         finally:
-            self._session, self.tools, self.pid = None, [], None
+            self._forget()
         if self.error and not (self._stopping or self._restarting):
+            if self.config.transport == "stdio":
+                self.stderr = self._log.tail(STDERR_LINES)
             # A server that keeps failing the same way is retried for ever: say it once.
             log.log(logging.DEBUG if self.error == before else logging.WARNING,
                     "MCP server %s (%s): %s", self.config.name, self.log_path.name, self.error)
@@ -224,7 +246,9 @@ class ServerLink:
     async def _connect_and_serve(self, ready_at: list[float]) -> None:
         async with AsyncExitStack() as stack:
             errlog = stack.enter_context(self._log.attempt())
-            read, write = await stack.enter_async_context(await self._transport(stack, errlog))
+            self._marker = None if self.config.transport == "http" else uuid.uuid4().hex
+            transport = await _transport(self.config, self._marker, stack, errlog, self._log, self.attempts)
+            read, write = await stack.enter_async_context(transport)
             session = await stack.enter_async_context(
                 ClientSession(
                     _WatchedStream(read, self._on_end),
@@ -237,8 +261,11 @@ class ServerLink:
             with self._startup:
                 try:
                     with trio.fail_after(START_TIMEOUT):
-                        await session.initialize()
+                        capabilities = (await session.initialize()).capabilities
                         tools = await self._list_tools(session)
+                        for kind in ("prompts", "resources"):
+                            if getattr(capabilities, kind, None) is not None:
+                                await self._refresh(session, kind)
                 except trio.TooSlowError:
                     raise TimeoutError(f"no answer to initialize and tools/list within {START_TIMEOUT:g} s") from None
             if self._startup.cancelled_caught:
@@ -247,7 +274,7 @@ class ServerLink:
                 # Only now: the child has surely finished exec (it answered), so its
                 # environment shows the marker; just after the spawn it may not yet.
                 self.pid = await trio.to_thread.run_sync(find_child, self._marker)
-            self._session, self.tools, self.error = session, tools, None
+            self._session, self.tools, self.error, self.stderr = session, tools, None, ()
             ready_at.append(trio.current_time())
             self._log.note(f"ready: {len(tools)} tools")
             self._set("ready")
@@ -255,34 +282,17 @@ class ServerLink:
                 await self._serve(session)
             finally:
                 # Unavailable from now on, while the connection closes (which may take seconds).
-                self._session, self.tools, self.pid = None, [], None
+                self._forget()
                 self._set("starting")
-
-    async def _transport(self, stack: AsyncExitStack, errlog: TextIO) -> Any:
-        """The transport's context manager (an HTTP client is entered on ``stack`` first; a
-        stdio server's stderr goes to ``errlog``)."""
-        config = self.config
-        if config.transport == "http":
-            assert config.url is not None
-            self._log.note(f"connecting to {config.url} (attempt {self.attempts})")
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(config.headers), timeout=_HTTP_TIMEOUT)
-            )
-            return streamable_http_client(config.url, http_client=client)
-        assert config.command is not None
-        marker = uuid.uuid4().hex
-        params = StdioServerParameters(
-            command=config.command, args=list(config.args), env={**config.env, MARKER: marker}, cwd=config.cwd
-        )
-        self._log.note(f"starting {' '.join([config.command, *config.args])} (attempt {self.attempts})")
-        self._marker = marker
-        return stdio_client(params, errlog=errlog)
 
     async def _serve(self, session: ClientSession) -> None:
         """Until stop, restart or the end of the connection; refresh the tools when told."""
         while not (self._stopping or self._restarting or self._lost):
             if self._stale:
-                self._stale = False
+                kind = self._stale.pop()
+                if kind != "tools":
+                    await self._refresh(session, kind)
+                    continue
                 try:
                     with trio.fail_after(START_TIMEOUT):
                         self.tools = await self._list_tools(session)
@@ -301,24 +311,32 @@ class ServerLink:
                 await self._wake.wait()
                 self._wake = trio.Event()
 
+    async def _refresh(self, session: ClientSession, kind: str) -> None:
+        """List the server's prompts or resources again; a failure keeps the old list and
+        is noted (a prompt or resource the server cannot list blocks nothing)."""
+        try:
+            with trio.fail_after(START_TIMEOUT):
+                listed = await _every_page(session, kind)
+        except Exception as exc:
+            return self._log.note(f"{kind}/list failed: {exc!r}")
+        if kind == "prompts":
+            self.prompts = [mcp_prompt(self.config.name, p) for p in listed]
+        else:
+            self.resources = [mcp_resource(self.config.name, r) for r in listed]
+
     async def _list_tools(self, session: ClientSession) -> list[McpTool]:
-        listed: list[Any] = []
-        cursor: str | None = None
-        while True:
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            listed += page.tools
-            cursor = page.next_cursor
-            if not cursor:
-                break
         tools: dict[str, McpTool] = {}
-        for tool in listed:
+        for tool in await _every_page(session, "tools"):
             mapped = mcp_tool(self.config.name, tool)
             if mapped.name in tools:
                 self._log.note(f"tool {tool.name!r} left out: its name clashes with {tools[mapped.name].tool!r}")
                 continue
             tools[mapped.name] = mapped
         return list(tools.values())
+
+    def _forget(self) -> None:
+        """No session, process or lists: the connection is gone or going."""
+        self._session, self.pid, self.tools, self.prompts, self.resources = None, None, [], [], []
 
     # -- callbacks from the SDK's tasks ------------------------------------------------------
 
@@ -329,8 +347,8 @@ class ServerLink:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
             self._log.note(f"transport error: {message!r}")
-        elif getattr(message, "method", None) == "notifications/tools/list_changed":
-            self._stale = True
+        elif (kind := _CHANGED.get(getattr(message, "method", None) or "")) is not None:
+            self._stale.add(kind)
             self._wake.set()
 
     async def _on_log(self, params: Any) -> None:
@@ -404,6 +422,85 @@ class _Progress:
         self._on_progress = None
 
 
+async def _transport(
+    config: McpServerConfig, marker: str | None, stack: AsyncExitStack, errlog: TextIO, notes: ServerLog, attempt: int
+) -> Any:
+    """The transport's context manager for one attempt: an HTTP client is entered on
+    ``stack`` first; a stdio server is started with ``ROOST_MCP_SERVER=marker`` (see
+    ``_process``) and its stderr going to ``errlog``."""
+    if config.transport == "http":
+        assert config.url is not None
+        notes.note(f"connecting to {config.url} (attempt {attempt})")
+        client = await stack.enter_async_context(httpx2.AsyncClient(headers=dict(config.headers), timeout=_HTTP_TIMEOUT))
+        return streamable_http_client(config.url, http_client=client)
+    assert config.command is not None and marker is not None
+    params = StdioServerParameters(
+        command=config.command, args=list(config.args), env={**config.env, MARKER: marker}, cwd=config.cwd
+    )
+    notes.note(f"starting {' '.join([config.command, *config.args])} (attempt {attempt})")
+    if config.withheld:
+        notes.note(
+            f"not passed to the server: {', '.join(config.withheld)} (a credential in the value; "
+            "[tools.env] pass in your config.toml passes a variable all the same)"
+        )
+    return stdio_client(params, errlog=errlog)
+
+
+async def get_prompt(link: ServerLink, server: str, prompt: str, arguments: Mapping[str, str], timeout: float) -> Any:
+    """The server's ``GetPromptResult`` for ``prompt`` (its own name) with ``arguments``
+    (``server``: the caller's name for the server).
+
+    Raises:
+        McpRequestError: the server is not ready, answered with an error or took too long.
+    """
+    return await _request(link, server, f"prompt {prompt}", timeout, lambda s: s.get_prompt(prompt, dict(arguments)))
+
+
+async def read_resource(link: ServerLink, server: str, uri: str, timeout: float) -> Any:
+    """The server's ``ReadResourceResult`` for ``uri``.
+
+    Raises:
+        McpRequestError: as :func:`get_prompt`.
+    """
+    return await _request(link, server, f"resource {uri}", timeout, lambda s: s.read_resource(uri))
+
+
+async def _request(link: ServerLink, server: str, what: str, timeout: float, send: Callable[[ClientSession], Any]) -> Any:
+    """One request through ``link``'s session once the server is ready, within ``timeout``
+    (``server``: the caller's name for it).
+
+    Raises:
+        McpRequestError: the server is not ready, answered with an error or took too long.
+    """
+    with trio.move_on_after(timeout):
+        while link.state == "starting":
+            await link.wait_changed()
+        session = link.session
+        if link.state != "ready" or session is None:
+            raise McpRequestError(_unavailable(server, link.state, link.error))
+        try:
+            return await send(session)
+        except MCPError as exc:
+            raise McpRequestError(f"MCP server {server}: {what}: MCP error {exc.code}: {exc.message}") from None
+        except Exception as exc:  # a malformed answer
+            log.exception("MCP %s of %s failed", what, server)
+            raise McpRequestError(f"MCP server {server}: {what} failed: {type(exc).__name__}: {exc}") from None
+    raise McpRequestError(f"MCP server {server}: {what}: no answer within {timeout:g} s")
+
+
+async def _every_page(session: ClientSession, kind: str) -> list[Any]:
+    """The server's whole list of ``kind`` (tools, prompts or resources), page by page."""
+    listing = {"tools": session.list_tools, "prompts": session.list_prompts, "resources": session.list_resources}[kind]
+    listed: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page: Any = await listing(params=mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        listed += getattr(page, kind)
+        cursor = page.next_cursor
+        if not cursor:
+            return listed
+
+
 # -- what a failure says ---------------------------------------------------------------------
 
 
@@ -414,7 +511,7 @@ def _start_error(config: McpServerConfig, group: BaseExceptionGroup[Exception]) 
         return f"cannot start {config.command!r}: {first.strerror} ({first.filename})"
     if isinstance(first, MCPError):
         if first.code == mcp_types.CONNECTION_CLOSED:
-            return "the server closed the connection before it was ready (see its log)"
+            return "the server closed the connection before it was ready (it exited, or closed its output)"
         return f"MCP error {first.code}: {first.message}"
     return f"{type(first).__name__}: {first}"
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
@@ -36,6 +37,7 @@ import trio
 from roost.daemon.tools import ToolResult
 
 from ._config import Identity, McpServerConfig
+from ._content import McpPrompt, McpRequestError, McpResource, split_prompt_command
 from ._status import log_file, status_map
 from ._tools import McpTool, as_server, qualified_name, selected, split_name
 
@@ -159,11 +161,77 @@ class McpManager:
         limit = config.timeout if timeout is None else timeout
         return await connection.call(server, tool, arguments, timeout=limit, on_progress=on_progress)
 
+    def prompts(self, servers: Mapping[str, McpServerConfig]) -> list[McpPrompt]:
+        """The prompts of the ready servers of ``servers``, under the names ``servers``
+        gives those servers."""
+        return [replace(p, server=name) for name, link in self._ready(servers) for p in link.prompts]
+
+    def resources(self, servers: Mapping[str, McpServerConfig]) -> list[McpResource]:
+        """The resources the ready servers of ``servers`` list, as :meth:`prompts`."""
+        return [replace(r, server=name) for name, link in self._ready(servers) for r in link.resources]
+
+    async def get_prompt(
+        self, command: str, arguments: Mapping[str, str], servers: Mapping[str, McpServerConfig]
+    ) -> tuple[McpPrompt, Any]:
+        """The prompt whose command (``mcp__server__prompt``) is ``command`` among
+        ``servers``' prompts, and its ``GetPromptResult`` with ``arguments``.
+
+        Raises:
+            McpRequestError: no such server or prompt, or the server failed the request.
+        """
+        from ._link import get_prompt  # loaded already: the server runs
+
+        prompt = self.find_prompt(command, servers)
+        link = self._link(prompt.server, servers)
+        return prompt, await get_prompt(link, prompt.server, prompt.prompt, arguments, servers[prompt.server].timeout)
+
+    def find_prompt(self, command: str, servers: Mapping[str, McpServerConfig]) -> McpPrompt:
+        """The prompt ``/command`` names (see :meth:`get_prompt`).
+
+        Raises:
+            McpRequestError: no such server, or no such prompt on it.
+        """
+        parts = split_prompt_command(command)
+        if parts is None:
+            raise McpRequestError(f"/{command} is not an MCP prompt (/mcp__server__prompt)")
+        link = self._link(parts[0], servers)
+        offered = [replace(p, server=parts[0]) for p in link.prompts]
+        found = next((p for p in offered if p.command == command), None)
+        if found is None:
+            known = ", ".join("/" + p.command for p in offered) or "none"
+            raise McpRequestError(f"MCP server {parts[0]} has no prompt {parts[1]!r} (its prompts: {known})")
+        return found
+
+    async def read_resource(self, server: str, uri: str, servers: Mapping[str, McpServerConfig]) -> Any:
+        """The ``ReadResourceResult`` of ``uri`` from the server ``servers`` names ``server``.
+
+        Raises:
+            McpRequestError: no such server, or it failed the request.
+        """
+        from ._link import read_resource  # loaded already: the server runs
+
+        link = self._link(server, servers)
+        return await read_resource(link, server, uri, servers[server].timeout)
+
+    def _ready(self, servers: Mapping[str, McpServerConfig]) -> Iterator[tuple[str, ServerLink]]:
+        for name, config in sorted(servers.items()):
+            link = self._running(config)
+            if link is not None and link.state == "ready":
+                yield name, link
+
+    def _link(self, server: str, servers: Mapping[str, McpServerConfig]) -> ServerLink:
+        config = servers.get(server)
+        link = None if config is None else self._running(config)
+        if config is None or link is None:
+            raise McpRequestError(_no_server(server, config, servers))
+        return link
+
     def status(
         self, servers: Mapping[str, McpServerConfig], untrusted: Mapping[str, McpServerConfig] | None = None
     ) -> list[dict[str, Any]]:
         """One map per server of ``servers``, by name: ``{name, state, transport, pid, url,
-        tools, error, restarts, enabled, source, log}``; ``stopped`` when the server that
+        tools, error, restarts, enabled, source, log, stderr}`` (``stderr``: a stdio server's last
+        lines there when it failed or was lost); ``stopped`` when the server that
         config is does not run (or the config is disabled). Servers of ``untrusted`` files
         are listed ``untrusted``: never started for them."""
         listing = [

@@ -9,6 +9,7 @@ between attempts opens it for that one line.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 #: A log file over this size is moved to ``NAME.log.1`` when the server (re)starts.
 LOG_ROTATE_BYTES = 1 << 20
+#: How much of an attempt's end :meth:`ServerLog.tail` reads, and how long a line it keeps.
+TAIL_BYTES = 16 * 1024
+TAIL_LINE = 300
+_NOTE = re.compile(r"--- \d{4}-\d\d-\d\d \d\d:\d\d:\d\d roost: ")
 
 
 class ServerLog:
@@ -29,6 +34,7 @@ class ServerLog:
         self.path = path
         self._name = name
         self._file: TextIO | None = None
+        self._start = 0  # where the last attempt's lines begin
 
     @contextmanager
     def attempt(self) -> Iterator[TextIO]:
@@ -42,6 +48,7 @@ class ServerLog:
         # A real file: the SDK hands it to the child as its stderr.
         with open(self.path, "a", encoding="utf-8", buffering=1, opener=private_opener) as file:
             self._file = file
+            self._start = file.tell()
             try:
                 yield file
             finally:
@@ -58,3 +65,17 @@ class ServerLog:
                     f.write(text)
         except OSError as exc:  # a log that cannot be written must not stop the server
             log.warning("MCP server %s: cannot write %s: %s", self._name, self.path, exc)
+
+    def tail(self, count: int) -> tuple[str, ...]:
+        """The last ``count`` lines the server wrote to stderr in the last attempt (our
+        notes left out; at most :data:`TAIL_BYTES` read, lines cut to :data:`TAIL_LINE`
+        characters); none when the log cannot be read."""
+        try:
+            with open(self.path, "rb") as file:
+                end = file.seek(0, 2)
+                file.seek(max(self._start, end - TAIL_BYTES))
+                text = file.read().decode("utf-8", "replace")
+        except OSError:
+            return ()
+        lines = [line.rstrip() for line in text.splitlines() if line.strip() and not _NOTE.match(line)]
+        return tuple(line if len(line) <= TAIL_LINE else line[:TAIL_LINE] + "…" for line in lines[-count:])

@@ -27,6 +27,7 @@ def status_map(
     tools: int = 0,
     error: str | None = None,
     restarts: int = 0,
+    stderr: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One server's entry in ``mcp.list``."""
     return {
@@ -41,4 +42,5 @@ def status_map(
         "enabled": config.enabled,
         "source": config.source,
         "log": str(log_path),
+        "stderr": list(stderr),
     }

@@ -30,6 +30,8 @@ from ._connection import Connection
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+#: Seconds commands.list and mcp.resources wait for the folder's MCP servers to start.
+LISTING_WAIT = 10.0
 
 
 class FolderApi(ApiPart):
@@ -41,6 +43,7 @@ class FolderApi(ApiPart):
             "providers.list": self.providers_list,
             "mcp.list": self.mcp_list,
             "mcp.restart": self.mcp_restart,
+            "mcp.resources": self.mcp_resources,
             "agents.list": self.agents_list,
             "commands.list": self.commands_list,
             "plugins.list": self.plugins_list,
@@ -118,6 +121,21 @@ class FolderApi(ApiPart):
         [status] = mcp.status(mine)
         return {"ok": status["state"] == "ready", "server": status}
 
+    async def mcp_resources(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        setup = await self._folder(checked_cwd(params.get("cwd")), client_environ(params))
+        resources = await self._listing(setup, "resources")
+        return {"resources": [resource.describe() for resource in resources], "untrusted": setup.untrusted_notice()}
+
+    async def _listing(self, setup: FolderSetup, kind: str) -> list[Any]:
+        """The prompts or resources of the folder's servers that may run (a project's
+        untrusted ones never start), starting those not running (waiting a little: one
+        slow to start is left out of this listing)."""
+        mcp = self.conductor.mcp
+        if mcp is None or not setup.mcp:
+            return []
+        await mcp.ensure(setup.mcp, timeout=LISTING_WAIT)
+        return mcp.prompts(setup.mcp) if kind == "prompts" else mcp.resources(setup.mcp)
+
     async def agents_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         environ = client_environ(params)
         setup = await self._folder(checked_cwd(params.get("cwd")), environ)
@@ -149,7 +167,8 @@ class FolderApi(ApiPart):
         place = setup.place
         skills = await trio.to_thread.run_sync(skill_commands, place.root, place.trusted)
         commands = setup.commands.with_skills(skills)
-        return {"commands": commands.describe(), "problems": list(commands.problems)}
+        prompts = [prompt.describe() for prompt in await self._listing(setup, "prompts")]
+        return {"commands": commands.describe() + prompts, "problems": list(commands.problems)}
 
     async def plugins_list(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         setup = await self._folder(checked_cwd(params.get("cwd")), client_environ(params))

@@ -48,6 +48,7 @@ from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ._command_lines import LineRefused, LinesNeedApproval, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
+from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
 from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
 
 log = logging.getLogger(__name__)
@@ -207,7 +208,7 @@ class Planner:
             ProviderError: the model's provider cannot be used here.
         """
         setup = await self.load_folder(request.cwd, request.environ)
-        task, found, command, asked = await _expand(setup, request)
+        task, found, command, asked = await _expand(setup, request, self.mcp)
         try:
             settled = settle(
                 setup,
@@ -225,11 +226,11 @@ class Planner:
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
         lines: tuple[str, ...] = ()
-        if found is not None:
+        if found is not None:  # (a command's lines and files judged on its own text, before resources)
             task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
+        task = await with_resources(self.mcp, setup, request.task, task)
         layers = await self._layers(settled.agent, settings, setup)
-        if request.appended.strip():
-            layers.append(Layer("appended", request.appended, "dispatch"))
+        layers += [Layer("appended", request.appended, "dispatch")] if request.appended.strip() else []
         first = Submit(
             "r" + secrets.token_hex(6),
             task,
@@ -451,15 +452,22 @@ class Planner:
 
 
 async def _expand(
-    setup: FolderSetup, request: Dispatch
+    setup: FolderSetup, request: Dispatch, mcp: McpManager | None
 ) -> tuple[str, CustomCommand | None, dict[str, Any] | None, Asked]:
-    """The task a dispatch runs (a custom command's with its arguments in place), the
-    command (if any) and what ``run.started`` records of it, and what the dispatch asks
-    for once the command's front matter is counted."""
+    """The task a dispatch runs (a custom command's with its arguments in place, or an MCP
+    prompt's text: see ``_mcp_task``), the custom command (if any) and what
+    ``run.started`` records of the command, and what the dispatch asks for once the
+    command's front matter is counted."""
     task, asked = request.task, request.asked
     invocation = parse_invocation(task)
     if invocation is None:
         return (task[1:] if task.startswith("//") else task), None, None, asked
+    if is_prompt(setup, invocation[0]):
+        try:
+            task, prompt = await prompt_task(mcp, setup, *invocation)
+        except PromptError as exc:
+            raise PlanError(str(exc)) from None
+        return task, None, prompt, asked
     found = await trio.to_thread.run_sync(_command, setup, invocation[0])
     if found.model is not None and asked.model is UNSET:
         if found.scope == "project" and is_test_model(found.model):

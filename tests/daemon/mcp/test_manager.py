@@ -245,7 +245,7 @@ async def test_a_server_that_exits_at_once_is_failed(manager: McpManager) -> Non
     await manager.ensure(servers)
     status = _by_name(manager, servers)["quitter"]
     assert status["state"] == "failed" and "closed the connection before it was ready" in status["error"]
-    assert "going away" in Path(status["log"]).read_text()
+    assert "going away" in Path(status["log"]).read_text() and status["stderr"] == ["going away"]
 
 
 async def test_environment_reaches_a_stdio_server(manager: McpManager, tmp_path: Path) -> None:
