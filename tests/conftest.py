@@ -19,7 +19,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     install (once)."""
     missing = [
         what
-        for what, there in ((_servers.INSTALLS, _servers.installed()), (_agent_sdk.INSTALLS, _agent_sdk.SDK.is_file()))
+        for what, there in ((_servers.INSTALLS, _servers.installed()), (_agent_sdk.INSTALLS, _agent_sdk.installed()))
         if not there
     ]
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")

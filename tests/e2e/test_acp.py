@@ -151,3 +151,55 @@ def test_bad_input_is_refused_and_the_agent_serves_on(e2e: E2E) -> None:
         code = agent.wait(timeout=10)
         agent.stdout.close()
     assert code == 0
+
+
+EDITOR = """
+import {{ spawn }} from "node:child_process";
+import {{ Readable, Writable }} from "node:stream";
+import * as acp from {sdk};
+const [roost, cwd] = process.argv.slice(2);
+const agent = spawn(roost, ["acp"], {{ cwd, stdio: ["pipe", "pipe", "inherit"] }});
+const stream = acp.ndJsonStream(Writable.toWeb(agent.stdin), Readable.toWeb(agent.stdout));
+const updates = [];
+const asked = [];
+const editor = acp.client({{ name: "test-editor" }})
+  .onRequest(acp.methods.client.session.requestPermission, ({{ params }}) => {{
+    asked.push(params.toolCall.title);
+    return {{ outcome: {{ outcome: "selected", optionId: "once" }} }};
+  }})
+  .onNotification(acp.methods.client.session.update, ({{ params }}) => {{ updates.push(params.update.sessionUpdate); }});
+const result = await editor.connectWith(stream, async (ctx) => {{
+  const init = await ctx.request(acp.methods.agent.initialize, {{ protocolVersion: acp.PROTOCOL_VERSION, clientCapabilities: {{}} }});
+  const session = await ctx.request(acp.methods.agent.session.new, {{ cwd, mcpServers: [] }});
+  const reply = await ctx.request(acp.methods.agent.session.prompt, {{
+    sessionId: session.sessionId, prompt: [{{ type: "text", text: "make a file" }}],
+  }});
+  return {{ agent: init.agentInfo.name, session: session.sessionId, stopReason: reply.stopReason }};
+}});
+agent.stdin.end();
+console.log(JSON.stringify({{ ...result, updates, asked }}));
+"""
+
+
+def test_the_official_typescript_sdk_drives_roost_as_an_editor_does(e2e: E2E, tmp_path: Any) -> None:
+    import json
+    import shutil
+    import subprocess
+
+    from tests._agent_sdk import ensure_acp_sdk
+
+    node = shutil.which("node")
+    assert node is not None, "node is not on PATH: install Node.js 18 or later"
+    sdk = ensure_acp_sdk() / "node_modules" / "@agentclientprotocol" / "sdk" / "dist" / "v1" / "stable" / "acp.js"
+    script = tmp_path / "editor.mjs"
+    script.write_text(EDITOR.format(sdk=json.dumps(sdk.as_uri())))
+    model = e2e.script([text("Making it."), bash("echo ts > ts.txt")], [text("Made.")])
+    done = subprocess.run([node, str(script), ROOST, str(e2e.project)], cwd=e2e.project,
+                          env={**e2e.env, "ROOST_MODEL": model}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (seen["agent"], seen["stopReason"]) == ("roost", "end_turn")
+    assert seen["asked"] == ["bash echo ts > ts.txt"]
+    assert {"agent_message_chunk", "tool_call", "tool_call_update"} <= set(seen["updates"])
+    assert (e2e.project / "ts.txt").read_text() == "ts\n"
+    assert e2e.session_row(seen["session"])["status"] == "done"
