@@ -1,6 +1,8 @@
-"""The agents' SDKs some tests drive, from npm, installed the first time a test needs them,
-as the test MCP servers are (``_servers``): Anthropic's Claude Agent SDK for TypeScript
-(``@anthropic-ai/claude-agent-sdk``) and the Agent Client Protocol's (``@agentclientprotocol/sdk``).
+"""The clients from npm some tests drive roost with, installed the first time a test needs
+them, as the test MCP servers are (``_servers``): Anthropic's Claude Agent SDK for
+TypeScript (``@anthropic-ai/claude-agent-sdk``), the Agent Client Protocol's SDK
+(``@agentclientprotocol/sdk``) and the MCP Inspector (``@modelcontextprotocol/inspector``,
+whose ``--cli`` mode calls an MCP server's tools).
 
 Pinned versions, into ``.cache/test-agent-sdk/`` at the repository root (git ignores it),
 without optional packages (the Agent SDK's are Claude Code's own native binary for each
@@ -24,13 +26,18 @@ PACKAGE = "@anthropic-ai/claude-agent-sdk@0.3.332"
 SDK = ROOT / "node_modules" / "@anthropic-ai" / "claude-agent-sdk" / "sdk.mjs"
 ACP_PACKAGE = "@agentclientprotocol/sdk@2.4.0"
 ACP_SDK = ROOT / "node_modules" / "@agentclientprotocol" / "sdk" / "package.json"
+INSPECTOR_PACKAGE = "@modelcontextprotocol/inspector@2.12.0"
+INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 #: What the first run installs, as the test run's header says it.
-INSTALLS = f"the Claude Agent SDK {PACKAGE} (npm, without its optional native binaries) and {ACP_PACKAGE}, about 90 MB"
+INSTALLS = (
+    f"the Claude Agent SDK {PACKAGE} (npm, without its optional native binaries), {ACP_PACKAGE} "
+    f"and {INSPECTOR_PACKAGE}, about 210 MB"
+)
 
 
 def installed() -> bool:
-    """Whether both SDKs are in place."""
-    return SDK.is_file() and ACP_SDK.is_file()
+    """Whether all three are in place."""
+    return SDK.is_file() and ACP_SDK.is_file() and INSPECTOR.is_file()
 
 
 def ensure_agent_sdk() -> Path:
@@ -43,6 +50,11 @@ def ensure_acp_sdk() -> Path:
     """The folder whose ``node_modules`` holds the ACP SDK (installed now if it is not)."""
     _ensure(ACP_PACKAGE, ACP_SDK)
     return ROOT
+
+
+def ensure_inspector() -> Path:
+    """The MCP Inspector's command (installed now if it is not)."""
+    return _ensure(INSPECTOR_PACKAGE, INSPECTOR)
 
 
 def _ensure(package: str, entry: Path) -> Path:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import os
 from typing import Any
@@ -52,7 +53,7 @@ def serve(socket: str) -> None:
     server: Any = MCPServer("roost", instructions=_INSTRUCTIONS)
     tools = _Tools(socket)
     for tool in (tools.roost_dispatch, tools.roost_start, tools.roost_status, tools.roost_sessions, tools.roost_report):
-        server.tool(name=tool.__name__, description=tool.__doc__)(_said(tool))
+        server.tool(name=tool.__name__, description=inspect.cleandoc(tool.__doc__ or ""))(_said(tool))
     server.run("stdio")
 
 

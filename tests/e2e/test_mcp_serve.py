@@ -58,3 +58,26 @@ async def test_another_agent_hands_roost_a_task_and_reads_its_result(e2e: E2E) -
         unknown = await session.call_tool("roost_dispatch", {"task": "x", "cwd": str(e2e.project), "model": "nosuch/x"})
         assert unknown.is_error and "unknown provider 'nosuch'" in unknown.content[0].text
         assert (await _call(session, "roost_status", session="nosuch"))["error"] == "no session nosuch"
+
+
+def test_the_mcp_inspector_lists_roosts_tools_and_dispatches_a_task(e2e: E2E) -> None:
+    import subprocess
+
+    from tests._agent_sdk import ensure_inspector
+
+    inspector = str(ensure_inspector())
+
+    def call(*args: str) -> Any:
+        done = subprocess.run([inspector, "--cli", ROOST, "mcp", "serve", *args], cwd=e2e.project, env=e2e.env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    tools = {tool["name"]: tool for tool in call("--method", "tools/list")["tools"]}
+    assert set(tools) == {"roost_dispatch", "roost_start", "roost_status", "roost_sessions", "roost_report"}
+    assert tools["roost_dispatch"]["description"].startswith("Run TASK in the folder CWD (absolute)")
+    model = e2e.script([text("Counted.")])
+    result = call("--method", "tools/call", "--tool-name", "roost_dispatch", "--tool-arg", "task=count",
+                  "--tool-arg", f"cwd={e2e.project}", "--tool-arg", f"model={model}")
+    done = json.loads(result["content"][0]["text"])
+    assert (done["state"], done["reason"], done["text"]) == ("ended", "done", "Counted.")
