@@ -139,7 +139,7 @@ class RoostAgent:
             if session_id in self._modes:
                 params["mode"] = self._modes[session_id]
             started = await _checked(client.call("dispatch", params))
-            updates = _Updates(self._conn, session_id, client, started["run"])
+            updates = _Updates(self._conn, session_id, client)
             try:
                 while True:
                     event = await events.get()
@@ -251,11 +251,11 @@ def _stop_reason(event: dict[str, Any]) -> schema.StopReason:
 class _Updates:
     """A session's events as ``session/update`` notifications (and permission requests)."""
 
-    def __init__(self, conn: Any, session: str, client: AsyncClient | None = None, run: str | None = None) -> None:
+    def __init__(self, conn: Any, session: str, client: AsyncClient | None = None) -> None:
         self._conn = conn
         self._session = session
+        #: The prompt's connection, which answers what the editor decides (None: a replay).
         self._client = client
-        self._run = run
         self._streamed = False
         #: Calls the editor was told of, and the questions it is asked now, by call id.
         self._announced: set[str] = set()
