@@ -76,8 +76,11 @@ class SessionEnds:
             except (SessionNotFound, StoreError):
                 return
             state = session.state
-            if state.last_run is not None and state.run is None:
-                await self._end(session_id, state.cwd, reason)
+            if state.last_run is None or state.run is not None:
+                log.info("session %s left (%s): it does not end (%s)", session_id, reason,
+                         "no run yet" if state.last_run is None else "a run goes on")
+                return
+            await self._end(session_id, state.cwd, reason)
 
         self._nursery.start_soon(end)
 
