@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._connect import daemon, target
+from ._connect import local_socket
 
 
 @click.command()
@@ -24,11 +24,7 @@ def acp(obj: dict[str, Any]) -> None:
     Zed (settings.json):
       "agent_servers": {"roost": {"command": "roost", "args": ["acp"]}}
     """
-    where = target(obj)
-    if where.host is not None:
-        raise click.UsageError("roost acp serves the local daemon: run it on the machine with the daemon")
-    with daemon(obj):
-        pass  # started now if it was not running: the agent connects to it
+    socket = local_socket(obj, "roost acp")
     from ._acp_agent import serve
 
-    serve(where.socket)
+    serve(socket)

@@ -364,7 +364,28 @@ def last_session(client: Client, folder: str) -> str:
     rows = [r for r in client.call("sessions.list")["sessions"] if r.get("cwd") == folder]
     if not rows:
         raise click.UsageError(f"no session in {folder} yet: roost dispatch TASK starts one")
-    return max(rows, key=lambda r: (r.get("last_active", 0), r.get("created", 0)))["id"]
+    return used_last(rows)["id"]
+
+
+def used_last(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of ``sessions.list`` rows (at least one), the session used last: its last event the
+    newest (what ``-c``, ``attach`` and a bare ``logs`` mean)."""
+    return max(rows, key=lambda r: (r.get("last_active", 0), r.get("created", 0)))
+
+
+def local_socket(obj: dict[str, Any], command: str) -> str:
+    """The socket of the local daemon, started if it was not running, for a command that
+    serves it to another program (``roost acp``, ``roost mcp serve``): not over ``--host``.
+
+    Raises:
+        click.UsageError: ``--host`` names a remote daemon.
+    """
+    where = target(obj)
+    if where.host is not None:
+        raise click.UsageError(f"{command} serves the local daemon: run it on the machine with the daemon")
+    with daemon(obj):
+        pass  # started now if it was not running: the served program connects to it
+    return where.socket
 
 
 def refused(error: RpcError) -> DaemonError:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ._connect import daemon, env_param, target, workdir
+from ._connect import daemon, env_param, local_socket, target, workdir
 from ._render import printable, untrusted
 
 
@@ -143,11 +143,7 @@ def serve(obj: dict[str, Any]) -> None:
     Examples:
       claude mcp add roost -- roost mcp serve
     """
-    where = target(obj)
-    if where.host is not None:
-        raise click.UsageError("roost mcp serve serves the local daemon: run it on the machine with the daemon")
-    with daemon(obj):
-        pass  # started now if it was not running: the tools connect to it
+    socket = local_socket(obj, "roost mcp serve")
     from ._mcp_serve import serve as serve_stdio
 
-    serve_stdio(where.socket)
+    serve_stdio(socket)

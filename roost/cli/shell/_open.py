@@ -15,7 +15,7 @@ import click
 
 from roost.protocol import MODES
 
-from .._connect import DaemonError, Target, call_timeout, connect, resolve_session, target, workdir
+from .._connect import DaemonError, Target, call_timeout, connect, resolve_session, target, used_last, workdir
 
 
 def _choices(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,8 +77,7 @@ def attach(obj: dict[str, Any], session: str | None, model: str | None, mode: st
             here = rows if where.host is not None else [row for row in rows if _same_dir(row["cwd"], home)]
             if not here:
                 raise DaemonError("no session in this directory yet: `roost` starts one, `roost sessions` lists them")
-            # The one used last, as `dispatch -c` and a bare `roost logs` take it.
-            session = max(here, key=lambda row: (row.get("last_active", 0), row.get("created", 0)))["id"]
+            session = used_last(here)["id"]
     (row,) = [row for row in rows if row["id"] == session]
     _run(where, session, row["cwd"], home, model=model, mode=mode, agent=agent)
 
