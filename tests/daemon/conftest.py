@@ -6,7 +6,7 @@ import json
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Iterator
 
 import pytest
 import trio
@@ -15,6 +15,7 @@ from roost.daemon._paths import state_dir
 from roost.daemon.folder._trust import Trust, TrustStore, Widening, digest
 from roost.daemon.rpc._server import Daemon
 from roost.protocol.trio_client import TrioClient, open_client
+from tests.fakes.anthropic_server import serve_anthropic
 
 
 @pytest.fixture
@@ -143,3 +144,14 @@ def finished(run: str) -> Any:
 def stored(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Only the stored events (those with a seq)."""
     return [e for e in events if e.get("seq") is not None]
+
+
+@pytest.fixture
+def anthropic(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fake Messages API answering "ok" to every call, which the daemon's Anthropic
+    provider reaches (its key and URL in the test's environment, which dispatches send)."""
+    reply = {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}
+    with serve_anthropic([], default=reply) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        yield server

@@ -16,7 +16,6 @@ from roost.daemon.folder._command_text import substitute
 from roost.daemon.folder._custom_commands import load_commands
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
-from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import events_until, finished, trust, user_dir, write
 
@@ -43,18 +42,6 @@ arguments: [issue, priority]
 ---
 Fix issue #$issue ($ARGUMENTS[1] priority, first word $0). All: $ARGUMENTS. Missing: $2 and $ARGUMENTS[5].
 """
-
-
-def reply(words: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": words}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}
-
-
-@pytest.fixture
-def anthropic(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with serve_anthropic([], default=reply("ok")) as server:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        yield server
 
 
 async def typed(client: TrioClient, project: Path, task: str, **params: Any) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ import pytest
 from roost.daemon.folder._models import ModelNameError, model_id
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
-from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import events_until, finished, text, user_dir, write, write_script
 
@@ -112,24 +111,12 @@ def test_names_that_lead_in_a_circle_are_refused() -> None:
 # Through the daemon, against the fake Messages API.
 
 
-def reply(words: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": words}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}
-
-
 async def run(client: TrioClient, project: Path, env: dict[str, str] | None = None, **params: Any) -> list[dict[str, Any]]:
     """A dispatch with the client's environment (the test's, plus ``env``) sent along."""
     started = await client.call("dispatch", task="go", cwd=str(project), attach=True, env={**os.environ, **(env or {})}, **params)
     events = await events_until(client, finished(started["run"]))
     assert events[-1]["reason"] == "done", events[-1]
     return events
-
-
-@pytest.fixture
-def anthropic(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with serve_anthropic([], default=reply("ok")) as server:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        yield server
 
 
 async def test_an_agents_dated_claude_id_reaches_anthropic(client: TrioClient, project: Path, anthropic: Any) -> None:

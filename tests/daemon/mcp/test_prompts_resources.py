@@ -17,24 +17,11 @@ from roost.daemon.mcp import McpPrompt
 from roost.daemon.mcp._content import prompt_arguments, resource_references
 from roost.protocol import RpcError
 from roost.protocol.trio_client import TrioClient
-from tests.fakes.anthropic_server import serve_anthropic
 
 from ..conftest import events_until, finished, text, user_dir, write, write_script
 from .conftest import EVERYTHING_JS, everything
 
 README = "demo://resource/static/document/architecture.md"
-
-
-def reply(words: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": words}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}
-
-
-@pytest.fixture
-def anthropic(monkeypatch: pytest.MonkeyPatch) -> Any:
-    with serve_anthropic([], default=reply("ok")) as server:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        yield server
 
 
 @pytest.fixture
