@@ -16,6 +16,11 @@ _NAMES: Mapping[str, Any] = {}
 #: Each key a name, and each entry's keys these.
 _PROVIDER = frozenset({"kind", "base_url", "api_key_env", "timeout", "max_retries", "headers", "models", "api_key"})
 _PRICE = frozenset({"input", "output", "cache_read", "cache_write"})
+#: The keys of the tables whose readers refuse any other (``_config_tables``), in the order
+#: their messages name them.
+SANDBOX_KEYS = ("mode", "writable", "network", "hide", "auto_allow", "readable")
+TOOLS_ENV_KEYS = ("pass", "inherit", "exclude", "include_only", "set")
+WEB_FETCH_KEYS = ("allow_private",)
 
 #: Top-level key -> what it holds: None (a value), a frozenset of keys, a dict of nested
 #: tables, or ("each", keys) for a table of named entries with those keys.
@@ -29,11 +34,8 @@ _SCHEMA: Mapping[str, Any] = {
     "guardrails": frozenset({"secrets", "rules"}),
     "hooks": frozenset({"pre_tool", "post_tool"}),
     "compaction": frozenset({"at", "keep_turns"}),
-    "sandbox": frozenset({"mode", "writable", "network", "hide", "auto_allow", "readable"}),
-    "tools": {
-        "env": frozenset({"pass", "inherit", "exclude", "include_only", "set"}),
-        "web_fetch": frozenset({"allow_private"}),
-    },
+    "sandbox": frozenset(SANDBOX_KEYS),
+    "tools": {"env": frozenset(TOOLS_ENV_KEYS), "web_fetch": frozenset(WEB_FETCH_KEYS)},
     "mcp": {"servers": _NAMES},
     "hosts": ("each", frozenset({"url", "roost"})),
 }

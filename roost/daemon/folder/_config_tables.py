@@ -15,6 +15,7 @@ from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleErr
 from ..runs._environ import INHERIT, EnvPolicy
 from ..sandbox import MODES as SANDBOX_MODES
 from ..sandbox import SandboxConfig
+from ._config_keys import SANDBOX_KEYS, TOOLS_ENV_KEYS, WEB_FETCH_KEYS
 
 
 class ConfigError(Exception):
@@ -70,10 +71,10 @@ def sandbox_table(data: Mapping[str, Any], where: str, root: str | None) -> Sand
     """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
     folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
     section = table(data, "sandbox", where)
-    unknown = set(section) - {"mode", "writable", "network", "hide", "auto_allow", "readable"}
+    unknown = set(section) - set(SANDBOX_KEYS)
     if unknown:
         raise ConfigError(
-            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} (mode, writable, network, hide, auto_allow, readable)"
+            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} ({', '.join(SANDBOX_KEYS)})"
         )
     mode = section.get("mode")
     if mode is not None and mode not in SANDBOX_MODES:
@@ -113,9 +114,9 @@ def _names(env: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 def env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
     """The user's ``[tools.env]`` (its ``pass`` is read by :func:`passed`)."""
     env = table(table(data, "tools", where), "env", f"{where}: [tools]")
-    unknown = set(env) - {"pass", "inherit", "exclude", "include_only", "set"}
+    unknown = set(env) - set(TOOLS_ENV_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} (pass, inherit, exclude, include_only, set)")
+        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} ({', '.join(TOOLS_ENV_KEYS)})")
     inherit = env.get("inherit", "all")
     if inherit not in INHERIT:
         raise ConfigError(f"{where}: [tools.env] inherit must be one of {', '.join(INHERIT)}")
@@ -128,9 +129,9 @@ def env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
 def fetch_private(data: Mapping[str, Any], where: str) -> bool:
     """The user's ``[tools.web_fetch] allow_private``."""
     section = table(table(data, "tools", where), "web_fetch", f"{where}: [tools]")
-    unknown = set(section) - {"allow_private"}
+    unknown = set(section) - set(WEB_FETCH_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} (allow_private)")
+        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} ({', '.join(WEB_FETCH_KEYS)})")
     allowed = section.get("allow_private", False)
     if not isinstance(allowed, bool):
         raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
