@@ -204,15 +204,22 @@ def _message_assistant(state: SessionState, event: Event) -> SessionState:
     usage = dict(run.usage)
     for key, value in step_usage.items():
         usage[key] = usage.get(key, 0) + value
-    message = {"role": "assistant", "content": content}
     calls = _calls_signature(content)
     repeats = run.repeats + 1 if calls and calls == run.last_calls else int(bool(calls))
+    messages = state.messages
+    if messages and messages[-1]["role"] == "assistant":
+        # The provider paused this turn (pause_turn) and the reply carries it on: one turn,
+        # as the provider reads it, so roles still alternate.
+        content = [*messages[-1]["content"], *content]
+        text = run.text + text
+        messages = messages[:-1]
+    messages += ({"role": "assistant", "content": content},)
     counted = sum(step_usage.get(k, 0) for k in _COUNTED)
     if counted:
-        state = replace(state, anchor_tokens=counted, anchor_at=len(state.messages) + 1)
+        state = replace(state, anchor_tokens=counted, anchor_at=len(messages))
     return replace(
         state,
-        messages=state.messages + (message,),
+        messages=messages,
         run=replace(
             run, text=text, usage=usage, step_usage=step_usage, last_calls=calls, repeats=repeats
         ),

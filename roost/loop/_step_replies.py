@@ -26,6 +26,9 @@ from ._step_turns import STUCK_STOP, after_call, continue_or_finish, finish_step
 #: the agent it names as a sub-agent.
 TASK = "task"
 
+#: The stop reason of a reply the provider paused mid-turn, to be continued.
+PAUSE_TURN = "pause_turn"
+
 #: How deep sub-agents nest: a run of this depth runs no sub-agent (a session's run is
 #: depth 0, its sub-agent 1).
 SUBAGENT_DEPTH = 3
@@ -48,6 +51,12 @@ def model_finished(b: Builder, input: ModelFinished) -> None:
         **({"retries": input.retries} if input.retries is not None else {}),
     )
     calls = [block for block in content if block.get("type") == "tool_use"]
+    if input.stop_reason == PAUSE_TURN and not calls:
+        # The provider paused a long turn of its own tools (web searches): the reply goes
+        # back as it is, and the model carries on from it.
+        finish_step(b)
+        continue_or_finish(b, after_tools=True)
+        return
     stop = None if b.run.settings.mode == Mode.PLAN else _stop_before_calls(b, input.stop_reason, content)
     if b.run.settings.mode != Mode.PLAN and (stop is None or stop[0] != "guardrail"):
         warn(b, OUTPUT, reply_texts(content), origin="reply")

@@ -147,9 +147,11 @@ class Driver:
         check_history(t.state.messages, complete=phase is not Phase.TOOLS)
         for effect in t.effects:
             if isinstance(effect, CallModel):
-                # What the model is sent ends with the user's turn, every call answered.
+                # What the model is sent ends with the user's turn, every call answered; or
+                # with the reply the provider paused, which it carries on.
                 check_history(effect.messages, complete=True)
-                assert effect.messages[-1]["role"] == "user"
+                paused = isinstance(input, ModelFinished) and input.stop_reason == "pause_turn"
+                assert effect.messages[-1]["role"] == ("assistant" if paused else "user")
                 assert effect.messages == visible(t.state.messages, t.state.compacted_upto)
         self.log.extend(t.events)
         self.state = t.state

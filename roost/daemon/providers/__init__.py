@@ -9,6 +9,7 @@ from ._base import (
     ProviderError,
     ProviderUnavailable,
     ToolSpec,
+    WebSearch,
 )
 from ._registry import ProviderRegistry, Resolved
 from ._scripted import check_script
@@ -24,5 +25,6 @@ __all__ = [
     "ProviderUnavailable",
     "Resolved",
     "ToolSpec",
+    "WebSearch",
     "check_script",
 ]

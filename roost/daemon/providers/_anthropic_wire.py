@@ -33,12 +33,19 @@ Request mapping:
   is last and carries the mark). The marks go on the copies sent, never on the request's
   messages, and a ``cache_control`` arriving on a passed-through block is dropped, so the
   count stays ours.
+- Web search: ``request.web_search`` adds Anthropic's server tool (``web_search_20250305``,
+  with ``max_uses`` and the domain lists) after the client tools. Its ``server_tool_use`` and
+  ``web_search_tool_result`` blocks, and the ``citations`` on text, go back as they came
+  (their encrypted parts must). A reply the API paused (``pause_turn``) is continued by
+  sending it back as the last message, which the loop does.
 - The keys are in the order ``messages.create()`` would send them, so :func:`json_body` of
   the params is the same bytes the SDK would send.
 
 Stream fold: ``message_start`` and ``message_delta`` carry the usage (the latter's counts
-are cumulative and replace the former's), ``content_block_*`` build the blocks (text,
-thinking and tool JSON are joined once, at ``content_block_stop``), ``message_delta`` the
+are cumulative and replace the former's; the searches a reply made are
+``web_search_requests``), ``content_block_*`` build the blocks (text, thinking and tool
+JSON, a server tool's too, are joined once, at ``content_block_stop``; ``citations_delta``
+adds a source to its text), ``message_delta`` the
 stop reason (passed through as the API names it), ``message_stop`` the end. ``ping`` and
 unknown events are ignored, as the API's versioning policy asks.
 
@@ -64,10 +71,16 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ._base import ModelReply, ModelRequest, ProviderError, ProviderUnavailable
+from ._base import ModelReply, ModelRequest, ProviderError, ProviderUnavailable, WebSearch
 from ._wire import after_retries
 
-__all__ = ["AnthropicFold", "request_params", "status_error"]
+__all__ = ["WEB_SEARCH_REQUESTS", "WEB_SEARCH_TOOL", "AnthropicFold", "request_params", "status_error"]
+
+#: The version of Anthropic's server-side web search tool a request offers.
+WEB_SEARCH_TOOL = "web_search_20250305"
+#: The usage key counting a reply's web searches (the API's
+#: ``usage.server_tool_use.web_search_requests``; they are billed apart from tokens).
+WEB_SEARCH_REQUESTS = "web_search_requests"
 
 #: Statuses that mean the provider cannot be used as configured, not that this call failed.
 _UNAVAILABLE_STATUSES = frozenset({401, 403, 404})
@@ -112,15 +125,27 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
                              "cache_control": _ephemeral()}]
     if thinking is not None:
         params["thinking"] = thinking
-    if request.tools:
-        params["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in request.tools
-        ]
-        params["tools"][-1]["cache_control"] = _ephemeral()
+    tools: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+        for t in request.tools
+    ]
+    if request.web_search is not None:
+        tools.append(_web_search_tool(request.web_search))
+    if tools:
+        tools[-1]["cache_control"] = _ephemeral()
+        params["tools"] = tools
     if params["messages"]:
         _mark_last_block(params["messages"][-1])
     return params
+
+
+def _web_search_tool(search: WebSearch) -> dict[str, Any]:
+    tool: dict[str, Any] = {"type": WEB_SEARCH_TOOL, "name": "web_search", "max_uses": search.max_uses}
+    if search.allowed_domains:
+        tool["allowed_domains"] = list(search.allowed_domains)
+    if search.blocked_domains:
+        tool["blocked_domains"] = list(search.blocked_domains)
+    return tool
 
 
 def _ephemeral() -> dict[str, str]:
@@ -157,9 +182,12 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
     kind = block.get("type")
     try:
         if kind == "text":
+            if block.get("citations"):
+                # The sources of a reply's claims go back with it, as the API gave them.
+                return {"type": "text", "text": block["text"], "citations": list(block["citations"])}
             return {"type": "text", "text": block["text"]}
-        if kind == "tool_use":
-            return {"type": "tool_use", "id": block["id"], "name": block["name"],
+        if kind in ("tool_use", "server_tool_use"):
+            return {"type": kind, "id": block["id"], "name": block["name"],
                     "input": block["input"]}
         if kind == "tool_result":
             content = block.get("content", "")
@@ -180,7 +208,8 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
     except KeyError as exc:
         raise ProviderError(
             f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None
-    # A kind we do not know (an image, say): the API's own shape, passed through, less any
+    # A kind we do not know (an image, or a web search's results, whose encrypted parts
+    # must go back unchanged): the API's own shape, passed through, less any
     # cache breakpoint (we place those, and the API allows only 4).
     return {k: v for k, v in block.items() if k != "cache_control"}
 
@@ -255,7 +284,9 @@ class AnthropicFold:
             self._parts[index].append(delta["partial_json"])
         elif dtype == "signature_delta":
             self._blocks[index]["signature"] = delta["signature"]
-        # citations_delta and unknown deltas: nothing the loop keeps.
+        elif dtype == "citations_delta":
+            self._blocks[index].setdefault("citations", []).append(delta["citation"])
+        # Unknown deltas: nothing the loop keeps.
         return _NO_DELTAS
 
     def _start_block(self, index: int, block: Mapping[str, Any]) -> None:
@@ -268,8 +299,8 @@ class AnthropicFold:
             self._blocks[index] = {"type": "thinking", "thinking": "",
                                    "signature": block.get("signature") or ""}
             self._parts[index] = [block.get("thinking", "")]
-        elif btype == "tool_use":
-            self._blocks[index] = {"type": "tool_use", "id": block["id"], "name": block["name"],
+        elif btype in ("tool_use", "server_tool_use"):
+            self._blocks[index] = {"type": btype, "id": block["id"], "name": block["name"],
                                    "input": {}}
             self._parts[index] = []
         elif btype == "redacted_thinking":
@@ -288,15 +319,15 @@ class AnthropicFold:
             block["text"] = joined
         elif btype == "thinking":
             block["thinking"] = joined
-        elif btype == "tool_use":
+        elif btype in ("tool_use", "server_tool_use"):
             try:
                 args = json.loads(joined) if joined else {}
             except ValueError as exc:
                 raise ProviderError(
-                    f"anthropic: tool_use {block['name']!r} input is not JSON ({exc})") from None
+                    f"anthropic: {btype} {block['name']!r} input is not JSON ({exc})") from None
             if not isinstance(args, dict):
                 raise ProviderError(
-                    f"anthropic: tool_use {block['name']!r} input is not an object")
+                    f"anthropic: {btype} {block['name']!r} input is not an object")
             block["input"] = args
 
     def _take_usage(self, usage: Mapping[str, Any] | None) -> None:
@@ -306,6 +337,9 @@ class AnthropicFold:
             value = usage.get(key)
             if value is not None:
                 self._usage[key] = int(value)
+        searches = (usage.get("server_tool_use") or {}).get("web_search_requests")
+        if searches is not None:
+            self._usage[WEB_SEARCH_REQUESTS] = int(searches)
 
     def reply(self) -> ModelReply:
         """The complete reply (no retries, no first-token time: those are the caller's).

@@ -4,7 +4,9 @@ A provider turns a :class:`ModelRequest` into live deltas (through a callback) a
 complete :class:`ModelReply`. Content blocks are the provider-neutral maps the loop keeps in
 its history: ``{"type": "text", "text"}``, ``{"type": "tool_use", "id", "name", "input"}``,
 ``{"type": "thinking", "thinking", "signature"}``, and in user messages ``{"type":
-"tool_result", "tool_use_id", "content", "is_error"}``.
+"tool_result", "tool_use_id", "content", "is_error"}``. A reply may also hold what a
+provider ran itself (Anthropic's ``server_tool_use`` and ``web_search_tool_result``, text
+with ``citations``): kept as the provider sent them, and sent back to it so.
 
 Exception tree::
 
@@ -34,6 +36,18 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class WebSearch:
+    """The provider's own web search, offered with a call (Anthropic's server tool: the
+    provider runs each search within the reply; nothing runs here)."""
+
+    #: Searches one call may make.
+    max_uses: int = 5
+    #: Only these domains' results (empty: any), or never these (not both).
+    allowed_domains: tuple[str, ...] = ()
+    blocked_domains: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One model call."""
 
@@ -54,6 +68,8 @@ class ModelRequest:
     #: talk to a real model ignore both; the scripted one picks its response by them.
     purpose: str = "turn"
     number: int | None = None
+    #: The provider's web search, offered beside ``tools`` (None: not offered).
+    web_search: WebSearch | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -99,6 +99,10 @@ _STOP_REASONS = {
 
 _NO_DELTAS: tuple[tuple[str, str], ...] = ()
 
+#: Blocks of an assistant message that only their vendor reads (Anthropic's thinking and
+#: the searches its servers ran): a reply's text says what came of them.
+_OTHER_VENDORS = frozenset({"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"})
+
 
 # -- request ----------------------------------------------------------------------------------
 
@@ -165,8 +169,8 @@ def _assistant_message(blocks: Any, name: str) -> dict[str, Any]:
                     "function": {"name": block["name"],
                                  "arguments": json_text(block["input"])},
                 })
-            elif kind in ("thinking", "redacted_thinking"):
-                continue  # another vendor's private reasoning: cannot be replayed here
+            elif kind in _OTHER_VENDORS:
+                continue  # another vendor's private reasoning or searches: cannot be replayed here
             else:
                 raise ProviderError(f"{name}: cannot send a {kind} block in an assistant message")
         except KeyError as exc:

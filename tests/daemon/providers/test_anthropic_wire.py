@@ -3,7 +3,8 @@ streams, error statuses (roost.daemon.providers._anthropic_wire).
 
 tests/fakes/transcripts/anthropic_text.sse, anthropic_tool_use.sse and anthropic_thinking.sse
 are the examples of Anthropic's "Streaming Messages" page (the thinking signature, elided
-there, is completed); anthropic_parallel_tools.sse has the usage of today's API, with cache
+there, is completed); anthropic_web_search_paused.sse and anthropic_web_search_cited.sse
+follow the web search tool's streaming example (server_tool_use, its result, citations); anthropic_parallel_tools.sse has the usage of today's API, with cache
 counts, the nested cache_creation object and service_tier. Other streams are written out
 here event by event, in the same documented shape.
 """
@@ -23,6 +24,7 @@ from roost.daemon.providers._base import (
     ProviderError,
     ProviderUnavailable,
     ToolSpec,
+    WebSearch,
 )
 from roost.daemon.providers._wire import json_body
 from tests.daemon.providers._vendors import (
@@ -401,14 +403,85 @@ def test_stop_reason_is_passed_through(stop_reason: str) -> None:
 
 def test_unknown_events_and_deltas_are_ignored_and_unknown_blocks_kept() -> None:
     events = reply_events({"type": "text", "text": "ok"},
-                          {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"})
+                          {"type": "container_upload", "file_id": "file_1"})
     events.insert(3, event("content_block_delta", index=0,
-                           delta={"type": "citations_delta", "citation": {}}))
+                           delta={"type": "something_delta", "detail": {}}))
     events.insert(1, event("something_new", detail=1))
     deltas, result = fold(events)
     assert deltas == [("text", "ok")]
     assert result.content == ({"type": "text", "text": "ok"},
-                              {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"})
+                              {"type": "container_upload", "file_id": "file_1"})
+
+
+# -- web search: the server tool, its blocks, a paused turn ---------------------------------------
+
+
+ASK = {"role": "user", "content": "what does a nursery do?"}
+
+
+def test_web_search_is_offered_as_the_server_tool_after_the_client_tools() -> None:
+    search = WebSearch(max_uses=3, allowed_domains=("docs.python.org",))
+    body = sent(ModelRequest(model=MODEL, system="", messages=(ASK,), tools=TOOLS, web_search=search))
+    assert [t.get("name") for t in body["tools"]] == ["read", "bash", "web_search"]
+    assert body["tools"][-1] == {"type": "web_search_20250305", "name": "web_search", "max_uses": 3,
+                                 "allowed_domains": ["docs.python.org"], "cache_control": EPHEMERAL}
+    assert "cache_control" not in body["tools"][1]
+    alone = sent(ModelRequest(model=MODEL, system="", messages=(ASK,),
+                              web_search=WebSearch(blocked_domains=("example.com",))))
+    assert alone["tools"] == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5,
+                               "blocked_domains": ["example.com"], "cache_control": EPHEMERAL}]
+    assert "tools" not in sent(ModelRequest(model=MODEL, system="", messages=(ASK,)))
+
+
+def test_a_paused_web_search_folds_into_blocks_the_api_takes_back() -> None:
+    deltas, paused = read_transcript(AnthropicFold(), "anthropic_web_search_paused.sse")
+    assert deltas == [("text", "I'll search for "), ("text", "that.")]
+    assert paused.stop_reason == "pause_turn"
+    text, search, results = paused.content
+    assert text == {"type": "text", "text": "I'll search for that."}
+    assert search == {"type": "server_tool_use", "id": "srvtoolu_014hJH82Qum7Td6UZnddRT5X",
+                      "name": "web_search", "input": {"query": "trio nursery cancel scope"}}
+    assert results["type"] == "web_search_tool_result"
+    assert [r["url"] for r in results["content"]] == [
+        "https://trio.readthedocs.io/en/stable/reference-core.html",
+        "https://vorpus.org/blog/notes-on-structured-concurrency/",
+    ]
+    assert paused.usage == {"input_tokens": 2679, "output_tokens": 46, "web_search_requests": 1}
+
+    # Sent back last, as the API continues a paused turn: every block as it came (the
+    # encrypted contents unchanged), the cache mark on the last.
+    body = sent(ModelRequest(model=MODEL, system="", messages=(ASK, {"role": "assistant", "content": paused.content})))
+    back = body["messages"][-1]
+    assert back["role"] == "assistant"
+    assert back["content"][:2] == [text, search]
+    assert back["content"][2] == {**results, "cache_control": EPHEMERAL}
+
+
+def test_citations_are_kept_on_their_text_and_sent_back() -> None:
+    deltas, cited = read_transcript(AnthropicFold(), "anthropic_web_search_cited.sse")
+    assert "".join(t for _, t in deltas) == "Here is what I found. A nursery waits for all of its children before it exits."
+    first, second = cited.content
+    assert first == {"type": "text", "text": "Here is what I found. "}
+    assert second["text"] == "A nursery waits for all of its children before it exits."
+    [source] = second["citations"]
+    assert source["type"] == "web_search_result_location"
+    assert source["url"] == "https://trio.readthedocs.io/en/stable/reference-core.html"
+    assert source["encrypted_index"] == "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm"
+    assert cited.usage["web_search_requests"] == 0
+
+    body = sent(ModelRequest(model=MODEL, system="", messages=(
+        ASK, {"role": "assistant", "content": cited.content}, {"role": "user", "content": "thanks"})))
+    assert body["messages"][1]["content"][1] == {"type": "text", "text": second["text"], "citations": [source]}
+
+
+def test_a_server_tool_input_that_is_not_json_is_an_error() -> None:
+    events = reply_events({"type": "text", "text": "ok"})
+    events.insert(-2, event("content_block_start", index=1,
+                            content_block={"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}))
+    events.insert(-2, event("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": "{\"query"}))
+    events.insert(-2, event("content_block_stop", index=1))
+    with pytest.raises(ProviderError, match="server_tool_use 'web_search' input is not JSON"):
+        fold(events)
 
 
 # -- the documented transcripts -----------------------------------------------------------------
