@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
+from urllib.parse import urlsplit
 
 import click
 
@@ -171,6 +172,12 @@ class Renderer:
                     self._out(block["text"])
         self._streamed = False
         self._end_line()
+        for kind, line in searched(e.get("content", [])):
+            if kind == "call":
+                self._out(f"→ {line}", fg="cyan")
+            else:
+                mark = {"failed": "✗", "found": "✓"}.get(kind, " ")
+                self._out(f"  {mark} {line}", **({"fg": "red"} if kind == "failed" else {"dim": True}))
 
     def _tool_started(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -453,6 +460,43 @@ def tools_changed(e: dict[str, Any]) -> str:
 def when(ts: float) -> str:
     """A timestamp as local time, to the second."""
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
+
+
+#: Results named on a search's line; the rest are counted.
+_NAMED = 3
+
+
+def searched(content: Iterable[Any]) -> list[tuple[str, str]]:
+    """What a reply says of the searches its provider ran (Anthropic's web search), as
+    ``(kind, line)``: ``call`` (a search and its query), ``found`` (its results, or
+    ``failed``: the error the provider gave), then ``source`` (each page its text cites,
+    once, numbered)."""
+    lines: list[tuple[str, str]] = []
+    sources: dict[str, str] = {}
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "server_tool_use":
+            query = (block.get("input") or {}).get("query", "")
+            lines.append(("call", f"{block.get('name', 'search')} {visible(str(query))}"))
+        elif kind == "web_search_tool_result":
+            lines.append(_results(block.get("content")))
+        for cite in block.get("citations") or () if kind == "text" else ():
+            if isinstance(cite, dict) and cite.get("url"):
+                sources.setdefault(str(cite["url"]), str(cite.get("title") or ""))
+    for n, (url, title) in enumerate(sources.items(), start=1):
+        lines.append(("source", f"[{n}] {visible(title)} {visible(url)}".replace("  ", " ")))
+    return lines
+
+
+def _results(content: Any) -> tuple[str, str]:
+    if isinstance(content, dict):
+        return "failed", f"search failed: {visible(str(content.get('error_code', 'error')))}"
+    found = [r for r in content or () if isinstance(r, dict)]
+    named = ", ".join(f"{visible(str(r.get('title', '')))} ({urlsplit(str(r.get('url', ''))).hostname})" for r in found[:_NAMED])
+    more = f", and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+    return "found", f"{len(found)} result{'s' if len(found) != 1 else ''}" + (f": {named}{more}" if found else "")
 
 
 def session_tree(rows: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:

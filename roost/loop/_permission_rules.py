@@ -98,6 +98,7 @@ CLAUDE_TOOL_NAMES: Mapping[str, tuple[str, ...]] = {
     "notebook_read": ("NotebookRead",),
     "notebook_edit": ("NotebookEdit",),
     "web_fetch": ("WebFetch",),
+    "web_search": ("WebSearch",),
     "todo": ("TodoWrite",),
     "task": ("Task", "Agent"),
     "ask_human": ("AskUserQuestion",),

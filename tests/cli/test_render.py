@@ -153,3 +153,33 @@ def test_a_run_whose_tools_take_much_of_every_call_says_so() -> None:
     assert tools_note(layers + [{"name": "tools", "chars": 20_000, "source": "tools"}]) is None
     note = tools_note(layers + [{"name": "tools", "chars": 124_000, "source": "tools"}])
     assert note is not None and note.startswith("tool descriptions take about 31,000 tokens of every call")
+
+
+def test_a_web_search_is_shown_with_what_it_found_and_the_sources_cited() -> None:
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "trio\x1b[2J nursery"}}
+    results = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+        {"type": "web_search_result", "title": f"Page {n}", "url": f"https://site{n}.example/a", "encrypted_content": "E"}
+        for n in range(1, 6)
+    ]}
+    failed = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_2",
+              "content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}
+    cite = {"type": "web_search_result_location", "url": "https://site1.example/a", "title": "Page 1", "cited_text": "x"}
+    cited = {"type": "text", "text": "Nurseries wait.", "citations": [cite, cite]}
+    event = {"type": "message.assistant", "run": "r1", "session": "s", "content": [search, results, failed, cited]}
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    Renderer(echo, color=False).render(event)
+    assert lines == [
+        "Nurseries wait.",
+        "→ web_search trio\\x1b[2J nursery",
+        "  ✓ 5 results: Page 1 (site1.example), Page 2 (site2.example), Page 3 (site3.example), and 2 more",
+        "  ✗ search failed: max_uses_exceeded",
+        "    [1] Page 1 https://site1.example/a",
+    ]
+    shown = [shell.plain(line) for line in Transcript().feed(event)]
+    assert shown[-4:] == [
+        "● web_search trio\\x1b[2J nursery",
+        "  ⎿ 5 results: Page 1 (site1.example), Page 2 (site2.example), Page 3 (site3.example), and 2 more",
+        "  ⎿ search failed: max_uses_exceeded",
+        "  [1] Page 1 https://site1.example/a",
+    ]

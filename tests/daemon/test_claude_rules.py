@@ -34,7 +34,7 @@ async def test_claude_code_rules_on_the_dispatch_hold(client: TrioClient, projec
     assert not [e for e in events if e["type"] == "permission.requested"]
 
 
-@pytest.mark.parametrize("rule", ["WebSearch", "Foo(bar)", "WebFetch(https://x.com)"])
+@pytest.mark.parametrize("rule", ["WebSearch(query)", "Foo(bar)", "WebFetch(https://x.com)"])
 async def test_a_rule_roost_cannot_use_is_refused_by_name(client: TrioClient, project: Path, rule: str) -> None:
     model = write_script(project, [text("done")])
     with pytest.raises(RpcError) as caught:

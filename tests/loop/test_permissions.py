@@ -356,7 +356,8 @@ def test_claude_codes_rule_syntax_means_what_it_means_in_claude_code(rule: str, 
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        ("WebSearch", "no tool Claude Code calls WebSearch"),
+        ("ExitPlanMode", "no tool Claude Code calls ExitPlanMode"),
+        ("WebSearch(trio)", "takes no pattern"),
         ("Foo(bar)", "no tool Claude Code calls Foo"),
         ("WebFetch(https://x.com)", "domain:HOST"),
         ("TodoWrite(x)", "takes no pattern"),

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from roost.protocol import SUCCESS_REASONS
 
 from .. import _approval_keys as keys
-from .._render import applied_diff, printable, sandbox_line, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
+from .._render import applied_diff, printable, sandbox_line, searched, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -184,6 +184,22 @@ def tool_finished(name: str, tool_input: Any, e: dict[str, Any], width: int) -> 
     style = "class:tool.error-text" if failed else "class:tool.result"
     return [head, *_folded([("class:dim", "  ⎿ ")], lines, style, RESULT_LINES, width, "    "),
             *diff_lines(applied_diff(e), width, "    ")]
+
+
+def searches(content: Iterable[Any], width: int) -> Lines:
+    """The searches a reply's provider ran: each query as a tool line, what it found, and
+    the sources the reply cites."""
+    out: Lines = []
+    for kind, line in searched(content):
+        if kind == "call":
+            name, _, query = line.partition(" ")
+            out.append([("class:tool.ok", "● "), ("class:tool.name", name), ("", " "), ("class:tool.arg", cut(query, width - len(name) - 3))])
+        elif kind == "source":
+            out.append([("class:dim", "  " + cut(line, width - 2))])
+        else:
+            style = "class:tool.error-text" if kind == "failed" else "class:tool.result"
+            out.append([("class:dim", "  ⎿ "), (style, cut(line, width - 4))])
+    return out
 
 
 def diff_lines(diff: str, width: int, gutter: str) -> Lines:

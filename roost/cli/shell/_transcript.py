@@ -135,7 +135,7 @@ class Transcript:
         out += self._add_text(stream, full) + self._close(stream)
         if e.get("partial"):
             out += r.note("(cut off)")
-        return out
+        return out + r.searches(blocks, self.width - 4 * depth)
 
     def _add_text(self, stream: _Stream, text: str) -> Lines:
         out: Lines = []

@@ -48,6 +48,7 @@ from roost.protocol import MODES
 
 from ..sandbox import MODES as SANDBOX_MODES
 from ._claude import roost_tool
+from ._config_tables import WEB_SEARCH
 from ._project import AGENT_FILES, FrontMatterError, agent_dirs, agent_files, split_front_matter
 from ._plugins import plugins_from
 from ._reading import FolderFiles
@@ -202,7 +203,8 @@ def unknown_tools(
 
 
 def _known(name: str, tools: Collection[str], servers: Collection[str], agents: Collection[str]) -> bool:
-    if name in tools or name in agents or name == TASK:
+    if name in tools or name in agents or name in (TASK, WEB_SEARCH):
+        # (Whether a run gets web search depends on its model and mode: a dispatch says.)
         return True
     server, sep, _ = name.partition("__")
     if sep:

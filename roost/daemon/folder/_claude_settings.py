@@ -81,10 +81,7 @@ EVENTS: Mapping[str, str] = {
 WORD_MATCHED = frozenset({"session_start", "subagent_stop", "notification", "pre_compact", "session_end"})
 #: Claude Code's tools roost has none of: a settings file's rules about them are left out
 #: (nothing roost runs is one of them); on a dispatch or in roost's config they are errors.
-CLAUDE_ONLY_TOOLS = frozenset({
-    "WebSearch", "NotebookRead", "NotebookEdit", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
-    "SlashCommand", "ListMcpResourcesTool", "ReadMcpResourceTool",
-})
+CLAUDE_ONLY_TOOLS = frozenset({"ExitPlanMode", "SlashCommand", "ListMcpResourcesTool", "ReadMcpResourceTool"})
 #: Seconds a Claude Code hook may run unless its entry says.
 DEFAULT_TIMEOUT = 60.0
 

@@ -66,6 +66,12 @@ ask rules, guardrail rules, prices, windows, compaction) always applies.
     allow_private = false                  # true: web_fetch may reach this machine and
                                            # private networks (loopback, 10/8, 192.168/16, ...)
 
+    [tools.web_search]                     # your config only (see runs._web_search)
+    default = false                        # true: agents that name no tools search too
+    max_uses = 5                           # searches a reply may make
+    blocked_domains = ["example.com"]      # or allowed_domains (not both)
+    mcp = "search__web"                    # an MCP tool that searches instead, any model
+
     [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
     mode = "workspace"                     # workspace (default) | read-only | off
     writable = ["~/.cache"]                # more folders commands may write (workspace mode)
@@ -100,6 +106,7 @@ from ._config_keys import unknown_keys
 from ._config_tables import (
     ConfigError,
     env_policy,
+    WebSearchConfig,
     fetch_private,
     guardrail,
     parse_rules,
@@ -107,6 +114,7 @@ from ._config_tables import (
     sandbox_table,
     strings,
     table,
+    web_search_table,
 )
 from ._models import ONE_M, model_id
 from ._project import project_config_file, user_config_file
@@ -230,6 +238,8 @@ class Config:
     #: web_fetch may reach loopback, link-local and private addresses (the user's
     #: ``[tools.web_fetch] allow_private``; a project cannot say so).
     fetch_private: bool = False
+    #: The user's ``[tools.web_search]`` (a project cannot say).
+    web_search: WebSearchConfig = WebSearchConfig()
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
@@ -323,6 +333,7 @@ def config_from(files: FolderFiles) -> Config:
             tool_env=env_policy(parsed, str(user)),
             sandbox=sandbox_table(parsed, str(user), None),
             fetch_private=fetch_private(parsed, str(user)),
+            web_search=web_search_table(parsed, str(user)),
             warnings=tuple(unknown_keys(parsed, str(user))),
         )
     project = project_config_file(files.root)
@@ -352,6 +363,11 @@ def config_from(files: FolderFiles) -> Config:
         else:
             config = _merge(config, _narrowing(parsed), str(project))
         warnings = (*config.warnings, *unknown_keys(parsed, str(project)))
+        # What only the user may say, said by a project: left out, and said so.
+        warnings += tuple(
+            f"{project}: [tools.{key}] is read from your own config.toml only: left out"
+            for key in ("web_fetch", "web_search") if key in table(parsed, "tools", str(project))
+        )
         config = replace(config, widening=widening, project_sandbox=sandbox, warnings=warnings)
     return config
 

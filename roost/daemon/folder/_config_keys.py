@@ -21,6 +21,7 @@ _PRICE = frozenset({"input", "output", "cache_read", "cache_write"})
 SANDBOX_KEYS = ("mode", "writable", "network", "hide", "auto_allow", "readable")
 TOOLS_ENV_KEYS = ("pass", "inherit", "exclude", "include_only", "set")
 WEB_FETCH_KEYS = ("allow_private",)
+WEB_SEARCH_KEYS = ("default", "max_uses", "allowed_domains", "blocked_domains", "mcp")
 
 #: Top-level key -> what it holds: None (a value), a frozenset of keys, a dict of nested
 #: tables, or ("each", keys) for a table of named entries with those keys.
@@ -35,7 +36,8 @@ _SCHEMA: Mapping[str, Any] = {
     "hooks": frozenset({"pre_tool", "post_tool"}),
     "compaction": frozenset({"at", "keep_turns"}),
     "sandbox": frozenset(SANDBOX_KEYS),
-    "tools": {"env": frozenset(TOOLS_ENV_KEYS), "web_fetch": frozenset(WEB_FETCH_KEYS)},
+    "tools": {"env": frozenset(TOOLS_ENV_KEYS), "web_fetch": frozenset(WEB_FETCH_KEYS),
+              "web_search": frozenset(WEB_SEARCH_KEYS)},
     "mcp": {"servers": _NAMES},
     "hosts": ("each", frozenset({"url", "roost"})),
 }

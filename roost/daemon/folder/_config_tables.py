@@ -2,12 +2,14 @@
 the file and the key (see ``_config`` for the format).
 
 Here are the checks every table shares and the tables read on their own: permission and
-guardrail rules, ``[sandbox]``, ``[tools.env]`` and ``[tools.web_fetch]``. What is merged
+guardrail rules, ``[sandbox]``, ``[tools.env]``, ``[tools.web_fetch]`` and
+``[tools.web_search]``. What is merged
 onto the config layer by layer (providers, models, prices, hooks) is checked in ``_config``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleError, linear_regex, parse_rule
@@ -15,7 +17,10 @@ from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleErr
 from ..runs._environ import INHERIT, EnvPolicy
 from ..sandbox import MODES as SANDBOX_MODES
 from ..sandbox import SandboxConfig
-from ._config_keys import SANDBOX_KEYS, TOOLS_ENV_KEYS, WEB_FETCH_KEYS
+from ._config_keys import SANDBOX_KEYS, TOOLS_ENV_KEYS, WEB_FETCH_KEYS, WEB_SEARCH_KEYS
+
+#: roost's name for web search (Claude Code's ``WebSearch``).
+WEB_SEARCH = "web_search"
 
 
 class ConfigError(Exception):
@@ -136,3 +141,44 @@ def fetch_private(data: Mapping[str, Any], where: str) -> bool:
     if not isinstance(allowed, bool):
         raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
     return allowed
+
+
+@dataclass(frozen=True, slots=True)
+class WebSearchConfig:
+    """The user's ``[tools.web_search]``."""
+
+    #: Runs whose agent names no tools search the web too.
+    default: bool = False
+    #: Searches one reply may make (Anthropic's ``max_uses``).
+    max_uses: int = 5
+    allowed_domains: tuple[str, ...] = ()
+    blocked_domains: tuple[str, ...] = ()
+    #: An MCP tool (``server__tool``) that searches instead, for any model.
+    mcp: str | None = None
+
+
+def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
+    """The user's ``[tools.web_search]`` (see ``roost.daemon.runs._web_search``)."""
+    section = table(table(data, "tools", where), "web_search", f"{where}: [tools]")
+    name = f"{where}: [tools.web_search]"
+    unknown = set(section) - set(WEB_SEARCH_KEYS)
+    if unknown:
+        raise ConfigError(f"{name} has no {', '.join(sorted(unknown))} ({', '.join(WEB_SEARCH_KEYS)})")
+    default = section.get("default", False)
+    if not isinstance(default, bool):
+        raise ConfigError(f"{name} default must be true or false")
+    uses = section.get("max_uses", 5)
+    if not isinstance(uses, int) or isinstance(uses, bool) or uses < 1:
+        raise ConfigError(f"{name} max_uses must be a whole number of at least 1")
+    domains = {}
+    for key in ("allowed_domains", "blocked_domains"):
+        value = section.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(d, str) and d for d in value):
+            raise ConfigError(f"{name} {key} must be a list of domains")
+        domains[key] = tuple(value)
+    if domains["allowed_domains"] and domains["blocked_domains"]:
+        raise ConfigError(f"{name} takes allowed_domains or blocked_domains, not both")
+    mcp = section.get("mcp")
+    if mcp is not None and (not isinstance(mcp, str) or "__" not in mcp.strip("_")):
+        raise ConfigError(f"{name} mcp must name an MCP tool as server__tool")
+    return WebSearchConfig(default, uses, domains["allowed_domains"], domains["blocked_domains"], mcp)

@@ -116,7 +116,7 @@ class RunsApi(ApiPart):
                 with trio.CancelScope(shield=True):
                     await self._forget_new(session)
             raise
-        warnings = list(plan.setup.config.warnings) if plan.setup is not None else []
+        warnings = [*(plan.setup.config.warnings if plan.setup is not None else ()), *plan.warnings]
         return {"session": session.id, "run": run, "model": plan.settings.model, "warnings": warnings}
 
     async def _forget_new(self, session: Session) -> None:

@@ -109,6 +109,7 @@ class ModelCalls:
             messages=effect.messages,
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=settings.think if settings is not None else None,
+            web_search=plan.web_search if plan is not None else None,
             **({"max_tokens": settings.max_tokens} if settings is not None and settings.max_tokens else {}),
             number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
         )

@@ -43,13 +43,14 @@ from ..folder._prompt import Layer, PromptCache, compose, render, sizes
 from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
-from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, check_script
+from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ._command_lines import LineRefused, LinesNeedApproval, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
 from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
+from ._web_search import WEB_SEARCH, server_tool, web_search_offer
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,11 @@ class RunPlan:
     #: The ``!`command``` lines of the task, allowed, run when the run starts (their
     #: output takes their place: see ``_command_lines``).
     lines: tuple[str, ...] = ()
+    #: The provider's web search, offered with each call (None: not offered; see
+    #: ``_web_search``).
+    web_search: WebSearch | None = None
+    #: What the client is told the run goes without, and why.
+    warnings: tuple[str, ...] = ()
 
     @property
     def run(self) -> str:
@@ -218,10 +224,11 @@ class Planner:
             )
         except SettingsError as exc:
             raise PlanError(str(exc)) from None
-        tools, specs, servers, team = await self._tools_of(settled.agent, setup)
+        search = web_search_offer(settled, request.cwd, setup.config.web_search)
+        tools, specs, servers, team = await self._tools_of(search.agent, setup)
         mode = settled.settings.mode
         settings = replace(
-            self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox),
+            self._equipped(settled.settings, tools + search.tools, specs, servers, team, settled.sandbox),
             check=_check_command(request.cwd) if mode == Mode.EXEC else None,
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
@@ -257,6 +264,8 @@ class Planner:
             request.environ,
             setup.tool_environment(request.environ),
             lines=lines,
+            web_search=search.server,
+            warnings=(search.problem,) if search.problem else (),
         )
 
     async def subagent(self, request: SubagentCall) -> RunPlan:
@@ -279,12 +288,15 @@ class Planner:
             )
         except (SettingsError, ProviderError) as exc:
             raise PlanError(f"the {call.name} agent cannot run: {exc}") from None
-        tools, specs, servers, team = await self._tools_of(settled.agent, setup)
+        search = web_search_offer(settled, setup.cwd, setup.config.web_search)
+        if search.problem:
+            log.info("%s: the %s agent: %s", setup.cwd, call.name, search.problem)
+        tools, specs, servers, team = await self._tools_of(search.agent, setup)
         # A sub-agent's sandbox is its caller's, or narrower if its agent says so; inside a
         # sandboxed caller it is sandboxed too, or its commands fail.
         sandboxed = caller.settings.sandbox is not None
         confined = self.sandbox.confine(settled.sandbox) if sandboxed else None
-        settings = self._equipped(settled.settings, tools, specs, servers, team, settled.sandbox if sandboxed else None)
+        settings = self._equipped(settled.settings, tools + search.tools, specs, servers, team, settled.sandbox if sandboxed else None)
         # SubagentStop hooks that match the agent are its Stop hooks.
         settings = replace(settings, stop_hooks=any(
             hook.kind == "subagent_stop" and claude.event_matcher(hook.match)(call.name) for hook in setup.hooks
@@ -311,6 +323,8 @@ class Planner:
             agent_specs=specs,
             mcp_servers=servers,
             fork=settled.agent.fork,
+            web_search=search.server,
+            warnings=(),
         )
 
     async def recorded(self, request: Recorded, setup: FolderSetup | None) -> RunPlan:
@@ -347,6 +361,8 @@ class Planner:
             agent_specs=agent_specs(settings.subagents, settings.delegates, setup.agents.agents),
             mcp_servers=self._resume_mcp(setup, settings.tools),
             fork=agent.fork,
+            # Offered when the run started: offered again, as the user's config has it now.
+            web_search=server_tool(setup.config.web_search) if WEB_SEARCH in settings.tools else None,
         )
 
     async def compaction(self, request: Compaction) -> RunPlan:
