@@ -44,6 +44,8 @@ import roost
 from roost.protocol import RpcError
 from roost.protocol.asyncio_client import AsyncClient
 
+from ._render import searched
+
 log = logging.getLogger(__name__)
 
 #: roost's modes, as the editor offers them.
@@ -278,6 +280,7 @@ class _Updates:
                 text = "".join(b.get("text", "") for b in event.get("content", []) if b.get("type") == "text")
                 updates += [acp.update_agent_message_text(text)] if text else []
             self._streamed = False
+            updates += _searches(event.get("content", []))
         elif kind == "tool.started":
             updates.append(self._started(event, "in_progress"))
         elif kind == "tool.finished":
@@ -362,6 +365,25 @@ def _tool_finished(event: dict[str, Any]) -> list[Any]:
             acp.plan_entry(str(todo.get("content", "")), status=_todo_status(todo.get("status")))
             for todo in meta["todos"]
         ))
+    return updates
+
+
+def _searches(content: list[Any]) -> list[Any]:
+    """The searches a reply's provider ran, as tool calls: each query, then what it found
+    (the sources its text cites are in the text's own words)."""
+    updates: list[Any] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "server_tool_use":
+            [(_, title)] = searched([block])
+            updates.append(acp.start_tool_call(str(block.get("id")), title, kind="fetch", status="in_progress",
+                                               raw_input=block.get("input")))
+        elif block.get("type") == "web_search_tool_result":
+            [(kind, line)] = searched([block])
+            status: schema.ToolCallStatus = "failed" if kind == "failed" else "completed"
+            updates.append(acp.update_tool_call(str(block.get("tool_use_id")), status=status,
+                                                content=[acp.tool_content(acp.text_block(line))]))
     return updates
 
 

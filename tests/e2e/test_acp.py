@@ -125,6 +125,29 @@ def test_an_approval_given_in_a_terminal_goes_on_without_the_editors_answer(e2e:
     asyncio.run(_away(e2e))
 
 
+async def _searched(e2e: E2E) -> None:
+    """A web search the provider ran (its blocks in the reply) reaches the editor as a tool
+    call: the query, then what it found."""
+    editor = Editor(answer=None)
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "trio nursery"}}
+    results = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+        {"type": "web_search_result", "title": "Trio", "url": "https://trio.readthedocs.io/", "encrypted_content": "E"}]}
+    model = e2e.script([text("Searching."), search, results, text("Found it.")])
+    env = {**e2e.env, "ROOST_MODEL": model}
+    async with acp.spawn_agent_process(editor, ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
+        await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        sid = (await conn.new_session(cwd=str(e2e.project), mcp_servers=[])).session_id
+        assert (await _prompt(conn, sid, "look it up")).stop_reason == "end_turn"
+    [call] = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert (call.tool_call_id, call.title, call.kind, call.raw_input) == ("srvtoolu_1", "web_search trio nursery", "fetch", {"query": "trio nursery"})
+    [done] = [u for u in editor.updates if u.session_update == "tool_call_update"]
+    assert done.status == "completed" and done.content[0].content.text == "1 result: Trio (trio.readthedocs.io)"
+
+
+def test_a_web_search_reaches_the_editor_as_a_tool_call(e2e: E2E) -> None:
+    asyncio.run(_searched(e2e))
+
+
 def test_bad_input_is_refused_and_the_agent_serves_on(e2e: E2E) -> None:
     import json
     import subprocess
