@@ -123,3 +123,27 @@ def test_the_seq_of_each_task_is_kept_for_rewind() -> None:
     view.apply(ev("run.finished", 10, run="r3", reason="done", usage={}))
     view.apply(ev("run.started", 11, run="r4", task="again", mode="agent"))
     assert view.task_seqs == [2, 11]
+
+
+def test_background_commands_are_counted_until_they_end_or_their_run_does() -> None:
+    from roost.cli.shell import _display as r
+
+    def finished(seq: int, call_id: str, name: str, meta: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return ev("tool.finished", seq, call_id=call_id, name=name, result="", is_error=False, meta=meta, **kw)
+
+    view = fold(RUN[:4])
+    view.apply(finished(5, "t1", "bash", {"shell": "bg1", "background": True}))
+    view.apply(finished(6, "t2", "bash", {"shell": "bg2", "background": True}))
+    view.apply(finished(7, "s1", "bash", {"shell": "bg1", "background": True}, path=["t3"]))  # a sub-agent's
+    assert len(view.background) == 3
+    assert "· 3 in background" in r.plain(r.toolbar(view, 101.0, connected=True))
+    view.apply(finished(8, "t4", "bash_output", {"shell": "bg2", "running": True, "bytes": 3}))
+    assert len(view.background) == 3
+    view.apply(finished(9, "t7", "bash_output", {"shell": "bg2", "running": False, "exit_status": 0, "bytes": 0}))
+    view.apply(finished(10, "t5", "kill_shell", {"shell": "bg1", "exit_status": -9}))
+    assert view.background == {(("t3",), "bg1")}
+    view.apply(finished(11, "t3", "task", {}))  # the sub-agent ended: its commands with it
+    assert not view.background and "background" not in r.plain(r.toolbar(view, 101.0, connected=True))
+    view.apply(finished(12, "t6", "bash", {"shell": "bg3", "background": True}))
+    view.apply(ev("run.finished", 13, reason="done", usage={}, duration=1.0, turns=1))
+    assert not view.background

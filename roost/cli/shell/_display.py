@@ -382,6 +382,8 @@ def toolbar(view: SessionView, now: float, *, connected: bool, width: int = 200,
         figures += f" · ${view.cost:.4f}"
     if view.clients is not None:
         figures += f" · {view.clients} client{'s' if view.clients != 1 else ''}"
+    if view.background:
+        figures += f" · {len(view.background)} in background"
     out: Fragments = [
         ("class:toolbar.session", f" {view.session} "),
         ("class:toolbar", " "),

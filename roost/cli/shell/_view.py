@@ -124,6 +124,9 @@ class SessionView:
         #: The seq of each task's ``run.started``, oldest first (not compactions'): where
         #: ``/rewind`` cuts.
         self.task_seqs: list[int] = []
+        #: The background commands running (``bash`` with ``run_in_background``), as the
+        #: path of the run that started each and its id: they end with that run.
+        self.background: set[tuple[tuple[str, ...], str]] = set()
 
     def apply(self, event: dict[str, Any]) -> bool:
         """Fold one event in; False (and no change) when it is a repeat."""
@@ -187,6 +190,17 @@ class SessionView:
 
     def _tool_finished(self, e: dict[str, Any]) -> None:
         self.tools.pop(str(e.get("call_id")), None)
+        meta = e.get("meta") or {}
+        path = tuple(str(p) for p in e.get("path") or ())
+        shell = meta.get("shell")
+        if isinstance(shell, str):
+            if meta.get("background") and not e.get("is_error"):
+                self.background.add((path, shell))
+            elif not meta.get("running", False):
+                self.background.discard((path, shell))
+        # A sub-agent's commands end with it, when its call (the caller's) finishes.
+        inner = (*path, str(e.get("call_id")))
+        self.background = {b for b in self.background if b[0][: len(inner)] != inner}
         todos = (e.get("meta") or {}).get("todos")
         if e.get("name") == "todo" and isinstance(todos, list) and not e.get("is_error") and not _depth(e):
             self.todos = [t for t in todos if isinstance(t, dict)]
@@ -243,6 +257,7 @@ class SessionView:
         self.pending.pop(str(e.get("call_id")), None)
 
     def _run_finished(self, e: dict[str, Any]) -> None:
+        self.background.clear()
         run = self.run
         if run is not None and run.run == e.get("run"):
             # The run's totals also count a step cut short (aborted), which has no
