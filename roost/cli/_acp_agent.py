@@ -25,8 +25,12 @@ What maps to what:
 - ``session/cancel`` aborts the run; ``session/set_mode`` picks plan, agent, full or exec
   for the next prompts (the editor is the user's own client, like the shell).
 
-Not yet: the editor's MCP servers (``mcpServers`` of ``session/new``) are not added to the
-session, images in prompts are sent as a note, and ``authenticate`` is not needed (keys come
+- The editor's MCP servers (``mcpServers`` of ``session/new`` and ``session/load``, over
+  stdio or HTTP) are brought to each of the session's runs (the dispatch's
+  ``mcp_servers``): the user's own, as their config is. SSE servers, which roost does not
+  speak, are left out (the capabilities say so).
+
+Not yet: images in prompts are sent as a note, and ``authenticate`` is not needed (keys come
 from the environment the editor starts roost with).
 """
 
@@ -85,6 +89,8 @@ class RoostAgent:
         self._conn: Any = None
         #: The mode the editor chose for each session's next prompts.
         self._modes: dict[str, str] = {}
+        #: The editor's MCP servers for each session, as a dispatch takes them.
+        self._servers: dict[str, dict[str, Any]] = {}
         #: Notifications sent off the requests' way (held: the loop keeps weak references).
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -94,7 +100,11 @@ class RoostAgent:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session=True, prompt_capabilities=schema.PromptCapabilities()),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=schema.PromptCapabilities(),
+                mcp_capabilities=schema.McpCapabilities(http=True, sse=False),
+            ),
             agent_info=schema.Implementation(name="roost", title="roost", version=roost.__version__),
         )
 
@@ -104,12 +114,14 @@ class RoostAgent:
     async def new_session(self, cwd: str, mcp_servers: Any = None, **_: Any) -> schema.NewSessionResponse:
         async with self._client() as client:
             created = await client.call("sessions.create", cwd=cwd)
+        self._servers[created["session"]] = _servers(mcp_servers)
         self._announce_commands(created["session"], cwd)
         return schema.NewSessionResponse(session_id=created["session"], modes=self._mode_state(created["session"]))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None, **_: Any) -> schema.LoadSessionResponse:
         async with self._client() as client:
             events = (await _checked(client.call("events", session=session_id)))["events"]
+        self._servers[session_id] = _servers(mcp_servers)
         replay = _Updates(self._conn, session_id)
         for event in events:
             await replay.show(event, replaying=True)
@@ -140,6 +152,8 @@ class RoostAgent:
             params: dict[str, Any] = {"task": task, "session": session_id, "attach": True, "env": dict(os.environ)}
             if session_id in self._modes:
                 params["mode"] = self._modes[session_id]
+            if self._servers.get(session_id):
+                params["mcp_servers"] = self._servers[session_id]
             started = await _checked(client.call("dispatch", params))
             updates = _Updates(self._conn, session_id, client)
             try:
@@ -334,6 +348,22 @@ class _Updates:
 
 def _kind(event: dict[str, Any]) -> schema.ToolKind:
     return TOOL_KINDS.get(str(event.get("name") or event.get("tool")), "other")
+
+
+def _servers(servers: Any) -> dict[str, Any]:
+    """The editor's MCP servers in ``.mcp.json``'s shape, as a dispatch takes them (SSE ones
+    left out: roost speaks stdio and streamable HTTP)."""
+    out: dict[str, Any] = {}
+    for server in servers or ():
+        if isinstance(server, schema.McpServerStdio):
+            out[server.name] = {"command": server.command, "args": list(server.args),
+                                "env": {v.name: v.value for v in server.env}}
+        elif isinstance(server, schema.HttpMcpServer):
+            out[server.name] = {"type": "http", "url": server.url, "headers": {h.name: h.value for h in server.headers}}
+        else:
+            log.warning("the editor's MCP server %s is not used: roost speaks stdio and HTTP, not SSE",
+                        getattr(server, "name", "?"))
+    return out
 
 
 def _title(event: dict[str, Any]) -> str:

@@ -245,6 +245,12 @@ METHODS: tuple[Method, ...] = (
                 doc="where commands run: workspace (default: the folder writable, no network), "
                 "read-only, or off; a project's config may narrow it",
             ),
+            Param(
+                "mcp_servers",
+                "map",
+                doc="MCP servers the client brings for this run, as .mcp.json's mcpServers: "
+                "{name: {command, args, env} | {type: http, url, headers}}",
+            ),
             _ENV,
         ),
         ("session", "run", "model", "warnings"),

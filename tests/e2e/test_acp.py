@@ -144,6 +144,52 @@ async def _searched(e2e: E2E) -> None:
     assert done.status == "completed" and done.content[0].content.text == "1 result: Trio (trio.readthedocs.io)"
 
 
+PROBE = """
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("probe")
+
+
+@server.tool(structured_output=False)
+def hello(name: str) -> str:
+    \"\"\"Greets.\"\"\"
+    import os
+    return f"hello {name} from the editor's server ({os.environ['PROBE_TOKEN']})"
+
+
+server.run()
+"""
+
+
+async def _editors_servers(e2e: E2E) -> None:
+    """The MCP servers an editor configures reach the session's runs (and an SSE one, which
+    roost does not speak, is left out without failing the prompt)."""
+    import sys
+
+    probe = e2e.project.parent / "probe.py"
+    probe.write_text(PROBE)
+    editor = Editor(answer=None)
+    call = {"type": "tool_use", "name": "probe__hello", "input": {"name": "zed"}}
+    model = e2e.script([call], [text("Greeted.")])
+    servers = [
+        schema.McpServerStdio(name="probe", command=sys.executable, args=[str(probe)],
+                              env=[schema.EnvVariable(name="PROBE_TOKEN", value="t0k")]),
+        schema.SseMcpServer(type="sse", name="old", url="http://127.0.0.1:9/sse", headers=[]),
+    ]
+    env = {**e2e.env, "ROOST_MODEL": model}
+    async with acp.spawn_agent_process(editor, ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
+        init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.agent_capabilities.mcp_capabilities.http and not init.agent_capabilities.mcp_capabilities.sse
+        sid = (await conn.new_session(cwd=str(e2e.project), mcp_servers=servers)).session_id
+        assert (await _prompt(conn, sid, "greet", mode="full")).stop_reason == "end_turn"
+    [done] = [u for u in editor.updates if u.session_update == "tool_call_update" and u.status == "completed"]
+    assert done.content[0].content.text == "hello zed from the editor's server (t0k)"
+
+
+def test_the_editors_mcp_servers_reach_its_sessions_runs(e2e: E2E) -> None:
+    asyncio.run(_editors_servers(e2e))
+
+
 def test_a_web_search_reaches_the_editor_as_a_tool_call(e2e: E2E) -> None:
     asyncio.run(_searched(e2e))
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..mcp import McpServerConfig, McpServers, mcp_servers_from, with_environment
+from ..mcp import McpServerConfig, McpServers, client_servers, mcp_servers_from, with_environment
 from ..runs._environ import tool_environment
 from ..sandbox import SandboxPaths, sandbox_paths
 from ._agents import AgentSet, agents_from
@@ -120,6 +120,20 @@ class FolderSetup:
         """The dispatching client's ``environ`` with what Claude Code's settings files set
         (their ``env``: the user's, and a trusted project's), as runs here see it."""
         return {**environ, **self.claude.env}
+
+    def with_servers(self, entries: Mapping[str, Any], environ: Mapping[str, str]) -> FolderSetup:
+        """This setup with the MCP servers a client brought for its run (in ``.mcp.json``'s
+        shape; they take the place of the folder's of the same name), completed from the
+        client's ``environ`` as the folder's are.
+
+        Raises:
+            ValueError: an entry that cannot be used (the message names it).
+        """
+        seen = self.environment(environ)
+        brought = McpServers(servers=client_servers(entries, self.cwd, seen))
+        brought = with_environment(brought, seen, self.tool_environment(environ))
+        servers = {**self.mcp_config.servers, **brought.servers}
+        return replace(self, mcp_config=replace(self.mcp_config, servers=servers))
 
     def tool_environment(self, environ: Mapping[str, str]) -> dict[str, str]:
         """The client's ``environ`` as tool processes, hooks and MCP servers get it here (see

@@ -7,7 +7,7 @@ per server (keyed by what the server is, never by its name) shared by every sess
 configuration has it, restarts a crashed one, and offers their tools as ``server__tool``.
 """
 
-from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, load_mcp_servers, mcp_servers_from
+from ._config import DEFAULT_TIMEOUT, McpServerConfig, McpServers, client_servers, load_mcp_servers, mcp_servers_from
 from ._content import McpPrompt, McpRequestError, McpResource
 from ._environment import with_environment
 from ._manager import McpManager, UnknownServer
@@ -23,6 +23,7 @@ __all__ = [
     "McpServers",
     "McpTool",
     "UnknownServer",
+    "client_servers",
     "load_mcp_servers",
     "mcp_servers_from",
     "with_environment",

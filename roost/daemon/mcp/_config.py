@@ -174,6 +174,25 @@ class _Place:
         return str(self.path)
 
 
+def client_servers(entries: Mapping[str, Any], cwd: str, environ: Mapping[str, str]) -> dict[str, McpServerConfig]:
+    """The MCP servers a client brings to its dispatch (an editor's, over ACP), in
+    ``.mcp.json``'s shape (name -> ``{command, args, env}`` or ``{type, url, headers}``); a
+    stdio server runs in ``cwd`` unless its entry says. They are the user's own, like their
+    config file: no trust is asked.
+
+    Raises:
+        ValueError: an entry that cannot be used (the message names it).
+    """
+    place = _Place(Path("the client"), Path(cwd), cwd, strict=False)
+    servers = {}
+    for name, entry in entries.items():
+        try:
+            servers[name] = _parse(name, entry, None, place, environ)
+        except _Malformed as exc:
+            raise ValueError(f"the client's MCP server {name!r}: {exc}") from None
+    return servers
+
+
 class _Malformed(Exception):
     """One entry cannot be used; the message says why (without file or server)."""
 

@@ -92,6 +92,7 @@ class RunsApi(ApiPart):
                     request_id,
                     params.get("append_system_prompt") or "",
                     _approved_lines(params.get("approved_lines") or []),
+                    params.get("mcp_servers") or {},
                 )
             )
         fresh = session is None

@@ -70,6 +70,8 @@ class Dispatch:
     appended: str = ""
     #: A command's ``!`command``` lines a person approved for this dispatch, as written.
     approved_lines: tuple[str, ...] = ()
+    #: MCP servers the client brings for this run (an editor's), ``.mcp.json``'s shape.
+    mcp_servers: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,11 @@ class Planner:
             ProviderError: the model's provider cannot be used here.
         """
         setup = await self.load_folder(request.cwd, request.environ)
+        if request.mcp_servers:
+            try:
+                setup = setup.with_servers(request.mcp_servers, request.environ)
+            except ValueError as exc:
+                raise PlanError(str(exc)) from None
         task, found, command, asked = await _expand(setup, request, self.mcp)
         try:
             settled = settle(
