@@ -98,19 +98,21 @@ def commands(obj: dict[str, Any], as_json: bool) -> None:
 @click.argument("session", required=False)
 @click.option("--agent", "-a", help="Show it for this agent (default: the session's last).")
 @click.option("--mode", type=click.Choice(MODES), help="Show it for this mode.")
+@click.option("--task", "-t", help="With the similar memories a run of this task recalls.")
 @click.option("--json", "as_json", is_flag=True, help="Print the layers as JSON.")
 @click.pass_obj
-def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: str | None, as_json: bool) -> None:
+def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: str | None, task: str | None, as_json: bool) -> None:
     """Show the system prompt a run in SESSION (or in this folder) gets, its layers marked.
 
     Layers come stable first (agent, mode, bootstrap, instructions, skills, memory, repo map,
-    summary) so that a provider's prompt cache covers the longest prefix.
+    summary) so that a provider's prompt cache covers the longest prefix; a run's similar
+    memories, recalled for its task, come last (--task shows them).
     """
     with daemon(obj) as client:
         params: dict[str, Any] = (
             {"session": resolve_session(client, session)} if session else {"cwd": workdir(target(obj), client)}
         )
-        for key, value in (("agent", agent), ("mode", mode)):
+        for key, value in (("agent", agent), ("mode", mode), ("task", task)):
             if value:
                 params[key] = value
         result = client.call("prompt", params)

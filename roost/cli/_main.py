@@ -45,6 +45,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "compact": ("_agents", "compact"),
     "plugins": ("_plugins", "plugins"),
     "mcp": ("_mcp", "mcp"),
+    "memory": ("_memory", "memory"),
     "trust": ("_trust", "trust"),
     "acp": ("_acp", "acp"),
     "untrust": ("_trust", "untrust"),

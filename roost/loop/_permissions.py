@@ -99,7 +99,7 @@ _WRITE_TOOLS = frozenset({"write", "edit", "notebook_edit"})
 #: Allowed without asking in agent mode: reading, roost's own notes (skills, memory,
 #: the checklist, which lives only in the session's events), and reading or ending the
 #: run's own background commands (starting one is a bash call, judged as any).
-_READ_TOOLS = frozenset({"read", "notebook_read", ASK_HUMAN, "skill", REMEMBER, TODO, "bash_output", "kill_shell"}) | SEARCH_TOOLS
+_READ_TOOLS = frozenset({"read", "notebook_read", ASK_HUMAN, "skill", REMEMBER, "recall", TODO, "bash_output", "kill_shell"}) | SEARCH_TOOLS
 
 
 @dataclass(frozen=True, slots=True)

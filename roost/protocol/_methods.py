@@ -372,6 +372,7 @@ METHODS: tuple[Method, ...] = (
             Param("cwd", "str", doc="a folder, when no session is given"),
             Param("agent", "str"),
             Param("mode", "str"),
+            Param("task", "str", doc="a task: the layer of similar memories recalled for it"),
             _ENV,
         ),
         ("agent", "mode", "layers", "text"),
@@ -426,6 +427,38 @@ METHODS: tuple[Method, ...] = (
         "Stop trusting a folder: what its files widen is ignored again.",
         (Param("folder", "str", True, "the folder (a project root, as trust.list shows it)"),),
         ("ok", "removed"),
+    ),
+    Method(
+        "memory.search",
+        "What the daemon remembers that best matches a query (BM25 over the memory files' "
+        "entries, earlier tasks with their answers, compaction summaries): the folder's "
+        "project's and the user's, best first.",
+        (
+            Param("query", "str", True, "words to look for"),
+            Param("cwd", "str", doc="the folder whose project's memory is searched (default: the daemon's)"),
+            Param("all", "bool", doc="search every project's memory"),
+            Param("limit", "int", doc="entries at most (default 10)"),
+            _ENV,
+        ),
+        ("entries",),
+    ),
+    Method(
+        "memory.list",
+        "The newest memory entries of a folder's project and the user (or of all), newest first.",
+        (
+            Param("cwd", "str", doc="the folder whose project's memory is listed (default: the daemon's)"),
+            Param("all", "bool", doc="every project's memory"),
+            Param("limit", "int", doc="entries at most (default 100)"),
+            _ENV,
+        ),
+        ("entries",),
+    ),
+    Method(
+        "memory.forget",
+        "Forget a memory entry for good (the same words are not remembered again there); an "
+        "entry of a memory file leaves the file too.",
+        (Param("id", "int", True, "the entry's id, as memory.list or memory.search gave it"),),
+        ("forgotten",),
     ),
     Method(
         "report",

@@ -55,7 +55,7 @@ async def test_a_tool_loop_with_anthropic(
     assert bodies[0]["model"] == "claude-test"
     assert {t["name"] for t in bodies[0]["tools"]} == {
         "bash", "bash_output", "kill_shell", "read", "write", "edit", "notebook_read", "notebook_edit", "glob", "grep",
-        "ask_human", "skill", "remember", "todo", "web_fetch",
+        "ask_human", "skill", "remember", "recall", "todo", "web_fetch",
     }
     second = bodies[1]["messages"]
     assert [m["role"] for m in second] == ["user", "assistant", "user"]

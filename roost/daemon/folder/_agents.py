@@ -6,6 +6,7 @@
     model: anthropic/claude-sonnet-4-6     # or a Claude name or alias (sonnet) / inherit
     mode: agent                            # plan | agent | full | exec
     tools: [read, grep, glob]              # allow list; may name MCP tools (server__*)
+    memory: off                            # recall (default), learn, or off
     max_turns: 20
     max_tokens: 16000                      # output tokens each reply may have
     think: medium                          # off | low | medium | high | a token budget
@@ -83,6 +84,10 @@ class Agent:
     fork: bool = False
     #: The sandbox mode its runs get unless the dispatch says (None: the config's).
     sandbox: str | None = None
+    #: What its runs do with memory: ``recall`` (the default: a "similar memories" layer
+    #: for the task), ``learn`` (that, and the run's durable facts learned at its end), or
+    #: ``off`` (neither).
+    memory: str = "recall"
     #: "built-in" or the file it came from.
     source: str = "built-in"
     #: It came from a project's folder: its ``sandbox`` may only narrow.
@@ -102,6 +107,7 @@ class Agent:
             "permissions": [r.to_map() for r in self.rules],
             "fork": self.fork,
             "sandbox": self.sandbox,
+            "memory": self.memory,
             "source": self.source,
         }
 
@@ -267,6 +273,7 @@ def parse_agent(text: str, source: str) -> Agent:
         rules=_rules(meta.get("permissions"), source),
         fork=bool(meta.get("fork", False)),
         sandbox=sandbox,
+        memory=_memory(meta.get("memory"), where),
         source=source,
     )
 
@@ -314,6 +321,18 @@ def _tools(value: Any, where: str) -> tuple[str, ...] | None:
             tool = tool if "__" in tool else f"{tool}__*"
         names.append(roost_tool(tool))
     return tuple(dict.fromkeys(names))
+
+
+#: What an agent's ``memory:`` may say.
+MEMORY_USES = ("recall", "learn", "off")
+
+
+def _memory(value: Any, where: str) -> str:
+    # YAML reads a bare ``off`` as false.
+    value = "off" if value is False else "recall" if value is None or value is True else value
+    if value not in MEMORY_USES:
+        raise AgentError(f"{where}memory must be one of {', '.join(MEMORY_USES)}")
+    return str(value)
 
 
 def _positive(value: Any, key: str, where: str) -> int | None:

@@ -40,6 +40,7 @@ from ..folder._config import ConfigError
 from ._api_part import Handler, checked_cwd, client_environ
 from ._connection import Connection
 from ._folder_api import FolderApi
+from ._memory_api import MemoryApi
 from ._runs_api import RunsApi
 from ._sessions_api import SessionsApi
 
@@ -66,6 +67,7 @@ class Api:
             SessionsApi(conductor, shutdown).table(),
             RunsApi(conductor, shutdown).table(),
             FolderApi(conductor, shutdown).table(),
+            MemoryApi(conductor, shutdown).table(),
         ]
         self._handlers: dict[str, Handler] = {name: h for table in tables for name, h in table.items()}
         assert len(self._handlers) == sum(map(len, tables)), "a method has two handlers"

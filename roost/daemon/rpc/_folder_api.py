@@ -22,6 +22,7 @@ from ..folder._scripts import unchanged
 from ..folder._setup import FolderSetup
 from ..folder._trust import TrustError, TrustStore, item_record, since
 from ..mcp import UnknownServer
+from ..memory._recall import recall_layer
 from ..providers import ProviderError
 from ..runs._settings import SettingsError, find_agent
 from ._api_part import ApiPart, Handler, checked_cwd, client_environ
@@ -200,6 +201,8 @@ class FolderApi(ApiPart):
         layers = await compose(
             agent, mode, setup.place, summary, tools=tools, cache=self.conductor.planner.prompts, rules=setup.rules.always
         )
+        if params.get("task"):
+            layers += await recall_layer(self.conductor.planner.memory, agent.memory, params["task"], setup.place)
         return {
             "agent": agent.name,
             "mode": mode,

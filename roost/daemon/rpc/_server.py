@@ -49,6 +49,7 @@ from .._paths import log_dir, private_opener, state_dir
 from ..folder._project import user_config_file
 from ..folder._trust import TrustStore
 from ..mcp import McpManager
+from ..memory import MemoryIndex
 from ..providers import ProviderRegistry
 from ..runs._conductor import Conductor
 from ..runs._fanout import Fanout
@@ -229,8 +230,9 @@ class Daemon:
                     log.warning("no sandbox: %s; only runs in mode off can run commands", availability.reason)
                 self.fanout = Fanout(store.packed_events)
                 self.tools = ToolRegistry()
+                memory = await trio.to_thread.run_sync(MemoryIndex.open, self._memory_path)
                 conductor = Conductor(
-                    store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox
+                    store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox, memory
                 )
                 await conductor.start()
                 self._answer_with(Api(conductor, str(self.socket_path), self.stopping, self.notices), started)
@@ -242,8 +244,15 @@ class Daemon:
                 ledger.close()
                 self._end_connections()
                 nursery.cancel_scope.cancel()
+            with trio.CancelScope(shield=True):
+                await memory.close()
             store.stop_writer()
         log.info("stopped")
+
+    @property
+    def _memory_path(self) -> Path:
+        """The memory index (see ``memory._index``), beside the database."""
+        return self.database.with_name("memory.db")
 
     def _private_paths(self) -> list[str]:
         """What commands must never see, wherever each is configured: the daemon's socket
@@ -256,7 +265,7 @@ class Daemon:
         return [
             *(p for p in runtime if p),
             *_socket_files(socket),
-            *(database + suffix for suffix in ("", "-wal", "-shm")),
+            *(path + suffix for path in (database, str(self._memory_path)) for suffix in ("", "-wal", "-shm")),
             str(state_dir()),
             str(log_dir()),
             str(user_config_file().parent),

@@ -58,6 +58,8 @@ from roost.loop import (
 
 from ..folder._trust import TrustStore
 from ..mcp import McpManager
+from ..memory import MemoryIndex
+from ..memory._feed import MemoryFeed
 from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
@@ -93,6 +95,7 @@ class Conductor:
         mcp: McpManager | None = None,
         trust: TrustStore | None = None,
         sandbox: Sandbox | None = None,
+        memory: MemoryIndex | None = None,
     ) -> None:
         self.store = store
         self.mcp = mcp
@@ -101,7 +104,9 @@ class Conductor:
         # Where commands run: without a backend that works here, only runs in mode off
         # run them. The folders the user trusted (None: none, as in tests of other parts).
         confines = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
-        self.planner = Planner(providers, tools, confines, nursery, mcp, trust)
+        self.planner = Planner(providers, tools, confines, nursery, mcp, trust, memory)
+        # What runs leave to recall: tasks with their answers, summaries (see memory._feed).
+        self.memory = MemoryFeed(memory) if memory is not None else None
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
@@ -110,7 +115,9 @@ class Conductor:
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
+        if self.memory is not None:
+            nursery.start_soon(self.memory.run)
+        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, memory)
         specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
@@ -299,6 +306,8 @@ class Conductor:
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
+        if self.memory is not None:
+            self.memory.add(session.id, session.state.cwd, stored)
         self.tool_calls.notify(session, track, stored)
         self._perform(session, track, transition.effects)
 

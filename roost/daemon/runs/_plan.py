@@ -43,6 +43,8 @@ from ..folder._prompt import Layer, PromptCache, compose, render, sizes
 from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
+from ..memory import MemoryIndex
+from ..memory._recall import recall_layer
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
@@ -168,8 +170,11 @@ class Planner:
         nursery: trio.Nursery,
         mcp: McpManager | None = None,
         trust: TrustStore | None = None,
+        memory: MemoryIndex | None = None,
     ) -> None:
         self.providers = providers
+        #: What runs recall for their task (None: nothing).
+        self.memory = memory
         self.tools = tools
         self.sandbox = sandbox
         self.mcp = mcp
@@ -244,6 +249,7 @@ class Planner:
             task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
         task = await with_resources(self.mcp, setup, request.task, task)
         layers = await self._layers(settled.agent, settings, setup)
+        layers += await recall_layer(self.memory, settled.agent.memory, task, setup.place)
         layers += [Layer("appended", request.appended, "dispatch")] if request.appended.strip() else []
         first = Submit(
             "r" + secrets.token_hex(6),
@@ -311,6 +317,7 @@ class Planner:
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
         layers = await self._layers(settled.agent, settings, setup)
+        layers += await recall_layer(self.memory, settled.agent.memory, call.message, setup.place)
         first = Submit(
             "r" + secrets.token_hex(6),
             call.message,

@@ -47,6 +47,7 @@ from ..folder import _claude as claude
 from ..folder._claude_rules import ClaudeRules
 from ..folder._config import Hook
 from ..mcp import McpManager
+from ..memory import MemoryIndex
 from ..sandbox import Confinement, RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
 from ._command_lines import run_lines
@@ -76,8 +77,11 @@ class ToolCalls:
         feed_result: FeedResult,
         transcripts: Transcripts,
         nursery: trio.Nursery,
+        memory: MemoryIndex | None = None,
     ) -> None:
         self.tools = tools
+        #: What ``recall`` searches (None: nothing).
+        self._memory = memory
         #: Where ``async`` hooks run: the daemon's, as they may outlast their run.
         self._nursery = nursery
         self._transcripts = transcripts
@@ -244,6 +248,7 @@ class ToolCalls:
                     sandbox=live.sandbox,
                     private_network=setup is not None and setup.config.fetch_private,
                     shells=live.shells,
+                    memory=self._memory,
                 )
                 result = await self.tools.call(effect.name, effect.input, ctx)
             if rewritten:

@@ -15,6 +15,7 @@ from ..runs._environ import tool_environment
 from ._fs import KernelPath, real_paths, resolve
 
 if TYPE_CHECKING:
+    from ..memory import MemoryIndex
     from ..sandbox import RunSandbox
     from ._ledger import ProcessLedger
     from ._shells import Shells
@@ -58,6 +59,8 @@ class ToolContext:
     #: The run's background commands (``bash`` with ``run_in_background``, read by
     #: ``bash_output``, ended by ``kill_shell``); None: none can be started.
     shells: Shells | None = None
+    #: What the daemon remembers, for ``recall`` (None: nothing can be recalled).
+    memory: MemoryIndex | None = None
 
     def process_env(self) -> dict[str, str]:
         """The environment a tool's process gets."""

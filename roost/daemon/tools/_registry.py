@@ -21,6 +21,7 @@ from ._glob import GLOB
 from ._grep import GREP
 from ._read import READ
 from ._notebook import NOTEBOOK_EDIT, NOTEBOOK_READ
+from ._recall import RECALL
 from ._remember import REMEMBER
 from ._shells import BASH_OUTPUT, KILL_SHELL
 from ._skill import SKILL
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 
 BUILTIN_TOOLS: tuple[Tool, ...] = (
     BASH, BASH_OUTPUT, KILL_SHELL, READ, WRITE, EDIT, NOTEBOOK_READ, NOTEBOOK_EDIT, GLOB, GREP, ASK_HUMAN, SKILL,
-    REMEMBER, TODO, WEB_FETCH_TOOL,
+    REMEMBER, RECALL, TODO, WEB_FETCH_TOOL,
 )
 
 #: Worker threads the tools of one registry (one daemon) use at most, all calls together.
