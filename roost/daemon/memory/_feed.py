@@ -31,7 +31,8 @@ def scope_of(cwd: str) -> str:
 class MemoryFeed:
     """Stored events in, entries out (see the module)."""
 
-    def __init__(self, index: MemoryIndex) -> None:
+    def __init__(self, index: MemoryIndex | None) -> None:
+        #: Where entries go (None: nowhere; nothing is kept).
         self.index = index
         self._pending: list[tuple[str, str, Sequence[Event]]] = []
         self._wake = trio.Event()
@@ -40,7 +41,7 @@ class MemoryFeed:
 
     def add(self, session: str, cwd: str, events: Sequence[Event]) -> None:
         """Stored events of ``session`` (cheap: the feed's task does the work)."""
-        if any(e.type in ("run.started", "run.finished", "compacted") for e in events):
+        if self.index is not None and any(e.type in ("run.started", "run.finished", "compacted") for e in events):
             self._pending.append((session, cwd, events))
             self._wake.set()
 
@@ -58,6 +59,7 @@ class MemoryFeed:
                     log.exception("session %s: its events could not be indexed for recall", session)
 
     async def _index(self, session: str, cwd: str, events: Sequence[Event]) -> None:
+        assert self.index is not None
         for event in events:
             if event.data.get("path"):
                 continue  # a sub-agent's: its caller's answer says what came of it

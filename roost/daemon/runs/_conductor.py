@@ -97,16 +97,11 @@ class Conductor:
         sandbox: Sandbox | None = None,
         memory: MemoryIndex | None = None,
     ) -> None:
-        self.store = store
-        self.mcp = mcp
-        self.fanout = fanout
-        self.ledger = ledger
-        # Where commands run: without a backend that works here, only runs in mode off
-        # run them. The folders the user trusted (None: none, as in tests of other parts).
+        self.store, self.mcp, self.fanout, self.ledger = store, mcp, fanout, ledger
+        # Where commands run: without a backend that works here, only runs in mode off do.
         confines = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust, memory)
-        # What runs leave to recall: tasks with their answers, summaries (see memory._feed).
-        self.memory = MemoryFeed(memory) if memory is not None else None
+        self.memory = MemoryFeed(memory)  # what runs leave to recall (see memory._feed)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
@@ -115,8 +110,7 @@ class Conductor:
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
-        if self.memory is not None:
-            nursery.start_soon(self.memory.run)
+        nursery.start_soon(self.memory.run)
         self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, memory)
         specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
@@ -306,8 +300,7 @@ class Conductor:
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
-        if self.memory is not None:
-            self.memory.add(session.id, session.state.cwd, stored)
+        self.memory.add(session.id, session.state.cwd, stored)
         self.tool_calls.notify(session, track, stored)
         self._perform(session, track, transition.effects)
 

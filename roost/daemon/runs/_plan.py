@@ -411,7 +411,7 @@ class Planner:
         """The tools a run of ``agent`` gets (its allow list, or every built-in and ``task``),
         those of them that run agents, as the model sees them, the MCP servers the others
         are on, and the agents its ``task`` may run (see ``_delegation``)."""
-        mcp_names, servers = await self._mcp_tools(agent, setup)
+        mcp_names, servers = await _mcp_tools(self.mcp, agent, setup)
         names = self.tools.names() + mcp_names
         agents = setup.agents.agents
         team = delegates(agent, agents)
@@ -421,23 +421,6 @@ class Planner:
         specs = agent_specs((n for n in agent.tools if n not in names), team, agents)
         offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
         return offered + tuple(specs), specs, servers, team
-
-    async def _mcp_tools(self, agent: Agent, setup: FolderSetup) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
-        """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers
-        (of the folder's config) they are on, starting those that are not running yet
-        (bounded: a server that fails to start is reported by ``mcp.list`` and blocks
-        nothing)."""
-        if self.mcp is None:
-            return (), {}
-        servers = dict(setup.mcp)
-        for problem in setup.mcp_config.problems:
-            log.warning("MCP config: %s", problem)
-        if agent.tools is not None:
-            servers = _servers_of(servers, agent.tools)
-        if not servers:
-            return (), {}
-        await self.mcp.ensure(servers)
-        return tuple(t.name for t in self.mcp.tools(servers)), servers
 
     def _equipped(
         self,
@@ -455,15 +438,9 @@ class Planner:
             tools=tools,
             subagents=tuple(specs),
             delegates=team,
-            read_only=self._read_only(tools, servers),
+            read_only=_read_only(self.tools, self.mcp, tools, servers),
             sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
-
-    def _read_only(self, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]) -> tuple[str, ...]:
-        """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP
-        tools their server marks ``readOnlyHint``."""
-        mcp = {t.name for t in self.mcp.tools(servers) if t.read_only} if self.mcp is not None else set()
-        return tuple(n for n in tools if n in mcp or ((tool := self.tools.get(n)) is not None and tool.read_only))
 
     async def _layers(self, agent: Agent, settings: RunSettings, setup: FolderSetup) -> list[Layer]:
         return await compose(
@@ -479,6 +456,34 @@ class Planner:
         if servers:
             self._nursery.start_soon(self.mcp.ensure, servers)
         return servers
+
+
+async def _mcp_tools(
+    mcp: McpManager | None, agent: Agent, setup: FolderSetup
+) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
+    """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers (of
+    the folder's config) they are on, starting those that are not running yet (bounded: a
+    server that fails to start is reported by ``mcp.list`` and blocks nothing)."""
+    if mcp is None:
+        return (), {}
+    servers = dict(setup.mcp)
+    for problem in setup.mcp_config.problems:
+        log.warning("MCP config: %s", problem)
+    if agent.tools is not None:
+        servers = _servers_of(servers, agent.tools)
+    if not servers:
+        return (), {}
+    await mcp.ensure(servers)
+    return tuple(t.name for t in mcp.tools(servers)), servers
+
+
+def _read_only(
+    registry: ToolRegistry, mcp: McpManager | None, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]
+) -> tuple[str, ...]:
+    """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP tools
+    their server marks ``readOnlyHint``."""
+    marked = {t.name for t in mcp.tools(servers) if t.read_only} if mcp is not None else set()
+    return tuple(n for n in tools if n in marked or ((tool := registry.get(n)) is not None and tool.read_only))
 
 
 async def _expand(

@@ -79,16 +79,12 @@ class ToolCalls:
         nursery: trio.Nursery,
         memory: MemoryIndex | None = None,
     ) -> None:
-        self.tools = tools
+        self.tools, self._mcp, self._ledger, self._transcripts = tools, mcp, ledger, transcripts
+        self._publish, self._feed_result = publish, feed_result
         #: What ``recall`` searches (None: nothing).
         self._memory = memory
         #: Where ``async`` hooks run: the daemon's, as they may outlast their run.
         self._nursery = nursery
-        self._transcripts = transcripts
-        self._mcp = mcp
-        self._ledger = ledger
-        self._publish = publish
-        self._feed_result = feed_result
 
     def hook_env(self, session: Session, track: Track) -> HookEnv:
         """Where the session's hooks run for ``track`` (a project's in its run's sandbox),
