@@ -46,6 +46,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "plugins": ("_plugins", "plugins"),
     "mcp": ("_mcp", "mcp"),
     "memory": ("_memory", "memory"),
+    "schedule": ("_schedule", "schedule"),
     "trust": ("_trust", "trust"),
     "acp": ("_acp", "acp"),
     "untrust": ("_trust", "untrust"),

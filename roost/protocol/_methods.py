@@ -461,6 +461,38 @@ METHODS: tuple[Method, ...] = (
         ("forgotten",),
     ),
     Method(
+        "schedules.add",
+        "Run a task on a schedule: the daemon starts it as a run in a new session whenever the "
+        "cron expression says, in a time zone (runs wait for approvals as any do).",
+        (
+            Param("cron", "str", True, "five fields (minute hour day month weekday), or @daily, @hourly, ..."),
+            Param("task", "str", True, "what to do, as for dispatch"),
+            Param("name", "str", doc="the schedule's name (default: from the task's first words)"),
+            Param("cwd", "str", doc="the folder its runs work in (default: the daemon's)"),
+            Param("agent", "str"),
+            Param("model", "str"),
+            Param("mode", "str", doc="agent (default), full, exec or plan"),
+            Param("tz", "str", doc="the time zone the expression is read in (default: this machine's)"),
+            Param("missed", "str", doc="a time due while the daemon was down: run once at start (once, the default) or skip"),
+        ),
+        ("schedule",),
+    ),
+    Method("schedules.list", "Every schedule: when it is next due, its last run.", (), ("schedules",)),
+    Method("schedules.remove", "Delete a schedule.", (Param("name", "str", True),), ("ok",)),
+    Method(
+        "schedules.run",
+        "Run a schedule's task now (when it is next due stays as it was).",
+        (Param("name", "str", True),),
+        ("schedule",),
+    ),
+    Method("schedules.pause", "Stop a schedule from coming due until resumed.", (Param("name", "str", True),), ("schedule",)),
+    Method(
+        "schedules.resume",
+        "Let a paused schedule come due again (next after now).",
+        (Param("name", "str", True),),
+        ("schedule",),
+    ),
+    Method(
         "report",
         "A run's report, folded from its stored events: per run and per step the model time, "
         "time to first token, retries, tokens (input, output, cache read and write), cost, tool "

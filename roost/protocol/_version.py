@@ -11,7 +11,7 @@ PROTOCOL_VERSION = 1
 #: APPROVAL_NEEDED, permission.respond's scope session_any, permission.requested's
 #: session_rules_any, an edit's diff in tool.finished; 13: compact's instructions, detach's
 #: reason, status's background_commands, mcp.resources; 14: dispatch's mcp_servers, memory.search, memory.list,
-#: memory.forget, prompt's task).
+#: memory.forget, prompt's task, schedules.*).
 API_LEVEL = 14
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

@@ -35,12 +35,14 @@ from roost.protocol import (
 )
 
 from ..runs._conductor import Conductor
+from ..schedules import Scheduler
 from ..storage._store import StoreError, StoreFull
 from ..folder._config import ConfigError
 from ._api_part import Handler, checked_cwd, client_environ
 from ._connection import Connection
 from ._folder_api import FolderApi
 from ._memory_api import MemoryApi
+from ._schedules_api import SchedulesApi
 from ._runs_api import RunsApi
 from ._sessions_api import SessionsApi
 
@@ -55,7 +57,8 @@ class Api:
     """
 
     def __init__(
-        self, conductor: Conductor, socket: str, shutdown: trio.Event, notices: Sequence[str] = ()
+        self, conductor: Conductor, socket: str, shutdown: trio.Event, notices: Sequence[str] = (),
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.conductor = conductor
         self.socket = socket
@@ -68,6 +71,7 @@ class Api:
             RunsApi(conductor, shutdown).table(),
             FolderApi(conductor, shutdown).table(),
             MemoryApi(conductor, shutdown).table(),
+            SchedulesApi(conductor, shutdown, scheduler).table(),
         ]
         self._handlers: dict[str, Handler] = {name: h for table in tables for name, h in table.items()}
         assert len(self._handlers) == sum(map(len, tables)), "a method has two handlers"

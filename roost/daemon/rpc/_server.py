@@ -25,6 +25,7 @@ import signal
 import socket as stdsocket
 import sys
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,6 +51,8 @@ from ..folder._project import user_config_file
 from ..folder._trust import TrustStore
 from ..mcp import McpManager
 from ..memory import MemoryIndex
+from ..runs._scheduled import scheduled_run, session_running
+from ..schedules import Scheduler, ScheduleTable
 from ..providers import ProviderRegistry
 from ..runs._conductor import Conductor
 from ..runs._fanout import Fanout
@@ -235,7 +238,11 @@ class Daemon:
                     store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox, memory
                 )
                 await conductor.start()
-                self._answer_with(Api(conductor, str(self.socket_path), self.stopping, self.notices), started)
+                schedules = await trio.to_thread.run_sync(ScheduleTable.open, self.database)
+                scheduler = Scheduler(schedules, partial(scheduled_run, conductor), partial(session_running, conductor))
+                await nursery.start(scheduler.run)
+                api = Api(conductor, str(self.socket_path), self.stopping, self.notices, scheduler)
+                self._answer_with(api, started)
                 log.info("listening on %s (pid %d)", self.socket_path, os.getpid())
                 await self.stopping.wait()
                 log.info("shutting down")
@@ -246,6 +253,7 @@ class Daemon:
                 nursery.cancel_scope.cancel()
             with trio.CancelScope(shield=True):
                 await memory.close()
+                await schedules.close()
             store.stop_writer()
         log.info("stopped")
 

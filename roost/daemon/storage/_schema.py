@@ -85,11 +85,38 @@ def _m004_snapshots(db: sqlite3.Connection) -> None:
     )
 
 
+def _m005_schedules(db: sqlite3.Connection) -> None:
+    # Tasks the daemon runs by itself, on a cron schedule in a time zone (see
+    # roost.daemon.schedules): what each runs, when it is next due, how its last run went.
+    db.execute(
+        """CREATE TABLE schedules (
+            name TEXT PRIMARY KEY,
+            cron TEXT NOT NULL,
+            tz TEXT NOT NULL,
+            task TEXT NOT NULL,
+            cwd TEXT NOT NULL,
+            agent TEXT,
+            model TEXT,
+            mode TEXT NOT NULL,
+            missed TEXT NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            next_due REAL NOT NULL,
+            runs INTEGER NOT NULL DEFAULT 0,
+            last_run REAL,
+            last_session TEXT,
+            last_run_id TEXT,
+            last_error TEXT
+        )"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("m001_initial", _m001_initial),
     ("m002_forks", _m002_forks),
     ("m003_blobs", _m003_blobs),
     ("m004_snapshots", _m004_snapshots),
+    ("m005_schedules", _m005_schedules),
 ]
 
 
