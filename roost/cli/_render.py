@@ -179,6 +179,11 @@ class Renderer:
                 mark = {"failed": "✗", "found": "✓"}.get(kind, " ")
                 self._out(f"  {mark} {line}", **({"fg": "red"} if kind == "failed" else {"dim": True}))
 
+    def _memory_learned(self, e: dict[str, Any]) -> None:
+        self._end_line()
+        for line in learned(e):
+            self._out(line, dim=True)
+
     def _tool_started(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"→ {e.get('name')} {brief(e.get('input'))}", fg="cyan")
@@ -464,6 +469,15 @@ def when(ts: float) -> str:
 
 #: Results named on a search's line; the rest are counted.
 _NAMED = 3
+
+
+def learned(e: dict[str, Any]) -> list[str]:
+    """What a run was found to hold (``memory.learned``), a line each, with the id that
+    ``roost memory forget`` takes."""
+    return [
+        f"remembered ({entry.get('scope')}, #{entry.get('id')}): {visible(str(entry.get('text', '')))}"
+        for entry in e.get("entries") or () if isinstance(entry, dict)
+    ]
 
 
 def searched(content: Iterable[Any]) -> list[tuple[str, str]]:

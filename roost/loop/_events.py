@@ -20,6 +20,7 @@ MESSAGE_USER = "message.user"
 STEP_STARTED = "step.started"
 TEXT_DELTA = "text.delta"
 TOOL_PROGRESS = "tool.progress"
+MEMORY_LEARNED = "memory.learned"
 REASONING_DELTA = "reasoning.delta"
 MESSAGE_ASSISTANT = "message.assistant"
 TOOL_STARTED = "tool.started"
@@ -115,11 +116,16 @@ EVENT_TYPES: Mapping[str, str] = {
         "absent: it ends; failures)"
     ),
     RUN_FINISHED: "the run ended (reason, text, turns, usage, duration, error)",
+    MEMORY_LEARNED: (
+        "after a run whose agent learns (memory: learn): the durable facts a model call found "
+        "in it, now memory entries (entries: [{id, text, scope}]); live only: the entries are "
+        "the record"
+    ),
     ERROR: "something went wrong in the run (message)",
 }
 
 #: Published to attached clients but never stored.
-LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA, TOOL_PROGRESS})
+LIVE_TYPES = frozenset({TEXT_DELTA, REASONING_DELTA, TOOL_PROGRESS, MEMORY_LEARNED})
 
 @dataclass(frozen=True, slots=True)
 class Event:

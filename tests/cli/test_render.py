@@ -183,3 +183,18 @@ def test_a_web_search_is_shown_with_what_it_found_and_the_sources_cited() -> Non
         "  ⎿ search failed: max_uses_exceeded",
         "  [1] Page 1 https://site1.example/a",
     ]
+
+
+def test_what_a_run_learned_is_said_with_the_id_that_forgets_it() -> None:
+    event = {"type": "memory.learned", "session": "s", "run": "r1", "entries": [
+        {"id": 7, "text": "Tests run with uv run pytest.", "scope": "project"},
+        {"id": 8, "text": "Answers in French\x1b[31m.", "scope": "user"},
+    ]}
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    Renderer(echo, color=False).render(event)
+    assert lines == [
+        "remembered (project, #7): Tests run with uv run pytest.",
+        "remembered (user, #8): Answers in French\\x1b[31m.",
+    ]
+    assert [shell.plain(line) for line in Transcript().feed(event)] == lines

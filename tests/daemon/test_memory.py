@@ -21,7 +21,7 @@ from roost.daemon.memory import MemoryIndex, entry_spans, fts_query, split_entri
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
-from .conftest import events_until, finished, text, user_dir, write, write_script
+from .conftest import events_until, finished, text, trust, user_dir, write, write_script
 
 KEY = "AKIA" + "ABCDEFGHIJKLMNOP"  # the shape of an AWS access key id
 
@@ -193,3 +193,69 @@ async def test_a_memory_file_too_long_to_show_whole_is_recalled_by_entry(client:
     layers = {x["name"]: x for x in shown["layers"]}
     assert "EU region flag" not in layers["memory"]["text"]  # cut: past what the memory layer shows
     assert "the billing service needs the EU region flag" in layers["similar memories"]["text"]
+
+
+# -- learned memory -------------------------------------------------------------------------------
+
+
+def _learning_script(folder: Path, reply: str, facts: Any, name: str) -> str:
+    path = folder / name
+    learned = [{"content": [{"type": "text", "text": facts if isinstance(facts, str) else json.dumps(facts)}]}]
+    path.write_text(json.dumps({"responses": [{"content": [text(reply)]}], "learned": learned}))
+    return f"scripted/{path}"
+
+
+LEARNER = "---\nname: learner\nmemory: learn\n---\nYou learn.\n"
+
+
+async def test_a_run_that_learns_keeps_its_durable_facts(client: TrioClient, project: Path) -> None:
+    write(project / ".roost" / "agents" / "learner.md", LEARNER)
+    facts = [
+        {"fact": "The tests run with `uv run pytest -q`.", "scope": "project"},
+        {"fact": "The user wants answers in French.", "scope": "user"},
+        {"fact": f"The deploy key is {KEY}.", "scope": "project"},
+    ]
+    model = _learning_script(project, "Ran them: all pass.", facts, "learn.json")
+    run = await client.call("dispatch", task="run the tests", cwd=str(project), model=model, agent="learner", attach=True)
+    await events_until(client, finished(run["run"]))
+    [said] = await events_until(client, lambda e: e["type"] == "memory.learned")
+    # The project is not trusted: nothing goes to the memory every project reads; the key
+    # never goes anywhere.
+    assert said["run"] == run["run"] and [e["text"] for e in said["entries"]] == ["The tests run with `uv run pytest -q`."]
+    learned = [e for e in await _entries(client, project) if e["kind"] == "learned"]
+    assert [(e["text"], e["source"], e["scope"]) for e in learned] == [
+        ("The tests run with `uv run pytest -q`.", f"session {run['session']} run {run['run']}", str(project))
+    ]
+    # Recalled for a like task; forgotten for good.
+    found = (await client.call("memory.search", query="how do I run the tests", cwd=str(project)))["entries"]
+    assert found[0]["kind"] == "learned"
+    await client.call("memory.forget", id=found[0]["id"])
+    assert not [e for e in (await client.call("memory.list", cwd=str(project)))["entries"] if e["kind"] == "learned"]
+
+
+async def test_a_trusted_folders_run_learns_into_the_users_memory(client: TrioClient, project: Path) -> None:
+    write(project / ".roost" / "agents" / "learner.md", LEARNER)
+    await trust(client, project)
+    model = _learning_script(project, "Bonjour.", [{"fact": "The user wants answers in French.", "scope": "user"}], "fr.json")
+    run = await client.call("dispatch", task="say hello", cwd=str(project), model=model, agent="learner", attach=True)
+    said = (await events_until(client, lambda e: e["type"] == "memory.learned"))[-1]
+    assert said["entries"][0]["scope"] == "user"
+    [entry] = [e for e in (await client.call("memory.list", all=True))["entries"] if e["kind"] == "learned"]
+    assert entry["scope"] == "user" and entry["source"] == f"session {run['session']} run {run['run']}"
+
+
+async def test_the_users_config_makes_every_run_learn_but_an_agents_memory_off(client: TrioClient, project: Path) -> None:
+    write(user_dir() / "config.toml", "[memory]\nlearn = true\n")
+    model = _learning_script(project, "Done.", [{"fact": "Releases are cut on Mondays.", "scope": "project"}], "cut.json")
+    run = await client.call("dispatch", task="cut a release", cwd=str(project), model=model, attach=True)
+    await events_until(client, lambda e: e["type"] == "memory.learned")
+    write(project / ".roost" / "agents" / "quiet.md", "---\nname: quiet\nmemory: off\n---\nBe quiet.\n")
+    # An answer that is no array teaches nothing, and costs the run nothing.
+    model = _learning_script(project, "Done again.", "Nothing, sorry.", "off.json")
+    for agent in ("quiet", "default"):
+        run = await client.call("dispatch", task=f"cut another release ({agent})", cwd=str(project), model=model, agent=agent, attach=True)
+        done = (await events_until(client, finished(run["run"])))[-1]
+        assert done["reason"] == "done"
+    await trio.sleep(0.5)
+    learned = [e["text"] for e in (await client.call("memory.list", cwd=str(project)))["entries"] if e["kind"] == "learned"]
+    assert learned == ["Releases are cut on Mondays."]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._render import guardrail_warning
+from .._render import guardrail_warning, learned
 from . import _display as r
 from ._markdown import MarkdownState, render_line
 
@@ -215,6 +215,9 @@ class Transcript:
 
     def _human_answered(self, e: dict[str, Any], depth: int) -> Lines:
         return r.answered(self._requests.pop(str(e.get("call_id")), None), e)
+
+    def _memory_learned(self, e: dict[str, Any], depth: int) -> Lines:
+        return [line for text in learned(e) for line in r.note(text)]
 
     def _plan(self, e: dict[str, Any], depth: int) -> Lines:
         return r.plan(e)

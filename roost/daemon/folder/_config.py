@@ -72,6 +72,10 @@ ask rules, guardrail rules, prices, windows, compaction) always applies.
     blocked_domains = ["example.com"]      # or allowed_domains (not both)
     mcp = "search__web"                    # an MCP tool that searches instead, any model
 
+    [memory]                               # your config only
+    learn = false                          # true: each run's durable facts are learned at
+                                           # its end (an agent's memory: learn / off says)
+
     [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
     mode = "workspace"                     # workspace (default) | read-only | off
     writable = ["~/.cache"]                # more folders commands may write (workspace mode)
@@ -109,6 +113,7 @@ from ._config_tables import (
     WebSearchConfig,
     fetch_private,
     guardrail,
+    memory_learns,
     parse_rules,
     passed,
     sandbox_table,
@@ -240,6 +245,8 @@ class Config:
     fetch_private: bool = False
     #: The user's ``[tools.web_search]`` (a project cannot say).
     web_search: WebSearchConfig = WebSearchConfig()
+    #: Every run learns durable facts at its end (the user's ``[memory] learn``).
+    memory_learn: bool = False
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
@@ -334,6 +341,7 @@ def config_from(files: FolderFiles) -> Config:
             sandbox=sandbox_table(parsed, str(user), None),
             fetch_private=fetch_private(parsed, str(user)),
             web_search=web_search_table(parsed, str(user)),
+            memory_learn=memory_learns(parsed, str(user)),
             warnings=tuple(unknown_keys(parsed, str(user))),
         )
     project = project_config_file(files.root)
@@ -367,7 +375,7 @@ def config_from(files: FolderFiles) -> Config:
         warnings += tuple(
             f"{project}: [tools.{key}] is read from your own config.toml only: left out"
             for key in ("web_fetch", "web_search") if key in table(parsed, "tools", str(project))
-        )
+        ) + ((f"{project}: [memory] is read from your own config.toml only: left out",) if "memory" in parsed else ())
         config = replace(config, widening=widening, project_sandbox=sandbox, warnings=warnings)
     return config
 

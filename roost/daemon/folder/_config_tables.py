@@ -2,8 +2,8 @@
 the file and the key (see ``_config`` for the format).
 
 Here are the checks every table shares and the tables read on their own: permission and
-guardrail rules, ``[sandbox]``, ``[tools.env]``, ``[tools.web_fetch]`` and
-``[tools.web_search]``. What is merged
+guardrail rules, ``[sandbox]``, ``[tools.env]``, ``[tools.web_fetch]``,
+``[tools.web_search]`` and ``[memory]``. What is merged
 onto the config layer by layer (providers, models, prices, hooks) is checked in ``_config``.
 """
 
@@ -17,7 +17,7 @@ from roost.loop import GUARDRAIL_ACTIONS, Guardrail, PatternError, Rule, RuleErr
 from ..runs._environ import INHERIT, EnvPolicy
 from ..sandbox import MODES as SANDBOX_MODES
 from ..sandbox import SandboxConfig
-from ._config_keys import SANDBOX_KEYS, TOOLS_ENV_KEYS, WEB_FETCH_KEYS, WEB_SEARCH_KEYS
+from ._config_keys import MEMORY_KEYS, SANDBOX_KEYS, TOOLS_ENV_KEYS, WEB_FETCH_KEYS, WEB_SEARCH_KEYS
 
 #: roost's name for web search (Claude Code's ``WebSearch``).
 WEB_SEARCH = "web_search"
@@ -182,3 +182,15 @@ def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
     if mcp is not None and (not isinstance(mcp, str) or "__" not in mcp.strip("_")):
         raise ConfigError(f"{name} mcp must name an MCP tool as server__tool")
     return WebSearchConfig(default, uses, domains["allowed_domains"], domains["blocked_domains"], mcp)
+
+
+def memory_learns(data: Mapping[str, Any], where: str) -> bool:
+    """The user's ``[memory] learn``: every run learns (unless its agent says otherwise)."""
+    section = table(data, "memory", where)
+    unknown = set(section) - set(MEMORY_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: [memory] has no {', '.join(sorted(unknown))} ({', '.join(MEMORY_KEYS)})")
+    learn = section.get("learn", False)
+    if not isinstance(learn, bool):
+        raise ConfigError(f"{where}: [memory] learn must be true or false")
+    return learn

@@ -82,6 +82,10 @@ def check_script(provider: object, name: str, cwd: str) -> None:
     raise ProviderUnavailable(f"scripted: no script file at {path}{hint}")
 
 
+#: The list of the script a call of each purpose answers from (others: ``responses``).
+_KEYS = {"summary": "summaries", "learn": "learned"}
+
+
 class ScriptedProvider:
     """Replays responses from the demo script or a JSON file."""
 
@@ -91,10 +95,11 @@ class ScriptedProvider:
 
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
         """Return the response whose index is the number of assistant turns so far (for a
-        compaction's summary: the entry of ``summaries`` for the compactions so far)."""
+        compaction's summary: the entry of ``summaries`` for the compactions so far; for what
+        a run learned: the first of ``learned``)."""
         started = time.monotonic()
         script = await self._load(request.model, request.cwd)
-        key = "summaries" if request.purpose == "summary" else "responses"
+        key = _KEYS.get(request.purpose, "responses")
         responses = script.get(key)
         if not isinstance(responses, list):
             raise ProviderUnavailable(f"scripted/{request.model}: no \"{key}\" list in the script")

@@ -101,11 +101,11 @@ class Conductor:
         # Where commands run: without a backend that works here, only runs in mode off do.
         confines = sandbox if sandbox is not None else Sandbox(Unsupported("this daemon"))
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust, memory)
-        self.memory = MemoryFeed(memory)  # what runs leave to recall (see memory._feed)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
         publish = fanout.publish
+        self.memory = MemoryFeed(memory, publish)  # what runs leave to recall (see memory._feed)
         self.sessions = SessionTable(store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
@@ -300,7 +300,7 @@ class Conductor:
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
-        self.memory.add(session.id, session.state.cwd, stored)
+        self.memory.add(session.id, session.state.cwd, stored, track.plan.learning if track is session.track and track.plan else None)
         self.tool_calls.notify(session, track, stored)
         self._perform(session, track, transition.effects)
 

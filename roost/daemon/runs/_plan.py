@@ -11,8 +11,6 @@ is equipped the same way: one path for tools, one for the prompt, one for confin
 
 from __future__ import annotations
 
-import fnmatch
-import json
 import logging
 import os
 import secrets
@@ -44,6 +42,7 @@ from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
 from ..memory import MemoryIndex
+from ..memory._learning import Learning
 from ..memory._recall import recall_layer
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
@@ -51,6 +50,7 @@ from ..tools import ToolRegistry
 from ._command_lines import LineRefused, LinesNeedApproval, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
+from ._run_tools import mcp_selected, mcp_tools, read_only, servers_of, tools_size
 from ._settings import UNSET, Asked, SettingsError, find_agent, is_test_model, settle
 from ._web_search import WEB_SEARCH, server_tool, web_search_offer
 
@@ -148,6 +148,19 @@ class RunPlan:
     def run(self) -> str:
         """The run's id."""
         return self.first.run if not isinstance(self.first, Interrupted) else ""
+
+    @property
+    def learning(self) -> Learning | None:
+        """How the run learns at its end (None: it does not; see ``memory._learning``): its
+        agent's ``memory: learn``, or the user's ``[memory] learn`` unless the agent says
+        ``off``."""
+        if self.model is None or self.setup is None:
+            return None
+        agent = self.setup.agents.agents.get(self.settings.agent)
+        use = agent.memory if agent is not None else "recall"
+        if use == "off" or (use != "learn" and not self.setup.config.memory_learn):
+            return None
+        return Learning(self.model.provider, self.model.model, self.setup.trusted, self.setup.cwd)
 
     @property
     def hooks(self) -> tuple[Any, ...]:
@@ -257,7 +270,7 @@ class Planner:
             time.time(),
             settings,
             request_id=request.request_id,
-            prompt=(*sizes(layers), _tools_size(self.tools, self.mcp, settings, specs, servers)),
+            prompt=(*sizes(layers), tools_size(self.tools, self.mcp, settings, specs, servers)),
             untrusted=setup.untrusted_notice(),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
@@ -411,7 +424,7 @@ class Planner:
         """The tools a run of ``agent`` gets (its allow list, or every built-in and ``task``),
         those of them that run agents, as the model sees them, the MCP servers the others
         are on, and the agents its ``task`` may run (see ``_delegation``)."""
-        mcp_names, servers = await _mcp_tools(self.mcp, agent, setup)
+        mcp_names, servers = await mcp_tools(self.mcp, agent, setup)
         names = self.tools.names() + mcp_names
         agents = setup.agents.agents
         team = delegates(agent, agents)
@@ -419,7 +432,7 @@ class Planner:
             specs = agent_specs((TASK,), team, agents)
             return names + tuple(specs), specs, servers, team
         specs = agent_specs((n for n in agent.tools if n not in names), team, agents)
-        offered = tuple(n for n in names if n in agent.tools or _mcp_selected(n, agent.tools))
+        offered = tuple(n for n in names if n in agent.tools or mcp_selected(n, agent.tools))
         return offered + tuple(specs), specs, servers, team
 
     def _equipped(
@@ -438,7 +451,7 @@ class Planner:
             tools=tools,
             subagents=tuple(specs),
             delegates=team,
-            read_only=_read_only(self.tools, self.mcp, tools, servers),
+            read_only=read_only(self.tools, self.mcp, tools, servers),
             sandbox=self.sandbox.describe(sandbox) if sandbox is not None else None,
         )
 
@@ -452,38 +465,10 @@ class Planner:
         in the background (the daemon does not wait for them to listen)."""
         if self.mcp is None:
             return {}
-        servers = _servers_of(setup.mcp, tools)
+        servers = servers_of(setup.mcp, tools)
         if servers:
             self._nursery.start_soon(self.mcp.ensure, servers)
         return servers
-
-
-async def _mcp_tools(
-    mcp: McpManager | None, agent: Agent, setup: FolderSetup
-) -> tuple[tuple[str, ...], dict[str, McpServerConfig]]:
-    """Names of the MCP tools a run of ``agent`` in the folder may get, and the servers (of
-    the folder's config) they are on, starting those that are not running yet (bounded: a
-    server that fails to start is reported by ``mcp.list`` and blocks nothing)."""
-    if mcp is None:
-        return (), {}
-    servers = dict(setup.mcp)
-    for problem in setup.mcp_config.problems:
-        log.warning("MCP config: %s", problem)
-    if agent.tools is not None:
-        servers = _servers_of(servers, agent.tools)
-    if not servers:
-        return (), {}
-    await mcp.ensure(servers)
-    return tuple(t.name for t in mcp.tools(servers)), servers
-
-
-def _read_only(
-    registry: ToolRegistry, mcp: McpManager | None, tools: tuple[str, ...], servers: Mapping[str, McpServerConfig]
-) -> tuple[str, ...]:
-    """The tools among ``tools`` whose calls only read: built-ins that say so, and MCP tools
-    their server marks ``readOnlyHint``."""
-    marked = {t.name for t in mcp.tools(servers) if t.read_only} if mcp is not None else set()
-    return tuple(n for n in tools if n in marked or ((tool := registry.get(n)) is not None and tool.read_only))
 
 
 async def _expand(
@@ -559,39 +544,10 @@ async def _prepared(
     return text, settings, lines
 
 
-def _tools_size(
-    registry: ToolRegistry,
-    mcp: McpManager | None,
-    settings: RunSettings,
-    specs: Mapping[str, ToolSpec],
-    servers: Mapping[str, McpServerConfig],
-) -> dict[str, object]:
-    """What the tools the model is offered take of every call (descriptions and input
-    schemas, in characters), recorded with the prompt's layers."""
-    offered = {t.name: t for t in mcp.tools(servers, settings.tools)} if mcp is not None else {}
-    chars = 0
-    for name in settings.tools:
-        found = registry.get(name) or specs.get(name) or offered.get(name)
-        if found is not None:
-            chars += len(found.description) + len(json.dumps(found.input_schema))
-    return {"name": "tools", "chars": chars, "source": "tool descriptions and input schemas"}
-
-
 def _written_by_files(layers: list[Layer]) -> tuple[str, ...]:
     """The texts of the prompt's layers a project's files wrote (instructions, memory):
     the input guardrails read them with the task."""
-    return tuple(layer.text for layer in layers if layer.name in ("instructions", "memory"))
-
-
-def _servers_of(servers: Mapping[str, McpServerConfig], tools: Iterable[str]) -> dict[str, McpServerConfig]:
-    """The servers that ``tools`` (``server__tool`` names or ``server__*`` globs) are on."""
-    wanted = {t.split("__", 1)[0] for t in tools if "__" in t}
-    return {name: config for name, config in servers.items() if name in wanted}
-
-
-def _mcp_selected(name: str, allowed: tuple[str, ...]) -> bool:
-    """Whether an agent's tool list (``time__*``, ``everything__echo``) covers an MCP tool."""
-    return "__" in name and any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
+    return tuple(layer.text for layer in layers if layer.name in ("instructions", "memory", "similar memories"))
 
 
 def _check_command(cwd: str) -> str | None:
