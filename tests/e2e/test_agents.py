@@ -14,7 +14,7 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     (agents / "broken.md").write_text("---\nname: [\n---\n")
     (agents / "team").mkdir()
     (agents / "team" / "explorer.md").write_text(
-        "---\nname: explorer\ndescription: Use it when: exploring\ntools: Read, WebSearch, NotebookEdit\n---\nLook.\n"
+        "---\nname: explorer\ndescription: Use it when: exploring\ntools: Read, WebSearch, NotebookEdit, ExitPlanMode\n---\nLook.\n"
     )
     (e2e.project / "AGENTS.md").write_text("Always run the tests.\n")
     listed = e2e.roost("agents")
@@ -22,7 +22,8 @@ def test_agents_prompt_and_a_plan(e2e: E2E) -> None:
     assert "code-reviewer  (sonnet = anthropic/claude-sonnet-4-6; tools: read, grep)" in listed.stdout
     assert f"{agents / 'reviewer.md'} · description 13 chars" in listed.stdout
     assert f"skipped: {agents / 'broken.md'}:" in listed.stderr
-    assert "explorer: tools roost does not have: WebSearch (its runs go without them)" in listed.stderr
+    # WebSearch is roost's web_search (whether a run gets it, its dispatch says).
+    assert "explorer: tools roost does not have: ExitPlanMode (its runs go without them)" in listed.stderr
 
     shown = e2e.ok("prompt", "--agent", "code-reviewer", "--mode", "plan").stdout
     marks = [line.split(" (")[0] for line in shown.splitlines() if line.startswith("── ")]

@@ -18,7 +18,7 @@ from .conftest import ROOST, E2E, LineReader, bash, text, wait_until
 UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
 TOOLS = [
     "bash", "bash_output", "kill_shell", "read", "write", "edit", "notebook_read", "notebook_edit", "glob", "grep",
-    "ask_human", "skill", "remember", "todo", "web_fetch",
+    "ask_human", "skill", "remember", "recall", "todo", "web_fetch",
 ]
 
 
