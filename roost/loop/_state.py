@@ -176,8 +176,10 @@ def _tools_changed(state: SessionState, event: Event) -> SessionState:
 
 
 def _message_user(state: SessionState, event: Event) -> SessionState:
-    block = {"type": "text", "text": event.data["text"]}
-    state = replace(state, messages=_append_user(state.messages, block))
+    messages = _append_user(state.messages, {"type": "text", "text": event.data["text"]})
+    for part in event.data.get("parts", ()):
+        messages = _append_user(messages, dict(part))
+    state = replace(state, messages=messages)
     if state.run is not None and event.data.get("origin") == "steer":
         state = replace(state, run=replace(state.run, steering=state.run.steering[1:]))
     return state
@@ -277,10 +279,13 @@ def _tool_started(state: SessionState, event: Event) -> SessionState:
 
 def _tool_finished(state: SessionState, event: Event) -> SessionState:
     d = event.data
+    parts = d.get("parts")
     block = {
         "type": "tool_result",
         "tool_use_id": d["call_id"],
-        "content": d["result"],
+        # With media: the text, then each part (references the daemon resolves to bytes
+        # when it sends them).
+        "content": [{"type": "text", "text": d["result"]}, *map(dict, parts)] if parts else d["result"],
         "is_error": bool(d.get("is_error")),
     }
     state = replace(state, messages=_append_result(state.messages, block))

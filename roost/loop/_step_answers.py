@@ -22,7 +22,9 @@ def tool_finished(b: Builder, input: ToolFinished) -> None:
         b.finish_call(input.call_id, withheld(tripwire), is_error=True, latency=input.latency)
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
-    b.finish_call(input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta)
+    b.finish_call(
+        input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta, parts=input.parts
+    )
     warn(b, INPUT, [input.result], origin="tool", call_id=input.call_id)
     after_call(b)
 

@@ -10,7 +10,7 @@ cleared. An input that breaks a rule raises :class:`InvalidInput` (``Builder.req
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import _events as ev
 from ._context import cut_point, estimate, visible
@@ -179,6 +179,7 @@ class Builder:
         is_error: bool,
         latency: float = 0.0,
         meta: Mapping[str, Any] | None = None,
+        parts: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.emit(
             ev.TOOL_FINISHED,
@@ -189,6 +190,7 @@ class Builder:
             latency=latency,
             size=len(result),
             **({"meta": dict(meta)} if meta else {}),
+            **({"parts": [dict(p) for p in parts]} if parts else {}),
         )
 
     def stop(self, reason: str, why: str, note: str) -> None:

@@ -268,3 +268,20 @@ def test_run_usage_is_the_sum_of_its_replies(session):
         elif e.type == "step.finished":
             assert e.data["usage"] == (last_reply.data["usage"] if last_reply else {})
 
+
+
+def test_media_parts_fold_into_the_history_as_references_and_count_as_media():
+    from roost.loop._context import MEDIA_TOKENS, messages_tokens
+
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab" * 32, "bytes": 70, "width": 4, "height": 3}
+    d = Driver()
+    d.submit("what is in these?", parts=(image,))
+    d.reply(tool_use("c1", "read"))
+    t = d.finish_tool("c1", "shot.png: image 4x3", parts=(image,))
+    (finished,) = [e for e in t.events if e.type == "tool.finished"]
+    assert finished.data["parts"] == [image]
+    task, _, results = d.state.messages
+    assert task["content"] == [{"type": "text", "text": "what is in these?"}, image]
+    assert results["content"][0]["content"] == [{"type": "text", "text": "shot.png: image 4x3"}, image]
+    assert fold(d.log) == d.state
+    assert messages_tokens([results]) == (len("shot.png: image 4x3") // 4 + 1) + MEDIA_TOKENS

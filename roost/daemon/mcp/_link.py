@@ -203,7 +203,7 @@ class ServerLink:
                     log.exception("MCP call %s failed", shown)
                     return ToolResult(f"{shown} failed: {type(exc).__name__}: {exc}", is_error=True, meta=meta)
                 mapped = tool_result(result)
-                return ToolResult(mapped.text, mapped.is_error, {**meta, **mapped.meta})
+                return ToolResult(mapped.text, mapped.is_error, {**meta, **mapped.meta}, mapped.parts)
             return ToolResult(
                 f"{shown} timed out after {timeout:g} s; the call was cancelled",
                 is_error=True,

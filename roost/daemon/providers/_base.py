@@ -4,7 +4,11 @@ A provider turns a :class:`ModelRequest` into live deltas (through a callback) a
 complete :class:`ModelReply`. Content blocks are the provider-neutral maps the loop keeps in
 its history: ``{"type": "text", "text"}``, ``{"type": "tool_use", "id", "name", "input"}``,
 ``{"type": "thinking", "thinking", "signature"}``, and in user messages ``{"type":
-"tool_result", "tool_use_id", "content", "is_error"}``.
+"tool_result", "tool_use_id", "content", "is_error"}`` (``content`` a string, or a list of
+text and media blocks). A media block is ``{"type": "image" | "document" | "audio",
+"media_type", "sha256", "bytes", "data"}`` (``data`` base64, put in by the daemon just
+before the call; images also have ``width`` and ``height``); each provider sends what its
+API takes and says what it leaves out in a text note.
 
 Exception tree::
 

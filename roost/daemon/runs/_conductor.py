@@ -61,6 +61,7 @@ from ..mcp import McpManager
 from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
+from ._media import resolved, stored_parts
 from ..tools import ProcessLedger, ToolRegistry
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
@@ -110,9 +111,9 @@ class Conductor:
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery)
-        specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
-        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
+        self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, partial(stored_parts, store))
+        specs, fill = partial(tool_specs, tools, mcp), partial(resolved, store)
+        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
             CallModel: self.model_calls.call_model,

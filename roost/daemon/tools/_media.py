@@ -1,0 +1,128 @@
+"""Media a tool result or a task carries besides text: :class:`Media` (an image, a PDF,
+audio: bytes and what they are), and images made fit to send (:func:`image_media`).
+
+An image is sent as it is when it is small enough (its longest side at most
+:data:`MAX_SIDE` pixels, its bytes at most :data:`MAX_IMAGE_BYTES`); otherwise it is
+decoded, scaled down to fit and encoded again (PNG when it has transparency, else JPEG).
+Decoding is bounded: only PNG, JPEG, GIF and WebP are opened (never the other formats
+Pillow knows), at most :data:`MAX_INPUT_BYTES` of file, and an image whose header claims
+more than :data:`MAX_PIXELS` pixels is refused before any of it is decoded (a
+decompression bomb: a small file that would decode to gigabytes). A truncated or garbled
+image is refused, never decoded in part.
+
+Blocking (decoding, scaling): run it in a worker thread.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+#: The longest side an image is sent with (Anthropic's advice: larger ones are scaled
+#: down by the API anyway, at the cost of time to the first token).
+MAX_SIDE = 1568
+#: The bytes an image is sent with at most (Anthropic takes 5 MB an image, base64 grows
+#: them by a third).
+MAX_IMAGE_BYTES = 3_750_000
+#: The bytes of an image file that are read at most.
+MAX_INPUT_BYTES = 32 * 1024 * 1024
+#: The pixels an image may have to be decoded at all (a 8000x6000 photo has 48 million).
+MAX_PIXELS = 64_000_000
+#: The formats decoded, by Pillow's names, and their media types.
+IMAGE_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
+#: Media kinds a part can be.
+KINDS = ("image", "document", "audio")
+
+
+class MediaError(Exception):
+    """The bytes cannot be sent as media; the message says why, for the model or a person."""
+
+
+@dataclass(frozen=True, slots=True)
+class Media:
+    """Bytes a result or task carries besides text: ``kind`` is one of :data:`KINDS`."""
+
+    kind: str
+    media_type: str
+    data: bytes
+    width: int | None = None
+    height: int | None = None
+
+    def part(self, digest: str) -> dict[str, Any]:
+        """The part the loop and the events carry for it once stored under ``digest``
+        (hex): what it is, never its bytes."""
+        part: dict[str, Any] = {"type": self.kind, "media_type": self.media_type, "sha256": digest, "bytes": len(self.data)}
+        if self.width is not None and self.height is not None:
+            part["width"], part["height"] = self.width, self.height
+        return part
+
+    def describe(self) -> str:
+        """One line for a person or a model: ``image 800x600, 45 KB``."""
+        size = f"{self.width}x{self.height}, " if self.width is not None else ""
+        return f"{self.kind} {size}{kilobytes(len(self.data))}"
+
+
+def kilobytes(size: int) -> str:
+    """A size as the clients show it: ``45 KB`` (at least 1)."""
+    return f"{max(1, round(size / 1024)):,} KB"
+
+
+def image_media(data: bytes) -> Media:
+    """``data`` (a PNG, JPEG, GIF or WebP file) as an image to send: as it is when it fits,
+    else scaled down to :data:`MAX_SIDE` and :data:`MAX_IMAGE_BYTES`.
+
+    Raises:
+        MediaError: not an image of those formats, too large to decode, truncated or broken.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    if len(data) > MAX_INPUT_BYTES:
+        raise MediaError(f"the image is {kilobytes(len(data))}, over the {kilobytes(MAX_INPUT_BYTES)} read at most")
+    try:
+        image = Image.open(io.BytesIO(data), formats=list(IMAGE_TYPES))
+    except UnidentifiedImageError:
+        raise MediaError("not a PNG, JPEG, GIF or WebP image") from None
+    except Image.DecompressionBombError as exc:
+        raise MediaError(f"refused: {exc}") from None
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise MediaError(f"a broken image: {exc}") from None
+    with image:
+        width, height = image.size
+        if width * height > MAX_PIXELS:
+            raise MediaError(
+                f"refused: the image claims {width}x{height} pixels, over the {MAX_PIXELS:,} decoded at most "
+                "(a decompression bomb, or an image too large to send)"
+            )
+        media_type = IMAGE_TYPES[str(image.format)]
+        if max(width, height) <= MAX_SIDE and len(data) <= MAX_IMAGE_BYTES:
+            try:
+                image.load()  # a truncated or garbled file fails here, not at the provider
+            except (OSError, ValueError, SyntaxError) as exc:
+                raise MediaError(f"a broken image: {exc}") from None
+            return Media("image", media_type, data, width, height)
+        return _scaled(image)
+
+
+def _scaled(image: Any) -> Media:
+    """``image`` scaled down until it fits, encoded again."""
+    from PIL import Image
+
+    side = MAX_SIDE
+    try:
+        image.draft("RGB", (side, side))  # JPEG: decode at a fraction of the size already
+        alpha = image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
+        frame = image.convert("RGBA" if alpha else "RGB")
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise MediaError(f"a broken image: {exc}") from None
+    while True:
+        copy = frame.copy()
+        copy.thumbnail((side, side), Image.Resampling.LANCZOS)
+        out = io.BytesIO()
+        if alpha:
+            copy.save(out, "PNG", optimize=True)
+        else:
+            copy.save(out, "JPEG", quality=85)
+        if out.tell() <= MAX_IMAGE_BYTES or side <= 64:
+            return Media("image", "image/png" if alpha else "image/jpeg", out.getvalue(), *copy.size)
+        side //= 2
