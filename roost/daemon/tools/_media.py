@@ -8,7 +8,8 @@ Decoding is bounded: only PNG, JPEG, GIF and WebP are opened (never the other fo
 Pillow knows), at most :data:`MAX_INPUT_BYTES` of file, and an image whose header claims
 more than :data:`MAX_PIXELS` pixels is refused before any of it is decoded (a
 decompression bomb: a small file that would decode to gigabytes). A truncated or garbled
-image is refused, never decoded in part.
+image is refused, never decoded in part; a PNG's ancillary chunks (a colour profile, text)
+with a wrong checksum are dropped, as libpng does.
 
 Blocking (decoding, scaling): run it in a worker thread.
 """
@@ -16,6 +17,7 @@ Blocking (decoding, scaling): run it in a worker thread.
 from __future__ import annotations
 
 import io
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,9 +60,9 @@ class Media:
         return part
 
     def describe(self) -> str:
-        """One line for a person or a model: ``image 800x600, 45 KB``."""
-        size = f"{self.width}x{self.height}, " if self.width is not None else ""
-        return f"{self.kind} {size}{kilobytes(len(self.data))}"
+        """One line for a person or a model: ``image 800x600, 45 KB``, ``audio: audio/wav, 3 KB``."""
+        what = f"{self.kind} {self.width}x{self.height}" if self.width is not None else f"{self.kind}: {self.media_type}"
+        return f"{what}, {kilobytes(len(self.data))}"
 
 
 def kilobytes(size: int) -> str:
@@ -79,6 +81,7 @@ def image_media(data: bytes) -> Media:
 
     if len(data) > MAX_INPUT_BYTES:
         raise MediaError(f"the image is {kilobytes(len(data))}, over the {kilobytes(MAX_INPUT_BYTES)} read at most")
+    data = _without_bad_ancillary_chunks(data)
     try:
         image = Image.open(io.BytesIO(data), formats=list(IMAGE_TYPES))
     except UnidentifiedImageError:
@@ -102,6 +105,31 @@ def image_media(data: bytes) -> Media:
                 raise MediaError(f"a broken image: {exc}") from None
             return Media("image", media_type, data, width, height)
         return _scaled(image)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _without_bad_ancillary_chunks(data: bytes) -> bytes:
+    """A PNG without the ancillary chunks whose checksum is wrong, as libpng reads one by
+    default (it drops them with a warning; Pillow refuses the whole image, and a provider
+    may too). Critical chunks stay as they are: a bad one is still refused. Anything that
+    is not a whole PNG comes back unchanged."""
+    if not data.startswith(_PNG_SIGNATURE):
+        return data
+    kept, at, dropped = [_PNG_SIGNATURE], len(_PNG_SIGNATURE), False
+    while at + 12 <= len(data):
+        length = int.from_bytes(data[at : at + 4], "big")
+        end = at + 12 + length
+        if end > len(data):
+            return data
+        kind, body, crc = data[at + 4 : at + 8], data[at + 8 : end - 4], data[end - 4 : end]
+        if kind[0] & 0x20 and zlib.crc32(kind + body).to_bytes(4, "big") != crc:
+            dropped = True  # ancillary (its name's first letter lower case), and damaged
+        else:
+            kept.append(data[at:end])
+        at = end
+    return b"".join(kept) + data[at:] if dropped else data
 
 
 def _scaled(image: Any) -> Media:
