@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable
 
 import click
 
-from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
+from roost.protocol import DISPATCH_IMAGE_BYTES, MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
 from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status, printable
@@ -49,6 +50,7 @@ _PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 @click.option("--disallowedTools", "--disallowed-tools", "disallowed_tools", multiple=True, metavar="RULES", help="Claude Code's deny rules, e.g. 'Bash(git push:*)' (as --deny).")
 @click.option("--permission-mode", type=click.Choice(_PERMISSION_MODES), help="Claude Code's modes: default (agent), acceptEdits (agent; edits inside the folder do not ask, commands do), plan, bypassPermissions (full).")
 @click.option("--append-system-prompt", metavar="TEXT", help="Add TEXT to the end of the run's system prompt.")
+@click.option("--image", "images", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False), help="Send the image FILE (png, jpg, gif, webp) with the task, scaled down when large (repeatable; 12 MiB in all).")
 @click.option("--print", "-p", "print_", is_flag=True, help="Accepted as claude -p takes it: dispatch is always one task.")
 @click.option("--verbose", is_flag=True, help="Accepted as claude -p takes it: the stream is always whole.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
@@ -81,6 +83,7 @@ def dispatch(
     disallowed_tools: tuple[str, ...],
     permission_mode: str | None,
     append_system_prompt: str | None,
+    images: tuple[str, ...],
     print_: bool,
     verbose: bool,
     detach: bool,
@@ -93,6 +96,7 @@ def dispatch(
       roost dispatch "list the files here and count them"
       roost dispatch "..." --model scripted/demo --json | jq .type
       roost dispatch "fix the tests" --detach
+      roost dispatch "why does the page look like this?" --image shot.png
       git diff | roost dispatch "review this change"
       echo "fix the lint" | roost dispatch
       roost dispatch -c "and now the docs"
@@ -148,6 +152,8 @@ def dispatch(
                 params[key] = list(rules) + claude.get(key, [])
         if append_system_prompt:
             params["append_system_prompt"] = append_system_prompt
+        if images:
+            params["images"] = _image_files(images)
         if yes:
             params["yes"] = True
         if request_id:
@@ -401,4 +407,19 @@ def abort(obj: dict[str, Any], session: str, after_step: bool, as_json: bool) ->
         click.echo(f"aborted run {result['run']}")
 
 
-
+def _image_files(paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``--image`` files as ``dispatch`` takes them (read here: with ``--host``, this
+    machine's files), refused at once over the bytes a dispatch carries."""
+    total = sum(os.path.getsize(path) for path in paths)
+    if total > DISPATCH_IMAGE_BYTES:
+        raise click.UsageError(
+            f"the images are {total / 2**20:.1f} MiB in all; a dispatch carries at most "
+            f"{DISPATCH_IMAGE_BYTES / 2**20:.0f} MiB (scale them down first)"
+        )
+    images = []
+    for path in paths:
+        with open(path, "rb") as file:
+            images.append({"name": os.path.basename(path), "data": file.read(DISPATCH_IMAGE_BYTES + 1)})
+    if sum(len(image["data"]) for image in images) > DISPATCH_IMAGE_BYTES:  # a file grew since
+        raise click.UsageError(f"the images are over the {DISPATCH_IMAGE_BYTES / 2**20:.0f} MiB a dispatch carries")
+    return images

@@ -245,6 +245,12 @@ METHODS: tuple[Method, ...] = (
                 doc="where commands run: workspace (default: the folder writable, no network), "
                 "read-only, or off; a project's config may narrow it",
             ),
+            Param(
+                "images",
+                "list",
+                doc="images sent with the task: [{name, data: bytes (msgpack bin)}], PNG, JPEG, GIF or "
+                "WebP, at most 12 MiB in all (DISPATCH_IMAGE_BYTES); each scaled down when large",
+            ),
             _ENV,
         ),
         ("session", "run", "model", "warnings"),

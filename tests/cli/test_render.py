@@ -153,3 +153,26 @@ def test_a_run_whose_tools_take_much_of_every_call_says_so() -> None:
     assert tools_note(layers + [{"name": "tools", "chars": 20_000, "source": "tools"}]) is None
     note = tools_note(layers + [{"name": "tools", "chars": 124_000, "source": "tools"}])
     assert note is not None and note.startswith("tool descriptions take about 31,000 tokens of every call")
+
+
+def test_media_parts_are_shown_by_size_in_the_cli_and_the_shell() -> None:
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab" * 32, "bytes": 46_000, "width": 800, "height": 600}
+    pdf = {"type": "document", "media_type": "application/pdf", "sha256": "cd" * 32, "bytes": 300}
+    task = {"type": "message.user", "run": "r", "session": "s", "origin": "task", "text": "look", "parts": [image]}
+    read = {"type": "tool.finished", "run": "r", "session": "s", "call_id": "c", "name": "read",
+            "result": "shot.png: image 800x600, 45 KB (image/png)", "latency": 0.5, "parts": [image, pdf]}
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    renderer = Renderer(echo, color=False)
+    renderer.render(task)
+    renderer.render(read)
+    assert lines == [
+        "task: look",
+        "  [image 800x600, 45 KB]",
+        "  ✓ shot.png: image 800x600, 45 KB (image/png) 0.50s",
+        "    [image 800x600, 45 KB]",
+        "    [document application/pdf, 1 KB]",
+    ]
+    transcript = Transcript()
+    shown = [shell.plain(line) for event in (task, {**read, "type": "tool.started"}, read) for line in transcript.feed(event)]
+    assert "  [image 800x600, 45 KB]" in shown and "    [document application/pdf, 1 KB]" in shown

@@ -134,7 +134,8 @@ class ToolCalls:
         """A dispatch's ``first`` input made ready in a sandbox of the run's: its command's
         ``!`command``` lines run and their output in its task (see ``_command_lines``), then
         the SessionStart hooks and :meth:`prompt_hooks` on the task as typed, what they add
-        and which failed in it. A project's hooks run in that sandbox.
+        and which failed in it; the images it carries stored for the session, its parts.
+        A project's hooks run in that sandbox.
 
         Raises:
             PromptBlocked: a UserPromptSubmit hook refused the task.
@@ -155,7 +156,8 @@ class ToolCalls:
             context, failures = await self.prompt_hooks(session, plan, typed, box)
             # What async hooks said since the session's last run comes with its next task.
             later, session.later = tuple(session.later), []
-            return replace(first, task=task, context=start.context + later + context, hook_failures=start.failures + failures)
+            parts = await self._store_media(session.id, plan.media) if plan.media else ()
+            return replace(first, task=task, context=start.context + later + context, hook_failures=start.failures + failures, parts=parts)
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
