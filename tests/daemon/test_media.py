@@ -211,7 +211,7 @@ async def test_a_pdf_read_gives_its_text_by_page(
     ("name", "data", "error"),
     [
         ("bomb.png", bomb_png(), "refused"),
-        ("wide.png", bomb_png(10_000, 8_000), "over the 64,000,000 decoded at most"),
+        ("wide.png", bomb_png(8_000, 6_000), "over the 25,000,000 decoded at most"),
         ("cut.png", png(300, 300)[:200], "broken image"),
         ("fake.jpg", b"not an image at all", "not a PNG, JPEG, GIF or WebP image"),
         ("cut.pdf", text_pdf("words")[:60], "not a readable PDF"),

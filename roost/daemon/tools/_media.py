@@ -7,7 +7,8 @@ decoded, scaled down to fit and encoded again (PNG when it has transparency, els
 Decoding is bounded: only PNG, JPEG, GIF and WebP are opened (never the other formats
 Pillow knows), at most :data:`MAX_INPUT_BYTES` of file, and an image whose header claims
 more than :data:`MAX_PIXELS` pixels is refused before any of it is decoded (a
-decompression bomb: a small file that would decode to gigabytes). A truncated or garbled
+decompression bomb: a small file that would decode to gigabytes); one image is decoded at
+a time in the whole daemon. A truncated or garbled
 image is refused, never decoded in part; a PNG's ancillary chunks (a colour profile, text)
 with a wrong checksum are dropped, as libpng does.
 
@@ -17,6 +18,7 @@ Blocking (decoding, scaling): run it in a worker thread.
 from __future__ import annotations
 
 import io
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +31,11 @@ MAX_SIDE = 1568
 MAX_IMAGE_BYTES = 3_750_000
 #: The bytes of an image file that are read at most.
 MAX_INPUT_BYTES = 32 * 1024 * 1024
-#: The pixels an image may have to be decoded at all (a 8000x6000 photo has 48 million).
-MAX_PIXELS = 64_000_000
+#: The pixels an image may have to be decoded at all (a 6000x4000 photo has 24 million).
+#: Pillow holds a decoded pixel in 4 bytes, and scaling adds a third: a 12 M pixel image
+#: costs the daemon about 90 MB with its file's bytes while it is scaled (bench/image_read.py),
+#: one at this limit about 160 MB.
+MAX_PIXELS = 25_000_000
 #: The formats decoded, by Pillow's names, and their media types.
 IMAGE_TYPES = {"PNG": "image/png", "JPEG": "image/jpeg", "GIF": "image/gif", "WEBP": "image/webp"}
 #: Media kinds a part can be.
@@ -98,16 +103,20 @@ def image_media(data: bytes) -> Media:
                 "(a decompression bomb, or an image too large to send)"
             )
         media_type = IMAGE_TYPES[str(image.format)]
-        if max(width, height) <= MAX_SIDE and len(data) <= MAX_IMAGE_BYTES:
-            try:
-                image.load()  # a truncated or garbled file fails here, not at the provider
-            except (OSError, ValueError, SyntaxError) as exc:
-                raise MediaError(f"a broken image: {exc}") from None
-            return Media("image", media_type, data, width, height)
-        return _scaled(image)
+        # One image decoded at a time, all runs together: what images cost the daemon's
+        # memory at a peak is one image's, however many are read at once.
+        with _DECODING:
+            if max(width, height) <= MAX_SIDE and len(data) <= MAX_IMAGE_BYTES:
+                try:
+                    image.load()  # a truncated or garbled file fails here, not at the provider
+                except (OSError, ValueError, SyntaxError) as exc:
+                    raise MediaError(f"a broken image: {exc}") from None
+                return Media("image", media_type, data, width, height)
+            return _scaled(image)
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_DECODING = threading.Lock()
 
 
 def _without_bad_ancillary_chunks(data: bytes) -> bytes:
@@ -133,24 +142,27 @@ def _without_bad_ancillary_chunks(data: bytes) -> bytes:
 
 
 def _scaled(image: Any) -> Media:
-    """``image`` scaled down until it fits, encoded again."""
+    """``image`` scaled down until it fits, encoded again (resized from the decoded image
+    itself, through a cheap reduction first: no whole-size copy of it is made)."""
     from PIL import Image
 
     side = MAX_SIDE
     try:
         image.draft("RGB", (side, side))  # JPEG: decode at a fraction of the size already
         alpha = image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info)
-        frame = image.convert("RGBA" if alpha else "RGB")
+        mode = "RGBA" if alpha else "RGB"
+        frame = image if image.mode == mode else image.convert(mode)
+        while True:
+            scale = min(1.0, side / max(frame.size))
+            size = (max(1, round(frame.width * scale)), max(1, round(frame.height * scale)))
+            small = frame.resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0) if scale < 1 else frame
+            out = io.BytesIO()
+            if alpha:
+                small.save(out, "PNG", optimize=True)
+            else:
+                small.save(out, "JPEG", quality=85)
+            if out.tell() <= MAX_IMAGE_BYTES or side <= 64:
+                return Media("image", "image/png" if alpha else "image/jpeg", out.getvalue(), *small.size)
+            side //= 2
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise MediaError(f"a broken image: {exc}") from None
-    while True:
-        copy = frame.copy()
-        copy.thumbnail((side, side), Image.Resampling.LANCZOS)
-        out = io.BytesIO()
-        if alpha:
-            copy.save(out, "PNG", optimize=True)
-        else:
-            copy.save(out, "JPEG", quality=85)
-        if out.tell() <= MAX_IMAGE_BYTES or side <= 64:
-            return Media("image", "image/png" if alpha else "image/jpeg", out.getvalue(), *copy.size)
-        side //= 2
