@@ -25,14 +25,17 @@ What maps to what:
 - ``session/cancel`` aborts the run; ``session/set_mode`` picks plan, agent, full or exec
   for the next prompts (the editor is the user's own client, like the shell).
 
-Not yet: the editor's MCP servers (``mcpServers`` of ``session/new``) are not added to the
-session, images in prompts are sent as a note, and ``authenticate`` is not needed (keys come
-from the environment the editor starts roost with).
+Images in a prompt go with the task (``dispatch``'s ``images``). Not yet: the editor's MCP
+servers (``mcpServers`` of ``session/new``) are not added to the session, and
+``authenticate`` is not needed (keys come from the environment the editor starts roost
+with).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import os
 from typing import Any
@@ -92,7 +95,7 @@ class RoostAgent:
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **_: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session=True, prompt_capabilities=schema.PromptCapabilities()),
+            agent_capabilities=schema.AgentCapabilities(load_session=True, prompt_capabilities=schema.PromptCapabilities(image=True)),
             agent_info=schema.Implementation(name="roost", title="roost", version=roost.__version__),
         )
 
@@ -132,10 +135,12 @@ class RoostAgent:
         await self._conn.session_update(session_id, schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id))
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> schema.PromptResponse:
-        task = _task(prompt)
+        task, images = _task(prompt)
         events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         async with self._client(events.put_nowait) as client:
             params: dict[str, Any] = {"task": task, "session": session_id, "attach": True, "env": dict(os.environ)}
+            if images:
+                params["images"] = images
             if session_id in self._modes:
                 params["mode"] = self._modes[session_id]
             started = await _checked(client.call("dispatch", params))
@@ -220,13 +225,20 @@ async def _checked(call: Any) -> Any:
         raise acp.RequestError.invalid_params({"reason": f"{exc.message} [{exc.name}]"}) from None
 
 
-def _task(prompt: list[Any]) -> str:
-    """The prompt's blocks as one task: text as it is, a linked or embedded file by path."""
+def _task(prompt: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt's blocks as one task: text as it is, a linked or embedded file by path;
+    and its images, as dispatch sends them (the daemon checks them)."""
     parts: list[str] = []
+    images: list[dict[str, Any]] = []
     for block in prompt:
         kind = getattr(block, "type", "")
         if kind == "text":
             parts.append(block.text)
+        elif kind == "image" and block.data:
+            try:
+                images.append({"name": f"image {len(images) + 1}", "data": base64.b64decode(block.data)})
+            except binascii.Error:
+                parts.append("[an image not sent: its data is not base64]")
         elif kind == "resource_link":
             parts.append(f"@{_path(block.uri)}")
         elif kind == "resource":
@@ -234,8 +246,8 @@ def _task(prompt: list[Any]) -> str:
             text = getattr(resource, "text", None)
             parts.append(f'<file path="{_path(resource.uri)}">\n{text}\n</file>' if text is not None else f"@{_path(resource.uri)}")
         else:
-            parts.append(f"[{kind} not sent: roost takes text and files from an editor so far]")
-    return "\n".join(parts)
+            parts.append(f"[{kind} not sent: roost takes text, images and files from an editor so far]")
+    return "\n".join(parts), images
 
 
 def _path(uri: str) -> str:

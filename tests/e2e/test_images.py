@@ -1,16 +1,21 @@
 """``roost dispatch --image FILE``: the file read by the CLI, sent with the task, shown as
-``[image WxH, N KB]``, and given to the model as an image; over the cap, refused at once."""
+``[image WxH, N KB]``, and given to the model as an image; over the cap, refused at once.
+An editor's image over ACP goes the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 
+import acp
+from acp import schema
 from PIL import Image
 
 from tests.fakes.anthropic_server import serve_anthropic
 
-from .conftest import E2E
+from .conftest import E2E, ROOST
+from .test_acp import Editor
 
 
 def test_dispatch_sends_an_image_file_with_the_task(e2e: E2E) -> None:
@@ -36,3 +41,26 @@ def test_an_image_over_the_cap_is_refused_before_anything_is_sent(e2e: E2E) -> N
     done = e2e.roost("dispatch", "look", "--image", str(e2e.tmp / "huge.png"), "--model", "scripted/demo")
     assert done.returncode == 2
     assert "the images are 13.0 MiB in all; a dispatch carries at most 12 MiB" in done.stderr
+
+
+def test_an_editors_image_goes_with_the_prompt_over_acp(e2e: E2E) -> None:
+    out = io.BytesIO()
+    Image.new("RGB", (16, 9), (200, 0, 0)).save(out, "PNG")
+    data = base64.b64encode(out.getvalue()).decode()
+
+    async def scenario(env: dict[str, str]) -> schema.PromptResponse:
+        async with acp.spawn_agent_process(Editor(answer=None), ROOST, "acp", env=env, cwd=str(e2e.project)) as (conn, _):
+            started = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+            assert started.agent_capabilities.prompt_capabilities.image is True
+            sid = (await conn.new_session(cwd=str(e2e.project), mcp_servers=[])).session_id
+            image = schema.ImageContentBlock(type="image", data=data, mime_type="image/png")
+            return await conn.prompt(session_id=sid, prompt=[acp.text_block("what is this?"), image])
+
+    reply = {"content": [{"type": "text", "text": "Red."}], "usage": {"input_tokens": 10, "output_tokens": 1}}
+    with serve_anthropic([reply]) as server:
+        env = dict(e2e.env, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.base_url, ROOST_MODEL="anthropic/claude-test")
+        assert asyncio.run(scenario(env)).stop_reason == "end_turn"
+        [request] = server.requests
+    text, image = request.body["messages"][0]["content"]
+    assert text["text"].startswith("what is this?")
+    assert image["source"] == {"type": "base64", "media_type": "image/png", "data": data}
