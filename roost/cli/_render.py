@@ -297,6 +297,8 @@ class Renderer:
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)
+        for line in media_lines(e):
+            self._out(f"  {line}", dim=True)
 
     def _error(self, e: dict[str, Any]) -> None:
         self._end_line()

@@ -365,16 +365,19 @@ def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any
 @click.command()
 @click.argument("session")
 @click.argument("text")
+@click.option("--image", "images", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False), help="Send the image FILE with TEXT, as dispatch --image does (repeatable).")
 @click.pass_obj
-def steer(obj: dict[str, Any], session: str, text: str) -> None:
+def steer(obj: dict[str, Any], session: str, text: str, images: tuple[str, ...]) -> None:
     """Add TEXT to the run in flight in SESSION; the next model call sees it.
 
     \b
-    Example:
+    Examples:
       roost steer 3f2a "also count hidden files"
+      roost steer 3f2a "it looks like this now" --image after.png
     """
+    extra = {"images": _image_files(images)} if images else {}
     with daemon(obj) as client:
-        client.call("steer", session=resolve_session(client, session), text=text)
+        client.call("steer", session=resolve_session(client, session), text=text, **extra)
     click.echo("steering queued")
 
 

@@ -173,6 +173,8 @@ class Steer:
 
     text: str
     ts: float
+    #: Media sent with them (see :attr:`ToolFinished.parts`).
+    parts: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

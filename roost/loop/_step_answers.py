@@ -76,5 +76,5 @@ def steer(b: Builder, input: Steer) -> None:
     if tripwire is not None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
-    b.emit(ev.STEER_QUEUED, text=input.text)
+    b.emit(ev.STEER_QUEUED, text=input.text, **({"parts": [dict(p) for p in input.parts]} if input.parts else {}))
     warn(b, INPUT, [input.text], origin="steer")

@@ -105,8 +105,8 @@ class Builder:
             # Asked to stop after the step: this is where the run would have gone on.
             self.emit_run_finished("aborted", self.run.stopping)
             return
-        for text in self.run.steering:
-            self.emit(ev.MESSAGE_USER, text=text, origin="steer")
+        for text, parts in zip(self.run.steering, self.run.steering_parts):
+            self.emit(ev.MESSAGE_USER, text=text, origin="steer", **({"parts": [dict(p) for p in parts]} if parts else {}))
         if compact and self.start_compaction():
             return
         self.emit(ev.STEP_STARTED, step=self.run.turns + 1)

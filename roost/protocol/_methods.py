@@ -271,7 +271,12 @@ METHODS: tuple[Method, ...] = (
         ),
         ("chat", "model", "content", "stop_reason", "usage", "latency", "cost"),
     ),
-    Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
+    Method(
+        "steer",
+        "Add a message to the run in flight.",
+        (_SESSION, Param("text", "str", True), Param("images", "list", doc="images sent with it, as dispatch's")),
+        ("ok",),
+    ),
     Method(
         "abort",
         "Abort the run in flight (its model stream and tools are stopped at once); with "

@@ -10,7 +10,7 @@ PROTOCOL_VERSION = 1
 #: 12: providers.list's model, status's cwd and config, dispatch's warnings and approved_lines,
 #: APPROVAL_NEEDED, permission.respond's scope session_any, permission.requested's
 #: session_rules_any, an edit's diff in tool.finished; 13: compact's instructions, detach's
-#: reason, status's background_commands, mcp.resources; 14: dispatch's images).
+#: reason, status's background_commands, mcp.resources; 14: dispatch's and steer's images).
 API_LEVEL = 14
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

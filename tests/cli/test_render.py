@@ -176,3 +176,8 @@ def test_media_parts_are_shown_by_size_in_the_cli_and_the_shell() -> None:
     transcript = Transcript()
     shown = [shell.plain(line) for event in (task, {**read, "type": "tool.started"}, read) for line in transcript.feed(event)]
     assert "  [image 800x600, 45 KB]" in shown and "    [document application/pdf, 1 KB]" in shown
+    steered = {"type": "steer.queued", "run": "r", "session": "s", "text": "and this", "parts": [image]}
+    lines.clear()
+    renderer.render(steered)
+    assert lines == ["(steering queued: and this)", "  [image 800x600, 45 KB]"]
+    assert [shell.plain(line) for line in transcript.feed(steered)][-1] == "  [image 800x600, 45 KB]"

@@ -1,6 +1,6 @@
 """Images a task carries: sent by the client with the dispatch (``images``), or named in
 the task as ``@file.png``; read under the read rules, checked, stored once, sent to the
-model after the task's text."""
+model after the task's text. Steering carries them the same way."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from roost.daemon.folder._project import user_config_file
 from roost.protocol import DISPATCH_IMAGE_BYTES, ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
+from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import events_until, finished, stored
 from .test_media import png
@@ -81,3 +82,30 @@ async def test_images_that_cannot_be_sent_refuse_the_dispatch(
         await client.call("dispatch", yes=True, task="t", model="anthropic/claude-test", cwd=str(project), images=images)
     assert caught.value.code == ErrorCode.INVALID_PARAMS and error in caught.value.message
     assert not anthropic.requests
+
+
+async def test_steering_carries_images_to_the_next_model_call(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    picture = png(9, 7)
+    script = [
+        {"content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "sleep 1"}}],
+         "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}},
+        DONE,
+    ]
+    with serve_anthropic(script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call(
+            "dispatch", yes=True, task="wait", model="anthropic/claude-test", cwd=str(project), attach=True, sandbox="off"
+        )
+        await events_until(client, lambda e: e["type"] == "tool.started")
+        await client.call("steer", session=run["session"], text="and this", images=[{"name": "p.png", "data": picture}])
+        events = await events_until(client, finished(run["run"]))
+        bodies = [r.body for r in server.requests]
+
+    steered = next(e for e in stored(events) if e["type"] == "message.user" and e.get("origin") == "steer")
+    assert steered["parts"][0]["sha256"] == hashlib.sha256(picture).hexdigest()
+    last = bodies[1]["messages"][-1]["content"]
+    assert [b["type"] for b in last] == ["tool_result", "text", "image"]
+    assert last[2]["source"]["data"] == base64.b64encode(picture).decode()

@@ -285,3 +285,21 @@ def test_media_parts_fold_into_the_history_as_references_and_count_as_media():
     assert results["content"][0]["content"] == [{"type": "text", "text": "shot.png: image 4x3"}, image]
     assert fold(d.log) == d.state
     assert messages_tokens([results]) == (len("shot.png: image 4x3") // 4 + 1) + MEDIA_TOKENS
+
+
+def test_steering_with_media_enters_the_history_with_its_parts():
+    image = {"type": "image", "media_type": "image/png", "sha256": "cd" * 32, "bytes": 9, "width": 2, "height": 2}
+    d = Driver()
+    d.submit("go")
+    d.reply(tool_use("c1", "read"))
+    d.steer("look at this", parts=(image,))
+    d.steer("and nothing else")
+    t = d.finish_tool("c1", "x")
+    steered = [e.data for e in t.events if e.type == "message.user"]
+    assert steered == [{"text": "look at this", "origin": "steer", "parts": [image]},
+                       {"text": "and nothing else", "origin": "steer"}]
+    assert d.state.messages[-1]["content"][1:] == [
+        {"type": "text", "text": "look at this"}, image, {"type": "text", "text": "and nothing else"}
+    ]
+    assert d.state.run.steering == () and d.state.run.steering_parts == ()
+    assert fold(d.log) == d.state

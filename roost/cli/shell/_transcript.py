@@ -191,7 +191,7 @@ class Transcript:
         return r.user_message(str(e.get("text", "")), str(e.get("origin", "task")), str(e.get("command") or ""), media_lines(e))
 
     def _steer_queued(self, e: dict[str, Any], depth: int) -> Lines:
-        return r.steer_queued(str(e.get("text", "")))
+        return r.steer_queued(str(e.get("text", ""))) + [[("", "  "), ("class:dim", line)] for line in media_lines(e)]
 
     def _tool_started(self, e: dict[str, Any], depth: int) -> Lines:
         self._calls[str(e.get("call_id"))] = (str(e.get("name", "")), e.get("input"))

@@ -187,8 +187,9 @@ class RunsApi(ApiPart):
         session = await self._session(params["session"])
         if not params["text"].strip():
             raise RpcError(ErrorCode.INVALID_PARAMS, "text is empty")
+        images = await _images(params.get("images") or [])
         try:
-            await self.conductor.steer(session, params["text"])
+            await self.conductor.steer(session, params["text"], [image for _, image in images])
         except InvalidInput:
             raise _not_running(session) from None
         except PromptBlocked as exc:
