@@ -284,7 +284,11 @@ def test_media_parts_fold_into_the_history_as_references_and_count_as_media():
     assert task["content"] == [{"type": "text", "text": "what is in these?"}, image]
     assert results["content"][0]["content"] == [{"type": "text", "text": "shot.png: image 4x3"}, image]
     assert fold(d.log) == d.state
-    assert messages_tokens([results]) == (len("shot.png: image 4x3") // 4 + 1) + MEDIA_TOKENS
+    # A small image counts by its pixels, a large one or one of unknown size as MEDIA_TOKENS.
+    assert messages_tokens([results]) == (len("shot.png: image 4x3") // 4 + 1) + 1
+    large = {**image, "width": 1568, "height": 1176}
+    assert messages_tokens([{"content": [large, {"type": "document", "sha256": "ef" * 32}]}]) == 2 * MEDIA_TOKENS
+    assert messages_tokens([{"content": [{**image, "width": 400, "height": 300}]}]) == 400 * 300 // 750 + 1
 
 
 def test_steering_with_media_enters_the_history_with_its_parts():

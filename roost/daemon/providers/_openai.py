@@ -150,8 +150,8 @@ class OpenAIProvider:
         #: The name the reply's length limit goes by here (see the module docstring).
         self._limit_field = "max_completion_tokens" if httpx2.URL(self._base_url).host == "api.openai.com" else "max_tokens"
         self._name = name
-        #: Whether the server takes images (until it refuses them: see _send_request).
-        self._images = True
+        #: The models that refused images (see _send_request): theirs are sent as notes.
+        self._no_images: set[str] = set()
         self._timeout = timeout
         self._max_retries = max(0, max_retries)
         self._retry_base = retry_base
@@ -225,7 +225,7 @@ class OpenAIProvider:
         to a request with images, once more with notes in their place. The response, and
         the retries it took."""
         for tried in range(3):
-            body = request_body(request, self._name, self._limit_field, self._images)
+            body = request_body(request, self._name, self._limit_field, request.model not in self._no_images)
             try:
                 encoded = json_body(body)
             except ValueError as exc:
@@ -238,10 +238,10 @@ class OpenAIProvider:
                     raise
                 if other in exc.message:
                     self._limit_field = other
-                elif self._images and "image" in exc.message.lower() and has_images(request):
+                elif request.model not in self._no_images and "image" in exc.message.lower() and has_images(request):
                     # A model without vision: its images become notes that say so, from now on.
-                    log.info("%s: images refused (%s); sending notes in their place", self._name, exc.message)
-                    self._images = False
+                    log.info("%s/%s: images refused (%s); notes in their place", self._name, request.model, exc.message)
+                    self._no_images.add(request.model)
                 else:
                     raise
         raise AssertionError("unreachable")

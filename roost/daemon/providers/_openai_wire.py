@@ -25,7 +25,7 @@ Request mapping (neutral :class:`ModelRequest` -> Chat Completions):
   model should not mistake a failure for output.
 - a server that answers 400 about an image to a request with images (a model without
   vision) gets the request again with each image a note saying it was not sent, and from
-  then on (``images=False``: :mod:`._openai` learns it once per provider).
+  then on (``images=False``: :mod:`._openai` learns it once per model).
 - assistant text -> ``content``; ``tool_use`` -> ``tool_calls`` ``[{id, type: "function",
   function: {name, arguments: JSON text}}]``. With tool calls and no text, ``content`` is
   ``null`` (Gemini's and Ollama's endpoints reject ``""`` there). ``thinking`` and
