@@ -116,7 +116,11 @@ def dispatch(
         raise click.UsageError("--output-format prints the run as it goes: not with --json or --detach")
     if mode and permission_mode:
         raise click.UsageError("give --mode or --permission-mode, not both")
-    task = _stream_task(task, output_format) if input_format == "stream-json" else _with_piped_input(task)
+    sent: list[dict[str, Any]] = []
+    if input_format == "stream-json":
+        task, sent = _stream_task(task, output_format)
+    else:
+        task = _with_piped_input(task)
     with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets),
         # or on a remote host, with its daemon's.
@@ -152,8 +156,8 @@ def dispatch(
                 params[key] = list(rules) + claude.get(key, [])
         if append_system_prompt:
             params["append_system_prompt"] = append_system_prompt
-        if images:
-            params["images"] = _image_files(images)
+        if images or sent:
+            params["images"] = sent + _image_files(images)
         if yes:
             params["yes"] = True
         if request_id:
@@ -248,8 +252,9 @@ def _session_cwd(client: Client, session: str) -> str:
     return next((str(r.get("cwd", "")) for r in rows if r["id"] == session), "")
 
 
-def _stream_task(task: str | None, output_format: str | None) -> str:
-    """The task an Agent SDK host writes to standard input (see ``_stream_input``)."""
+def _stream_task(task: str | None, output_format: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """The task an Agent SDK host writes to standard input, and its images (see
+    ``_stream_input``)."""
     if output_format != "stream-json":
         raise click.UsageError("--input-format stream-json needs --output-format stream-json")
     if task:

@@ -1,12 +1,14 @@
 """``roost dispatch --image FILE``: the file read by the CLI, sent with the task, shown as
 ``[image WxH, N KB]``, and given to the model as an image; over the cap, refused at once.
-An editor's image over ACP goes the same way."""
+An editor's image over ACP, and an Agent SDK host's over stream-json, go the same way."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import io
+import json
+import subprocess
 
 import acp
 from acp import schema
@@ -64,3 +66,23 @@ def test_an_editors_image_goes_with_the_prompt_over_acp(e2e: E2E) -> None:
     text, image = request.body["messages"][0]["content"]
     assert text["text"].startswith("what is this?")
     assert image["source"] == {"type": "base64", "media_type": "image/png", "data": data}
+
+
+def test_an_agent_sdk_hosts_image_goes_with_the_task(e2e: E2E) -> None:
+    out = io.BytesIO()
+    Image.new("RGB", (5, 4), (0, 0, 255)).save(out, "PNG")
+    data = base64.b64encode(out.getvalue()).decode()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+    message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "colour?"}, image]}}
+    reply = {"content": [{"type": "text", "text": "Blue."}], "usage": {"input_tokens": 10, "output_tokens": 1}}
+    with serve_anthropic([reply]) as server:
+        env = dict(e2e.env, ANTHROPIC_API_KEY="sk-test", ANTHROPIC_BASE_URL=server.base_url)
+        done = subprocess.run(
+            [ROOST, "dispatch", "--input-format", "stream-json", "--output-format", "stream-json",
+             "--model", "anthropic/claude-test"],
+            cwd=e2e.project, env=env, input=json.dumps(message) + "\n", capture_output=True, text=True, timeout=20,
+        )
+        assert done.returncode == 0, done.stderr
+        [request] = server.requests
+    sent = request.body["messages"][0]["content"]
+    assert sent[0]["text"].startswith("colour?") and sent[1]["source"]["data"] == data
