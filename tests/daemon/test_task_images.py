@@ -66,6 +66,20 @@ async def test_an_image_named_in_the_task_is_attached_under_the_read_rules(
     assert [b["type"] for b in first_message(anthropic)] == ["text", "image"]
 
 
+async def test_an_image_a_custom_command_names_is_attached(client: TrioClient, project: Path, anthropic: Any) -> None:
+    (project / "shot.png").write_bytes(png(3, 2))
+    commands = project / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "look.md").write_text("Describe @shot.png in $ARGUMENTS words.\n")
+
+    events = await dispatch(client, project, "/look five")
+
+    task = next(e for e in stored(events) if e["type"] == "message.user")
+    assert task["text"].startswith("Describe @shot.png in five words.")
+    assert [(p["width"], p["height"]) for p in task["parts"]] == [(3, 2)]
+    assert [b["type"] for b in first_message(anthropic)] == ["text", "image"]
+
+
 @pytest.mark.parametrize(
     ("images", "error"),
     [

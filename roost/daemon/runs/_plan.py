@@ -511,10 +511,11 @@ async def _ready(
     """A dispatch's task made ready: a command's lines judged and ``@file`` references read
     (on its own text, before resources), the MCP resources it names read, and the images it
     carries: those ``@file`` names, then the client's (each with a line saying so)."""
-    named = await trio.to_thread.run_sync(attach_images, task, setup.place, settings.policy)
+    text = task  # (images are named by what was typed, not by the files it includes)
     lines: tuple[str, ...] = ()
     if found is not None:
         task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
+    named = await trio.to_thread.run_sync(attach_images, text, setup.place, settings.policy)
     task = await with_resources(mcp, setup, request.task, task)
     images = [*named, *request.images]
     notes = [
