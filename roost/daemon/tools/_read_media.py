@@ -56,8 +56,9 @@ async def read_media(name: str, path: Path, inside: bool, input: Mapping[str, An
     meta: dict[str, Any] = {"bytes": len(data), "outside": not inside}
     if pdf:
         return ToolResult(_pdf_text(pages, input.get("offset", 1), ctx.output_limit), meta={**meta, "pages": pages.total})
-    scaled = "" if media.data is data else f", scaled down from {kilobytes(len(data))}"
-    text = f"{name}: {media.describe()} ({media.media_type}{scaled})"
+    # Scaled down (or a damaged chunk dropped): what is sent is not the file's bytes.
+    changed = "" if media.data is data else f", {kilobytes(len(data))} on disk"
+    text = f"{name}: {media.describe()} ({media.media_type}{changed})"
     return ToolResult(text, meta={**meta, "image": {"width": media.width, "height": media.height}}, parts=(media,))
 
 
