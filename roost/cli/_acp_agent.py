@@ -29,14 +29,17 @@ What maps to what:
   stdio or HTTP) are brought to each of the session's runs (the dispatch's
   ``mcp_servers``): the user's own, as their config is. SSE servers, which roost does not
   speak, are left out (the capabilities say so).
+- Images in a prompt go with the task (``dispatch``'s ``images``).
 
-Not yet: images in prompts are sent as a note, and ``authenticate`` is not needed (keys come
-from the environment the editor starts roost with).
+Not yet: ``authenticate`` is not needed (keys come from the environment the editor starts
+roost with).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import logging
 import os
 from typing import Any
@@ -102,7 +105,7 @@ class RoostAgent:
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(
                 load_session=True,
-                prompt_capabilities=schema.PromptCapabilities(),
+                prompt_capabilities=schema.PromptCapabilities(image=True),
                 mcp_capabilities=schema.McpCapabilities(http=True, sse=False),
             ),
             agent_info=schema.Implementation(name="roost", title="roost", version=roost.__version__),
@@ -146,10 +149,12 @@ class RoostAgent:
         await self._conn.session_update(session_id, schema.CurrentModeUpdate(session_update="current_mode_update", current_mode_id=mode_id))
 
     async def prompt(self, session_id: str, prompt: list[Any], **_: Any) -> schema.PromptResponse:
-        task = _task(prompt)
+        task, images = _task(prompt)
         events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         async with self._client(events.put_nowait) as client:
             params: dict[str, Any] = {"task": task, "session": session_id, "attach": True, "env": dict(os.environ)}
+            if images:
+                params["images"] = images
             if session_id in self._modes:
                 params["mode"] = self._modes[session_id]
             if self._servers.get(session_id):
@@ -236,13 +241,20 @@ async def _checked(call: Any) -> Any:
         raise acp.RequestError.invalid_params({"reason": f"{exc.message} [{exc.name}]"}) from None
 
 
-def _task(prompt: list[Any]) -> str:
-    """The prompt's blocks as one task: text as it is, a linked or embedded file by path."""
+def _task(prompt: list[Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The prompt's blocks as one task: text as it is, a linked or embedded file by path;
+    and its images, as dispatch sends them (the daemon checks them)."""
     parts: list[str] = []
+    images: list[dict[str, Any]] = []
     for block in prompt:
         kind = getattr(block, "type", "")
         if kind == "text":
             parts.append(block.text)
+        elif kind == "image" and block.data:
+            try:
+                images.append({"name": f"image {len(images) + 1}", "data": base64.b64decode(block.data)})
+            except binascii.Error:
+                parts.append("[an image not sent: its data is not base64]")
         elif kind == "resource_link":
             parts.append(f"@{_path(block.uri)}")
         elif kind == "resource":
@@ -250,8 +262,8 @@ def _task(prompt: list[Any]) -> str:
             text = getattr(resource, "text", None)
             parts.append(f'<file path="{_path(resource.uri)}">\n{text}\n</file>' if text is not None else f"@{_path(resource.uri)}")
         else:
-            parts.append(f"[{kind} not sent: roost takes text and files from an editor so far]")
-    return "\n".join(parts)
+            parts.append(f"[{kind} not sent: roost takes text, images and files from an editor so far]")
+    return "\n".join(parts), images
 
 
 def _path(uri: str) -> str:

@@ -151,6 +151,8 @@ class Renderer:
             self._out(folded(str(e.get("text", ""))), dim=True)
             return
         self._out(f"{prefix}: {folded(str(e.get('text', '')))}", bold=True)
+        for line in media_lines(e):
+            self._out(f"  {line}", dim=True)
 
     def _text_delta(self, e: dict[str, Any]) -> None:
         self._streamed = True
@@ -205,6 +207,8 @@ class Renderer:
             self._out(f"  ✗ {first}{more}{took}", fg="red")
             return
         self._out(f"  ✓ {first}{more}{took}", dim=True)
+        for line in media_lines(e):
+            self._out(f"    {line}", dim=True)
         diff = applied_diff(e)
         if diff and str(e.get("call_id")) not in self._diffed:
             # The change made, unless the approval showed it already.
@@ -305,6 +309,8 @@ class Renderer:
     def _steer_queued(self, e: dict[str, Any]) -> None:
         self._end_line()
         self._out(f"(steering queued: {e.get('text', '')})", dim=True)
+        for line in media_lines(e):
+            self._out(f"  {line}", dim=True)
 
     def _error(self, e: dict[str, Any]) -> None:
         self._end_line()
@@ -450,6 +456,23 @@ def size(n: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def media_lines(e: dict[str, Any]) -> list[str]:
+    """The media parts an event carries (a task's images, a tool result's), one line each:
+    ``[image 800x600, 45 KB]``, ``[document application/pdf, 120 KB]``."""
+    lines = []
+    for part in e.get("parts") or ():
+        if not isinstance(part, dict):
+            continue
+        kind = str(part.get("type", "media"))
+        if isinstance(part.get("width"), int) and isinstance(part.get("height"), int):
+            what = f"{kind} {part['width']}x{part['height']}"
+        else:
+            what = f"{kind} {printable(str(part.get('media_type', '')))}"
+        kilobytes = max(1, round(int(part.get("bytes") or 0) / 1024))
+        lines.append(f"[{what}, {kilobytes:,} KB]")
+    return lines
 
 
 def tools_changed(e: dict[str, Any]) -> str:

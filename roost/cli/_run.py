@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable
 
 import click
 
-from roost.protocol import MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
+from roost.protocol import DISPATCH_IMAGE_BYTES, MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
 from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status, printable
@@ -49,6 +50,7 @@ _PERMISSION_MODES = ("default", "acceptEdits", "plan", "bypassPermissions")
 @click.option("--disallowedTools", "--disallowed-tools", "disallowed_tools", multiple=True, metavar="RULES", help="Claude Code's deny rules, e.g. 'Bash(git push:*)' (as --deny).")
 @click.option("--permission-mode", type=click.Choice(_PERMISSION_MODES), help="Claude Code's modes: default (agent), acceptEdits (agent; edits inside the folder do not ask, commands do), plan, bypassPermissions (full).")
 @click.option("--append-system-prompt", metavar="TEXT", help="Add TEXT to the end of the run's system prompt.")
+@click.option("--image", "images", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False), help="Send the image FILE (png, jpg, gif, webp) with the task, scaled down when large (repeatable; 12 MiB in all).")
 @click.option("--print", "-p", "print_", is_flag=True, help="Accepted as claude -p takes it: dispatch is always one task.")
 @click.option("--verbose", is_flag=True, help="Accepted as claude -p takes it: the stream is always whole.")
 @click.option("--detach", "-d", is_flag=True, help="Print the session and run ids and return; the run goes on.")
@@ -81,6 +83,7 @@ def dispatch(
     disallowed_tools: tuple[str, ...],
     permission_mode: str | None,
     append_system_prompt: str | None,
+    images: tuple[str, ...],
     print_: bool,
     verbose: bool,
     detach: bool,
@@ -93,6 +96,7 @@ def dispatch(
       roost dispatch "list the files here and count them"
       roost dispatch "..." --model scripted/demo --json | jq .type
       roost dispatch "fix the tests" --detach
+      roost dispatch "why does the page look like this?" --image shot.png
       git diff | roost dispatch "review this change"
       echo "fix the lint" | roost dispatch
       roost dispatch -c "and now the docs"
@@ -112,7 +116,11 @@ def dispatch(
         raise click.UsageError("--output-format prints the run as it goes: not with --json or --detach")
     if mode and permission_mode:
         raise click.UsageError("give --mode or --permission-mode, not both")
-    task = _stream_task(task, output_format) if input_format == "stream-json" else _with_piped_input(task)
+    sent: list[dict[str, Any]] = []
+    if input_format == "stream-json":
+        task, sent = _stream_task(task, output_format)
+    else:
+        task = _with_piped_input(task)
     with daemon(obj) as client:
         # The session's commands run with this terminal's environment (less its secrets),
         # or on a remote host, with its daemon's.
@@ -148,6 +156,8 @@ def dispatch(
                 params[key] = list(rules) + claude.get(key, [])
         if append_system_prompt:
             params["append_system_prompt"] = append_system_prompt
+        if images or sent:
+            params["images"] = sent + _image_files(images)
         if yes:
             params["yes"] = True
         if request_id:
@@ -242,8 +252,9 @@ def _session_cwd(client: Client, session: str) -> str:
     return next((str(r.get("cwd", "")) for r in rows if r["id"] == session), "")
 
 
-def _stream_task(task: str | None, output_format: str | None) -> str:
-    """The task an Agent SDK host writes to standard input (see ``_stream_input``)."""
+def _stream_task(task: str | None, output_format: str | None) -> tuple[str, list[dict[str, Any]]]:
+    """The task an Agent SDK host writes to standard input, and its images (see
+    ``_stream_input``)."""
     if output_format != "stream-json":
         raise click.UsageError("--input-format stream-json needs --output-format stream-json")
     if task:
@@ -359,16 +370,19 @@ def _watch(client: Any, started: dict[str, Any], on_event: Any) -> dict[str, Any
 @click.command()
 @click.argument("session")
 @click.argument("text")
+@click.option("--image", "images", multiple=True, metavar="FILE", type=click.Path(exists=True, dir_okay=False), help="Send the image FILE with TEXT, as dispatch --image does (repeatable).")
 @click.pass_obj
-def steer(obj: dict[str, Any], session: str, text: str) -> None:
+def steer(obj: dict[str, Any], session: str, text: str, images: tuple[str, ...]) -> None:
     """Add TEXT to the run in flight in SESSION; the next model call sees it.
 
     \b
-    Example:
+    Examples:
       roost steer 3f2a "also count hidden files"
+      roost steer 3f2a "it looks like this now" --image after.png
     """
+    extra = {"images": _image_files(images)} if images else {}
     with daemon(obj) as client:
-        client.call("steer", session=resolve_session(client, session), text=text)
+        client.call("steer", session=resolve_session(client, session), text=text, **extra)
     click.echo("steering queued")
 
 
@@ -401,4 +415,19 @@ def abort(obj: dict[str, Any], session: str, after_step: bool, as_json: bool) ->
         click.echo(f"aborted run {result['run']}")
 
 
-
+def _image_files(paths: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``--image`` files as ``dispatch`` takes them (read here: with ``--host``, this
+    machine's files), refused at once over the bytes a dispatch carries."""
+    total = sum(os.path.getsize(path) for path in paths)
+    if total > DISPATCH_IMAGE_BYTES:
+        raise click.UsageError(
+            f"the images are {total / 2**20:.1f} MiB in all; a dispatch carries at most "
+            f"{DISPATCH_IMAGE_BYTES / 2**20:.0f} MiB (scale them down first)"
+        )
+    images = []
+    for path in paths:
+        with open(path, "rb") as file:
+            images.append({"name": os.path.basename(path), "data": file.read(DISPATCH_IMAGE_BYTES + 1)})
+    if sum(len(image["data"]) for image in images) > DISPATCH_IMAGE_BYTES:  # a file grew since
+        raise click.UsageError(f"the images are over the {DISPATCH_IMAGE_BYTES / 2**20:.0f} MiB a dispatch carries")
+    return images

@@ -3,8 +3,8 @@
 After a compaction the model sees the summary (in the system prompt) and the history from
 the cut on, behind one short user message; the stored history itself is never changed.
 Sizes are estimates: the last usage the provider reported (which counted everything up to
-that reply), plus about four characters a token for what came after it, and a fixed
-amount for each image or other media block.
+that reply), plus about four characters a token for what came after it, and for each
+image its pixels / 750 (a fixed amount for a large one, or other media).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any, Mapping, Sequence
 
 #: Characters per token, for text the provider has not counted yet.
 CHARS_PER_TOKEN = 4
-#: Tokens counted for an image or other media block.
+#: Tokens counted for an image or other media block; an image of known size counts as
+#: Anthropic counts one, about width x height / 750 (:data:`PIXELS_PER_TOKEN`), up to this.
 MEDIA_TOKENS = 1500
+PIXELS_PER_TOKEN = 750
 #: The user message that opens a compacted history.
 RESUME = "(The earlier part of this conversation is summarized in the system prompt. Continue the task.)"
 
@@ -24,6 +26,9 @@ def block_tokens(block: Mapping[str, Any]) -> int:
     """Estimated tokens of one content block."""
     kind = block.get("type")
     if kind in ("image", "document", "audio"):
+        width, height = block.get("width"), block.get("height")
+        if kind == "image" and isinstance(width, int) and isinstance(height, int):
+            return min(MEDIA_TOKENS, width * height // PIXELS_PER_TOKEN + 1)
         return MEDIA_TOKENS
     if kind == "text":
         size = len(str(block.get("text", "")))

@@ -46,6 +46,9 @@ class Submit:
     #: The custom command ``task`` was expanded from, as ``run.started`` records it
     #: (``{"name", "arguments", "source", "typed"}``; None: the task was typed as it is).
     command: Mapping[str, Any] | None = None
+    #: Media the task carries (images attached to it), as references to what the daemon
+    #: stored (see :attr:`ToolFinished.parts`).
+    parts: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,9 @@ class ToolFinished:
     is_error: bool = False
     latency: float = 0.0
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: Media the result holds besides its text (``{"type": "image", "media_type", "sha256",
+    #: ...}``: references to what the daemon stored, never the bytes).
+    parts: tuple[Mapping[str, Any], ...] = ()
 
 
 #: An approval's scopes: this call only; for the session, the rules the request offered
@@ -167,6 +173,8 @@ class Steer:
 
     text: str
     ts: float
+    #: Media sent with them (see :attr:`ToolFinished.parts`).
+    parts: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,8 +50,10 @@ class RunState:
     #: The step's tool calls not finished yet (started, or waiting for approval), in the
     #: model's order.
     pending: tuple[str, ...] = ()
-    #: Steering texts queued and not yet given to the model.
+    #: Steering texts queued and not yet given to the model, and the media parts of each
+    #: (in the same order).
     steering: tuple[str, ...] = ()
+    steering_parts: tuple[tuple[Mapping[str, Any], ...], ...] = ()
     #: Token usage summed over the run, and of the last reply alone.
     usage: Mapping[str, int] = field(default_factory=dict)
     step_usage: Mapping[str, int] = field(default_factory=dict)
@@ -176,10 +178,13 @@ def _tools_changed(state: SessionState, event: Event) -> SessionState:
 
 
 def _message_user(state: SessionState, event: Event) -> SessionState:
-    block = {"type": "text", "text": event.data["text"]}
-    state = replace(state, messages=_append_user(state.messages, block))
+    messages = _append_user(state.messages, {"type": "text", "text": event.data["text"]})
+    for part in event.data.get("parts", ()):
+        messages = _append_user(messages, dict(part))
+    state = replace(state, messages=messages)
     if state.run is not None and event.data.get("origin") == "steer":
-        state = replace(state, run=replace(state.run, steering=state.run.steering[1:]))
+        run = state.run
+        state = replace(state, run=replace(run, steering=run.steering[1:], steering_parts=run.steering_parts[1:]))
     return state
 
 
@@ -284,10 +289,13 @@ def _tool_started(state: SessionState, event: Event) -> SessionState:
 
 def _tool_finished(state: SessionState, event: Event) -> SessionState:
     d = event.data
+    parts = d.get("parts")
     block = {
         "type": "tool_result",
         "tool_use_id": d["call_id"],
-        "content": d["result"],
+        # With media: the text, then each part (references the daemon resolves to bytes
+        # when it sends them).
+        "content": [{"type": "text", "text": d["result"]}, *map(dict, parts)] if parts else d["result"],
         "is_error": bool(d.get("is_error")),
     }
     state = replace(state, messages=_append_result(state.messages, block))
@@ -357,7 +365,10 @@ def _human_answered(state: SessionState, event: Event) -> SessionState:
 
 def _steer_queued(state: SessionState, event: Event) -> SessionState:
     run = _run(state)
-    return replace(state, run=replace(run, steering=run.steering + (event.data["text"],)))
+    parts = tuple(map(dict, event.data.get("parts", ())))
+    return replace(
+        state, run=replace(run, steering=run.steering + (event.data["text"],), steering_parts=run.steering_parts + (parts,))
+    )
 
 
 def _run_stopping(state: SessionState, event: Event) -> SessionState:

@@ -22,7 +22,9 @@ def tool_finished(b: Builder, input: ToolFinished) -> None:
         b.finish_call(input.call_id, withheld(tripwire), is_error=True, latency=input.latency)
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
-    b.finish_call(input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta)
+    b.finish_call(
+        input.call_id, input.result, is_error=input.is_error, latency=input.latency, meta=input.meta, parts=input.parts
+    )
     warn(b, INPUT, [input.result], origin="tool", call_id=input.call_id)
     after_call(b)
 
@@ -74,5 +76,5 @@ def steer(b: Builder, input: Steer) -> None:
     if tripwire is not None:
         b.stop("guardrail", tripwire, f"not run: {tripwire}")
         return
-    b.emit(ev.STEER_QUEUED, text=input.text)
+    b.emit(ev.STEER_QUEUED, text=input.text, **({"parts": [dict(p) for p in input.parts]} if input.parts else {}))
     warn(b, INPUT, [input.text], origin="steer")

@@ -10,7 +10,7 @@ cleared. An input that breaks a rule raises :class:`InvalidInput` (``Builder.req
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from . import _events as ev
 from ._context import cut_point, estimate, visible
@@ -105,8 +105,8 @@ class Builder:
             # Asked to stop after the step: this is where the run would have gone on.
             self.emit_run_finished("aborted", self.run.stopping)
             return
-        for text in self.run.steering:
-            self.emit(ev.MESSAGE_USER, text=text, origin="steer")
+        for text, parts in zip(self.run.steering, self.run.steering_parts):
+            self.emit(ev.MESSAGE_USER, text=text, origin="steer", **({"parts": [dict(p) for p in parts]} if parts else {}))
         if compact and self.start_compaction():
             return
         self.emit(ev.STEP_STARTED, step=self.run.turns + 1)
@@ -179,6 +179,7 @@ class Builder:
         is_error: bool,
         latency: float = 0.0,
         meta: Mapping[str, Any] | None = None,
+        parts: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.emit(
             ev.TOOL_FINISHED,
@@ -189,6 +190,7 @@ class Builder:
             latency=latency,
             size=len(result),
             **({"meta": dict(meta)} if meta else {}),
+            **({"parts": [dict(p) for p in parts]} if parts else {}),
         )
 
     def stop(self, reason: str, why: str, note: str) -> None:

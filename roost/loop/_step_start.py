@@ -50,7 +50,8 @@ def submit(b: Builder, input: Submit) -> None:
         return
     if exec_:
         b.effects.append(StartClock(input.run, input.ts + settings.time_box))
-    b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed)
+    parts = {"parts": [dict(p) for p in input.parts]} if input.parts else {}
+    b.emit(ev.MESSAGE_USER, text=input.task, origin="task", **typed, **parts)
     warn(b, INPUT, [input.task], origin="task")
     for text in input.context:
         b.emit(ev.MESSAGE_USER, text=text, origin="hook")

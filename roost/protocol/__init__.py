@@ -23,7 +23,7 @@ from ._errors import (
     Timeout,
     error_table,
 )
-from ._framing import DEFAULT_MAX_FRAME, Decoder
+from ._framing import DEFAULT_MAX_FRAME, DISPATCH_IMAGE_BYTES, Decoder
 from ._messages import (
     Message,
     Notification,
@@ -56,6 +56,7 @@ __all__ = [
     "ConnectionClosed",
     "DEFAULT_MAX_FRAME",
     "DEFAULT_TIMEOUT",
+    "DISPATCH_IMAGE_BYTES",
     "Decoder",
     "ErrorCode",
     "FrameTooLarge",

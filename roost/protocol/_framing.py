@@ -19,6 +19,9 @@ from ._messages import Message, parse
 
 #: Default maximum size of one message: 16 MiB.
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+#: The bytes of the images one dispatch carries at most, all together (``dispatch``'s
+#: ``images``): a frame keeps room for the rest of the request.
+DISPATCH_IMAGE_BYTES = 12 * 1024 * 1024
 
 
 class Decoder:

@@ -251,6 +251,12 @@ METHODS: tuple[Method, ...] = (
                 doc="MCP servers the client brings for this run, as .mcp.json's mcpServers: "
                 "{name: {command, args, env} | {type: http, url, headers}}",
             ),
+            Param(
+                "images",
+                "list",
+                doc="images sent with the task: [{name, data: bytes (msgpack bin)}], PNG, JPEG, GIF or "
+                "WebP, at most 12 MiB in all (DISPATCH_IMAGE_BYTES); each scaled down when large",
+            ),
             _ENV,
         ),
         ("session", "run", "model", "warnings"),
@@ -271,7 +277,12 @@ METHODS: tuple[Method, ...] = (
         ),
         ("chat", "model", "content", "stop_reason", "usage", "latency", "cost"),
     ),
-    Method("steer", "Add a message to the run in flight.", (_SESSION, Param("text", "str", True)), ("ok",)),
+    Method(
+        "steer",
+        "Add a message to the run in flight.",
+        (_SESSION, Param("text", "str", True), Param("images", "list", doc="images sent with it, as dispatch's")),
+        ("ok",),
+    ),
     Method(
         "abort",
         "Abort the run in flight (its model stream and tools are stopped at once); with "

@@ -10,8 +10,9 @@ PROTOCOL_VERSION = 1
 #: 12: providers.list's model, status's cwd and config, dispatch's warnings and approved_lines,
 #: APPROVAL_NEEDED, permission.respond's scope session_any, permission.requested's
 #: session_rules_any, an edit's diff in tool.finished; 13: compact's instructions, detach's
-#: reason, status's background_commands, mcp.resources; 14: dispatch's mcp_servers, memory.search, memory.list,
-#: memory.forget, prompt's task, schedules.*).
+#: reason, status's background_commands, mcp.resources; 14: dispatch's mcp_servers, dispatch's
+#: and steer's images, memory.search, memory.list, memory.forget, prompt's task, schedules.*,
+#: memory.learned).
 API_LEVEL = 14
 #: The oldest API level this daemon still serves unchanged.
 API_COMPATIBLE = 1

@@ -198,3 +198,31 @@ def test_what_a_run_learned_is_said_with_the_id_that_forgets_it() -> None:
         "remembered (user, #8): Answers in French\\x1b[31m.",
     ]
     assert [shell.plain(line) for line in Transcript().feed(event)] == lines
+
+
+def test_media_parts_are_shown_by_size_in_the_cli_and_the_shell() -> None:
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab" * 32, "bytes": 46_000, "width": 800, "height": 600}
+    pdf = {"type": "document", "media_type": "application/pdf", "sha256": "cd" * 32, "bytes": 300}
+    task = {"type": "message.user", "run": "r", "session": "s", "origin": "task", "text": "look", "parts": [image]}
+    read = {"type": "tool.finished", "run": "r", "session": "s", "call_id": "c", "name": "read",
+            "result": "shot.png: image 800x600, 45 KB (image/png)", "latency": 0.5, "parts": [image, pdf]}
+    lines: list[str] = []
+    echo: Any = lambda text, nl=True, color=None: lines.append(click.unstyle(text))
+    renderer = Renderer(echo, color=False)
+    renderer.render(task)
+    renderer.render(read)
+    assert lines == [
+        "task: look",
+        "  [image 800x600, 45 KB]",
+        "  ✓ shot.png: image 800x600, 45 KB (image/png) 0.50s",
+        "    [image 800x600, 45 KB]",
+        "    [document application/pdf, 1 KB]",
+    ]
+    transcript = Transcript()
+    shown = [shell.plain(line) for event in (task, {**read, "type": "tool.started"}, read) for line in transcript.feed(event)]
+    assert "  [image 800x600, 45 KB]" in shown and "    [document application/pdf, 1 KB]" in shown
+    steered = {"type": "steer.queued", "run": "r", "session": "s", "text": "and this", "parts": [image]}
+    lines.clear()
+    renderer.render(steered)
+    assert lines == ["(steering queued: and this)", "  [image 800x600, 45 KB]"]
+    assert [shell.plain(line) for line in transcript.feed(steered)][-1] == "  [image 800x600, 45 KB]"

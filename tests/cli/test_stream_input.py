@@ -3,6 +3,7 @@ requests answered (initialize with success, others with an error naming them).""
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -20,12 +21,24 @@ def test_the_first_user_message_is_the_task_and_control_requests_are_answered() 
                     "message": {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}}),
         "never read",
     ]
-    assert read_task(iter(lines), written.append) == "one\n\ntwo"
+    assert read_task(iter(lines), written.append) == ("one\n\ntwo", [])
     first, second = [json.loads(line) for line in written]
     assert first["type"] == "control_response" and first["response"]["subtype"] == "success"
     assert first["response"]["request_id"] == "a1" and first["response"]["response"]["commands"] == []
     assert second["response"] == {"request_id": "a2", "subtype": "error", "error": "roost does not answer 'set_model' control requests"}
-    assert read_task(iter([json.dumps({"type": "user", "message": {"role": "user", "content": "plain"}})]), written.append) == "plain"
+    assert read_task(iter([json.dumps({"type": "user", "message": {"role": "user", "content": "plain"}})]), written.append) == ("plain", [])
+
+
+def test_the_user_messages_images_go_with_the_task() -> None:
+    png = b"\x89PNG\r\n\x1a\n pretend"
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()}}
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "what is it?"}, image, url]}}
+    assert read_task(iter([json.dumps(message)]), lambda line: None) == ("what is it?", [{"name": "image 1", "data": png}])
+    broken = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": "t"},
+                                                                      {**image, "source": {**image["source"], "data": "not base64!"}}]}}
+    with pytest.raises(StreamInputError, match="an image's data is not base64"):
+        read_task(iter([json.dumps(broken)]), lambda line: None)
 
 
 @pytest.mark.parametrize(

@@ -315,3 +315,24 @@ async def test_commits_never_checkpoint_and_the_store_checkpoints_beside_them(
         assert [e.seq for e in await store.events("s", since=398)] == [399, 400]
 
     await _with_store(db, body)
+
+
+async def test_media_is_stored_once_held_by_its_sessions_and_freed_with_them(tmp_path: Path) -> None:
+    data = os.urandom(5000)
+
+    async def body(store: EventStore) -> None:
+        await store.create_session("a", "/p", 1.0)
+        await store.create_session("b", "/p", 1.0)
+        digest = await store.put_media("a", data)
+        assert await store.put_media("a", data) == await store.put_media("b", data) == digest
+        assert await store.media(digest) == data
+        assert await store.media("not hex") is None and await store.media("00" * 32) is None
+        # Nothing but the sessions refers to it: each keeps it while it exists.
+        assert await store.delete_sessions(["a"], idle_since=10.0) == ["a"]
+        assert await store.collect_garbage() == (0, 0)
+        assert await store.media(digest) == data
+        assert await store.delete_sessions(["b"], idle_since=10.0) == ["b"]
+        assert (await store.collect_garbage())[0] == 1
+        assert await store.media(digest) is None
+
+    await _with_store(tmp_path / "roost.db", body)

@@ -231,8 +231,8 @@ class Driver:
     def fail(self, message: str = "overloaded") -> Transition:
         return self.feed(ModelFailed(message, self.tick()))
 
-    def steer(self, s: str) -> Transition:
-        return self.feed(Steer(s, self.tick()))
+    def steer(self, s: str, **kw: Any) -> Transition:
+        return self.feed(Steer(s, self.tick(), **kw))
 
     def abort(self, **kw: Any) -> Transition:
         return self.feed(Abort(self.tick(), **kw))

@@ -268,3 +268,42 @@ def test_run_usage_is_the_sum_of_its_replies(session):
         elif e.type == "step.finished":
             assert e.data["usage"] == (last_reply.data["usage"] if last_reply else {})
 
+
+
+def test_media_parts_fold_into_the_history_as_references_and_count_as_media():
+    from roost.loop._context import MEDIA_TOKENS, messages_tokens
+
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab" * 32, "bytes": 70, "width": 4, "height": 3}
+    d = Driver()
+    d.submit("what is in these?", parts=(image,))
+    d.reply(tool_use("c1", "read"))
+    t = d.finish_tool("c1", "shot.png: image 4x3", parts=(image,))
+    (finished,) = [e for e in t.events if e.type == "tool.finished"]
+    assert finished.data["parts"] == [image]
+    task, _, results = d.state.messages
+    assert task["content"] == [{"type": "text", "text": "what is in these?"}, image]
+    assert results["content"][0]["content"] == [{"type": "text", "text": "shot.png: image 4x3"}, image]
+    assert fold(d.log) == d.state
+    # A small image counts by its pixels, a large one or one of unknown size as MEDIA_TOKENS.
+    assert messages_tokens([results]) == (len("shot.png: image 4x3") // 4 + 1) + 1
+    large = {**image, "width": 1568, "height": 1176}
+    assert messages_tokens([{"content": [large, {"type": "document", "sha256": "ef" * 32}]}]) == 2 * MEDIA_TOKENS
+    assert messages_tokens([{"content": [{**image, "width": 400, "height": 300}]}]) == 400 * 300 // 750 + 1
+
+
+def test_steering_with_media_enters_the_history_with_its_parts():
+    image = {"type": "image", "media_type": "image/png", "sha256": "cd" * 32, "bytes": 9, "width": 2, "height": 2}
+    d = Driver()
+    d.submit("go")
+    d.reply(tool_use("c1", "read"))
+    d.steer("look at this", parts=(image,))
+    d.steer("and nothing else")
+    t = d.finish_tool("c1", "x")
+    steered = [e.data for e in t.events if e.type == "message.user"]
+    assert steered == [{"text": "look at this", "origin": "steer", "parts": [image]},
+                       {"text": "and nothing else", "origin": "steer"}]
+    assert d.state.messages[-1]["content"][1:] == [
+        {"type": "text", "text": "look at this"}, image, {"type": "text", "text": "and nothing else"}
+    ]
+    assert d.state.run.steering == () and d.state.run.steering_parts == ()
+    assert fold(d.log) == d.state

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from roost.protocol import SUCCESS_REASONS
 
 from .. import _approval_keys as keys
-from .._render import applied_diff, printable, sandbox_line, searched, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
+from .._render import applied_diff, media_lines, printable, sandbox_line, searched, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
@@ -146,9 +146,15 @@ def lines_question(lines: list[str]) -> Lines:
     return out
 
 
-def user_message(text: str, origin: str, command: str = "") -> Lines:
+def user_message(text: str, origin: str, command: str = "", media: Iterable[str] = ()) -> Lines:
     """A task (with the custom ``command`` it was expanded from, if any: the command, then
-    the expansion folded), a steer, or a note fed back by the check or a hook (folded)."""
+    the expansion folded; then the lines of the images it carries), a steer, or a note fed
+    back by the check or a hook (folded)."""
+    attached = [[("", "  "), ("class:dim", line)] for line in media]
+    return _user_lines(text, origin, command) + attached
+
+
+def _user_lines(text: str, origin: str, command: str) -> Lines:
     lines = clean(text).strip("\n").split("\n")
     if origin == "check":
         return _folded([("class:dim", "◆ ")], lines, "class:dim", NOTE_LINES)
@@ -183,6 +189,7 @@ def tool_finished(name: str, tool_input: Any, e: dict[str, Any], width: int) -> 
     lines = result.split("\n") if result.strip() else ["(no output)"]
     style = "class:tool.error-text" if failed else "class:tool.result"
     return [head, *_folded([("class:dim", "  ⎿ ")], lines, style, RESULT_LINES, width, "    "),
+            *[[("", "    "), ("class:dim", line)] for line in media_lines(e)],
             *diff_lines(applied_diff(e), width, "    ")]
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._render import guardrail_warning, learned
+from .._render import guardrail_warning, learned, media_lines
 from . import _display as r
 from ._markdown import MarkdownState, render_line
 
@@ -188,10 +188,10 @@ class Transcript:
         # Steering was shown when it was queued (steer.queued); this is it entering the history.
         if e.get("origin") == "steer":
             return []
-        return r.user_message(str(e.get("text", "")), str(e.get("origin", "task")), str(e.get("command") or ""))
+        return r.user_message(str(e.get("text", "")), str(e.get("origin", "task")), str(e.get("command") or ""), media_lines(e))
 
     def _steer_queued(self, e: dict[str, Any], depth: int) -> Lines:
-        return r.steer_queued(str(e.get("text", "")))
+        return r.steer_queued(str(e.get("text", ""))) + [[("", "  "), ("class:dim", line)] for line in media_lines(e)]
 
     def _tool_started(self, e: dict[str, Any], depth: int) -> Lines:
         self._calls[str(e.get("call_id"))] = (str(e.get("name", "")), e.get("input"))

@@ -47,7 +47,7 @@ from ._content import McpPrompt, McpRequestError, McpResource, mcp_prompt, mcp_r
 from ._process import MARKER, find_child
 from ._server_log import ServerLog
 from ._status import State, log_file, status_map
-from ._tools import McpTool, mcp_tool, qualified_name, tool_result
+from ._tools import McpTool, has_media, mcp_tool, qualified_name, tool_result
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +202,9 @@ class ServerLink:
                 except Exception as exc:  # a malformed result, an unexpected result kind
                     log.exception("MCP call %s failed", shown)
                     return ToolResult(f"{shown} failed: {type(exc).__name__}: {exc}", is_error=True, meta=meta)
-                mapped = tool_result(result)
-                return ToolResult(mapped.text, mapped.is_error, {**meta, **mapped.meta})
+                # Images are checked and may be scaled: off the event loop.
+                mapped = await trio.to_thread.run_sync(tool_result, result) if has_media(result) else tool_result(result)
+                return ToolResult(mapped.text, mapped.is_error, {**meta, **mapped.meta}, mapped.parts)
             return ToolResult(
                 f"{shown} timed out after {timeout:g} s; the call was cancelled",
                 is_error=True,

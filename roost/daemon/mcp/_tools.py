@@ -5,6 +5,8 @@ Pure functions on the SDK's values (read by attribute, so this module imports no
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass, replace
@@ -12,6 +14,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Iterable, Mapping
 
 from roost.daemon.tools import ToolResult
+from roost.daemon.tools._media import MAX_INPUT_BYTES, Media, MediaError, image_media, kilobytes
 
 #: Between the server's name and the tool's: ``time__get_current_time``.
 SEPARATOR = "__"
@@ -72,51 +75,76 @@ def as_server(tool: McpTool, server: str) -> McpTool:
 
 
 def tool_result(result: Any) -> ToolResult:
-    """An SDK ``CallToolResult`` as the model sees it.
+    """An SDK ``CallToolResult`` as the model sees it (blocking: an image may be scaled).
 
-    Text blocks are joined; an image, audio or binary resource becomes a short note
-    (``[image: image/png, 1234 bytes]``) and images go to ``meta["images"]`` as
-    ``{mime, data}`` (base64) maps. Structured content goes to ``meta["structured"]``, and
-    the model gets it in one form only: as JSON when no text carries it, else not at all
-    (see :func:`_carried`: the spec asks servers to send it as text too, and a file server
-    that sends a file's text and ``{"content": <the same text>}`` must not double the
-    result). ``isError`` becomes ``is_error``.
+    Text blocks are joined; an image, audio, or an embedded resource's image or PDF becomes
+    a part the model is sent (:class:`Media`: an image checked and scaled down like one
+    ``read`` gives) and a short line in the text where it stood (``[image 800x600,
+    45 KB]``); one that cannot be sent (not decodable, too large) only a line saying why.
+    Other binary resources are named. Structured content goes to ``meta["structured"]``,
+    and the model gets it in one form only: as JSON when no text carries it, else not at
+    all (see :func:`_carried`: the spec asks servers to send it as text too, and a file
+    server that sends a file's text and ``{"content": <the same text>}`` must not double
+    the result). ``isError`` becomes ``is_error``.
     """
     parts: list[str] = []
     texts: list[str] = []
-    images: list[dict[str, str]] = []
+    media: list[Media] = []
     for block in result.content:
         kind = getattr(block, "type", None)
         if kind == "text":
             parts.append(block.text)
             texts.append(block.text)
-        elif kind == "image":
-            images.append({"mime": block.mime_type, "data": block.data})
-            parts.append(f"[image: {block.mime_type}, {_decoded_size(block.data)} bytes]")
-        elif kind == "audio":
-            parts.append(f"[audio: {block.mime_type}, {_decoded_size(block.data)} bytes]")
+        elif kind in ("image", "audio"):
+            parts.append(_media(kind, block.mime_type, block.data, media))
         elif kind == "resource_link":
             about = f": {block.description}" if block.description else ""
             parts.append(f"[resource link: {block.uri} ({block.name}){about}]")
         elif kind == "resource":
             inner = block.resource
+            mime = inner.mime_type or "application/octet-stream"
             if getattr(inner, "text", None) is not None:
                 parts.append(inner.text)
                 texts.append(inner.text)
+            elif mime.startswith("image/") or mime == PDF:
+                parts.append(f"[resource: {inner.uri}] " + _media("image" if mime != PDF else "document", mime, inner.blob, media))
             else:
-                mime = inner.mime_type or "application/octet-stream"
                 parts.append(f"[resource: {inner.uri}, {mime}, {_decoded_size(inner.blob)} bytes]")
         else:
             parts.append(f"[{kind} content not shown]")
     meta: dict[str, Any] = {}
-    if images:
-        meta["images"] = images
     structured = result.structured_content
     if structured is not None:
         meta["structured"] = structured
         if not _carried(texts, structured):
             parts.append(json.dumps(structured, ensure_ascii=False))
-    return ToolResult("\n".join(parts), is_error=bool(result.is_error), meta=meta)
+    return ToolResult("\n".join(parts), is_error=bool(result.is_error), meta=meta, parts=tuple(media))
+
+
+def has_media(result: Any) -> bool:
+    """Whether a ``CallToolResult`` holds blocks that :func:`tool_result` decodes."""
+    return any(getattr(block, "type", None) in ("image", "audio", "resource") for block in result.content)
+
+
+#: The media type of the documents a result's resources may carry to the model.
+PDF = "application/pdf"
+
+
+def _media(kind: str, mime: str, data: str, found: list[Media]) -> str:
+    """The line of a result's text for an image, audio or PDF (``data`` base64); the part
+    itself added to ``found`` when it can be sent."""
+    try:
+        raw = base64.b64decode(data)
+    except (binascii.Error, ValueError):
+        return f"[{kind}: {mime}, not sent: its data is not base64]"
+    if len(raw) > MAX_INPUT_BYTES:
+        return f"[{kind}: {mime}, {kilobytes(len(raw))}, not sent: over the {kilobytes(MAX_INPUT_BYTES)} sent at most]"
+    try:
+        part = image_media(raw) if kind == "image" else Media(kind, mime, raw)
+    except MediaError as exc:
+        return f"[{kind}: {mime}, {kilobytes(len(raw))}, not sent: {exc}]"
+    found.append(part)
+    return f"[{part.describe()}]"
 
 
 def _decoded_size(data: str) -> int:

@@ -11,7 +11,11 @@ Request mapping:
 - Content blocks are copied by whitelisting the API's fields; thinking blocks (and
   ``redacted_thinking``) go back exactly as they came, so their signatures stay valid (the
   API rejects a thinking block whose text or signature changed). A block of a kind we do not
-  know (an image, say) is passed through in the API's own shape.
+  know is passed through in the API's own shape. Our media parts (``{"type": "image" or
+  "document", "media_type", "sha256", "data"}``, ``data`` base64) become the API's image and
+  document blocks with a ``base64`` source, in user messages and in a tool result's content
+  (which is sent as a list of blocks when it is one); an audio part becomes a text note (the
+  API takes no audio).
 - Extended thinking: ``request.think`` (a budget in tokens) becomes ``thinking: {"type":
   "enabled", "budget_tokens": N}``. The API's minimum budget is 1024, so a smaller positive
   budget is raised to 1024; ``None`` or a budget of 0 or less means no thinking. The API
@@ -191,6 +195,9 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
                     "input": block["input"]}
         if kind == "tool_result":
             content = block.get("content", "")
+            if not isinstance(content, str):
+                # Text, images and documents, each in the API's shape.
+                content = [b for b in map(_api_block, content) if not (b["type"] == "text" and not b["text"])]
             out: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": block["tool_use_id"],
@@ -205,6 +212,12 @@ def _api_block(block: Mapping[str, Any]) -> dict[str, Any]:
                     "signature": block["signature"]}
         if kind == "redacted_thinking":
             return {"type": "redacted_thinking", "data": block["data"]}
+        if kind in ("image", "document") and "sha256" in block:
+            # A part of ours (see ``ModelRequest``): base64 in the API's source shape.
+            source = {"type": "base64", "media_type": block["media_type"], "data": block["data"]}
+            return {"type": kind, "source": source}
+        if kind == "audio":
+            return {"type": "text", "text": f"[audio {block.get('media_type', '')}: not sent, Anthropic models take no audio]"}
     except KeyError as exc:
         raise ProviderError(
             f"anthropic: cannot send a {kind} block without {exc.args[0]!r}") from None

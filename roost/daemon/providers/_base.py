@@ -4,9 +4,13 @@ A provider turns a :class:`ModelRequest` into live deltas (through a callback) a
 complete :class:`ModelReply`. Content blocks are the provider-neutral maps the loop keeps in
 its history: ``{"type": "text", "text"}``, ``{"type": "tool_use", "id", "name", "input"}``,
 ``{"type": "thinking", "thinking", "signature"}``, and in user messages ``{"type":
-"tool_result", "tool_use_id", "content", "is_error"}``. A reply may also hold what a
-provider ran itself (Anthropic's ``server_tool_use`` and ``web_search_tool_result``, text
-with ``citations``): kept as the provider sent them, and sent back to it so.
+"tool_result", "tool_use_id", "content", "is_error"}`` (``content`` a string, or a list of
+text and media blocks). A media block is ``{"type": "image" | "document" | "audio",
+"media_type", "sha256", "bytes", "data"}`` (``data`` base64, put in by the daemon just
+before the call; images also have ``width`` and ``height``); each provider sends what its
+API takes and says what it leaves out in a text note. A reply may also hold what a provider
+ran itself (Anthropic's ``server_tool_use`` and ``web_search_tool_result``, text with
+``citations``): kept as the provider sent them, and sent back to it so.
 
 Exception tree::
 

@@ -58,7 +58,8 @@ Error mapping (``NAME`` is the provider's configured name, ``openai`` by default
     connection lost mid-stream            -> ProviderError "NAME: stream cut off ..."
     malformed event, bad tool arguments,
     body ending before ``[DONE]``         -> ProviderError (see :mod:`._openai_wire`)
-    an unsendable block (an image, say)   -> ProviderError, before anything is sent
+    an unsendable block (another vendor's) -> ProviderError, before anything is sent
+    a 400 about images (no vision)        -> the request again, images as notes
     a base_url that is not http(s)        -> ProviderUnavailable, at construction
 """
 
@@ -67,6 +68,7 @@ from __future__ import annotations
 import random
 import time
 from contextlib import aclosing
+import logging
 from dataclasses import replace
 from typing import Mapping
 
@@ -80,12 +82,14 @@ from ._base import (
     ProviderError,
     ProviderUnavailable,
 )
-from ._openai_wire import OpenAIFold, request_body, status_error
+from ._openai_wire import OpenAIFold, has_images, request_body, status_error
 from ._sse import SSEDecoder
 from ._transport import plain_transport
 from ._wire import after_retries, json_body, short
 
 __all__ = ["OpenAIProvider"]
+
+log = logging.getLogger(__name__)
 
 #: How long the rest of a body is read after ``[DONE]`` or a failure before it is cut.
 _DRAIN_SECONDS = 1.0
@@ -146,6 +150,8 @@ class OpenAIProvider:
         #: The name the reply's length limit goes by here (see the module docstring).
         self._limit_field = "max_completion_tokens" if httpx2.URL(self._base_url).host == "api.openai.com" else "max_tokens"
         self._name = name
+        #: The models that refused images (see _send_request): theirs are sent as notes.
+        self._no_images: set[str] = set()
         self._timeout = timeout
         self._max_retries = max(0, max_retries)
         self._retry_base = retry_base
@@ -215,10 +221,11 @@ class OpenAIProvider:
 
     async def _send_request(self, request: ModelRequest) -> tuple[httpx2.Response, int]:
         """Send ``request`` with this server's name for the length limit; on a 400 that says
-        the other name is the one it takes, once more with that one. The response, and the
-        retries it took."""
-        for tried in range(2):
-            body = request_body(request, self._name, self._limit_field)
+        the other name is the one it takes, once more with that one; on a 400 about images
+        to a request with images, once more with notes in their place. The response, and
+        the retries it took."""
+        for tried in range(3):
+            body = request_body(request, self._name, self._limit_field, request.model not in self._no_images)
             try:
                 encoded = json_body(body)
             except ValueError as exc:
@@ -227,9 +234,16 @@ class OpenAIProvider:
                 return await self._send(encoded)
             except ProviderError as exc:
                 other = "max_tokens" if self._limit_field == "max_completion_tokens" else "max_completion_tokens"
-                if tried or " 400 " not in exc.message or other not in exc.message:
+                if tried == 2 or " 400 " not in exc.message:
                     raise
-                self._limit_field = other
+                if other in exc.message:
+                    self._limit_field = other
+                elif request.model not in self._no_images and "image" in exc.message.lower() and has_images(request):
+                    # A model without vision: its images become notes that say so, from now on.
+                    log.info("%s/%s: images refused (%s); notes in their place", self._name, request.model, exc.message)
+                    self._no_images.add(request.model)
+                else:
+                    raise
         raise AssertionError("unreachable")
 
     async def _send(self, body: bytes) -> tuple[httpx2.Response, int]:

@@ -13,11 +13,19 @@ Request mapping (neutral :class:`ModelRequest` -> Chat Completions):
 
 - ``system`` -> a first ``{"role": "system"}`` message (left out when empty).
 - user text blocks -> one user message (several text blocks joined with a blank line).
+  Image blocks -> ``{"type": "image_url", "image_url": {"url": "data:TYPE;base64,..."}}``
+  parts of that message (its content then a list of parts); documents and audio -> a text
+  note that they were not sent (servers differ too much in what they take).
 - ``tool_result`` blocks -> one ``{"role": "tool", "tool_call_id", "content"}`` message each,
   placed before the user's text of the same message (the API wants tool messages right
   after the assistant message that called them). A list content keeps its text blocks,
-  joined with newlines. ``is_error`` prefixes the content with ``"Error: "``: the API has
-  no error flag, and the model should not mistake a failure for output.
+  joined with newlines; a tool message takes text only, so its images go in the user
+  message after the tool messages, behind a line naming the call (the usual workaround).
+  ``is_error`` prefixes the content with ``"Error: "``: the API has no error flag, and the
+  model should not mistake a failure for output.
+- a server that answers 400 about an image to a request with images (a model without
+  vision) gets the request again with each image a note saying it was not sent, and from
+  then on (``images=False``: :mod:`._openai` learns it once per model).
 - assistant text -> ``content``; ``tool_use`` -> ``tool_calls`` ``[{id, type: "function",
   function: {name, arguments: JSON text}}]``. With tool calls and no text, ``content`` is
   ``null`` (Gemini's and Ollama's endpoints reject ``""`` there). ``thinking`` and
@@ -63,8 +71,8 @@ Errors (each a :class:`ProviderError`)::
     tool arguments not a JSON object      -> "NAME: tool call 'read' arguments are not JSON
                                              (...)"
     a body ending before ``[DONE]``       -> "NAME: stream ended before [DONE]"
-    an unsendable block (an image, say)   -> "NAME: cannot send a image block in a user
-                                             message", before anything is sent
+    an unsendable block (another vendor's) -> "NAME: cannot send a server_tool_use block in
+                                             an assistant message", before anything is sent
     status 401, 403, 404                  -> ProviderUnavailable "NAME: 401 invalid_api_key: ..."
     other statuses                        -> "NAME: 400 invalid_request_error: ..."
 
@@ -84,7 +92,10 @@ from typing import Any, Mapping
 from ._base import ModelReply, ModelRequest, ProviderError, ProviderUnavailable
 from ._wire import after_retries, json_text, short
 
-__all__ = ["OpenAIFold", "error_fields", "request_body", "status_error"]
+__all__ = ["OpenAIFold", "error_fields", "has_images", "request_body", "status_error"]
+
+#: The media kinds a content block can be (see ``_base``).
+MEDIA_KINDS = ("image", "document", "audio")
 
 #: Statuses that mean the provider cannot be used as configured, not that this call failed.
 _UNAVAILABLE_STATUSES = frozenset({401, 403, 404})
@@ -107,13 +118,16 @@ _OTHER_VENDORS = frozenset({"thinking", "redacted_thinking", "server_tool_use", 
 # -- request ----------------------------------------------------------------------------------
 
 
-def request_body(request: ModelRequest, name: str, limit_field: str = "max_tokens") -> dict[str, Any]:
+def request_body(
+    request: ModelRequest, name: str, limit_field: str = "max_tokens", images: bool = True
+) -> dict[str, Any]:
     """The body of ``POST {base_url}/chat/completions`` for ``request`` (streamed), as plain
     data, the reply's length limit named ``limit_field``; ``name`` starts error messages.
+    Without ``images`` (the server refused them), each image is a note that says so.
 
     Raises:
-        ProviderError: a block cannot be sent (an image, another vendor's kind of block, a
-            block without a field it needs).
+        ProviderError: a block cannot be sent (another vendor's kind of block, a block
+            without a field it needs).
     """
     messages: list[dict[str, Any]] = []
     if request.system:
@@ -125,7 +139,7 @@ def request_body(request: ModelRequest, name: str, limit_field: str = "max_token
         elif role == "assistant":
             messages.append(_assistant_message(content, name))
         else:
-            messages.extend(_user_messages(role, content, name))
+            messages.extend(_user_messages(role, content, name, images))
     body: dict[str, Any] = {
         "model": request.model,
         "messages": messages,
@@ -183,38 +197,99 @@ def _assistant_message(blocks: Any, name: str) -> dict[str, Any]:
     return out
 
 
-def _user_messages(role: str, blocks: Any, name: str) -> list[dict[str, Any]]:
+def _user_messages(role: str, blocks: Any, name: str, images: bool) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
-    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
     for block in blocks:
         kind = block.get("type")
         try:
             if kind == "text":
-                texts.append(block["text"])
+                parts.append({"type": "text", "text": block["text"]})
             elif kind == "tool_result":
-                content = _result_text(block.get("content", ""), name)
+                content, media = _result_parts(block.get("content", ""), name)
                 if block.get("is_error"):
                     content = f"Error: {content}" if content else "Error"
                 results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
                                 "content": content})
+                if media:
+                    # A tool message takes text only: the result's media go in the user
+                    # message after the tool messages (the usual workaround), introduced so
+                    # that the model knows which call they came from.
+                    parts.append({"type": "text", "text": f"[media of tool call {block['tool_use_id']}]"})
+                    parts.extend(_media_part(m, name, images) for m in media)
+            elif _ours(block):
+                parts.append(_media_part(block, name, images))
             else:
                 raise ProviderError(f"{name}: cannot send a {kind} block in a {role} message")
         except KeyError as exc:
             raise ProviderError(f"{name}: cannot send a {kind} block without {exc.args[0]!r}") from None
-    if texts:
-        results.append({"role": role, "content": "\n\n".join(texts)})
+    if parts:
+        results.append({"role": role, "content": _content(parts)})
     return results
 
 
-def _result_text(content: Any, name: str) -> str:
+def _content(parts: list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A user message's content: its texts joined with a blank line, as a string when it is
+    only text, else a list of parts (neighbouring texts joined)."""
+    merged: list[dict[str, Any]] = []
+    for part in parts:
+        if part["type"] == "text" and merged and merged[-1]["type"] == "text":
+            merged[-1] = {"type": "text", "text": f"{merged[-1]['text']}\n\n{part['text']}"}
+        else:
+            merged.append(part)
+    if all(p["type"] == "text" for p in merged):
+        return "\n\n".join(p["text"] for p in merged)
+    return merged
+
+
+def _media_part(block: Mapping[str, Any], name: str, images: bool) -> dict[str, Any]:
+    """A media block as a content part: an image as a ``data:`` URL, or the note that says
+    what was left out."""
+    kind, media_type = block["type"], block["media_type"]
+    if kind == "image" and images:
+        return {"type": "image_url", "image_url": {"url": f"data:{media_type};base64,{block['data']}"}}
+    if kind == "image":
+        size = f" {block['width']}x{block['height']}" if "width" in block else ""
+        why = f"{name}'s model takes no images"
+    else:
+        size, why = "", f"{name} is sent text and images only"
+    return {"type": "text", "text": f"[{kind}{size} ({media_type}) not sent: {why}]"}
+
+
+def _ours(block: Mapping[str, Any]) -> bool:
+    """Whether ``block`` is a media part of ours with its bytes (not another API's shape)."""
+    return block.get("type") in MEDIA_KINDS and "data" in block and "media_type" in block
+
+
+def has_images(request: ModelRequest) -> bool:
+    """Whether ``request`` carries an image (in a user message or a tool result)."""
+    for message in request.messages:
+        content = message["content"]
+        if isinstance(content, str):
+            continue
+        for block in content:
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            if block.get("type") == "image" or (
+                isinstance(inner, (list, tuple)) and any(b.get("type") == "image" for b in inner)
+            ):
+                return True
+    return False
+
+
+def _result_parts(content: Any, name: str) -> tuple[str, list[Mapping[str, Any]]]:
+    """A tool result's text (its text blocks joined with newlines), and its media blocks."""
     if isinstance(content, str):
-        return content
-    parts = []
+        return content, []
+    texts, media = [], []
     for block in content:
-        if block.get("type") != "text":
-            raise ProviderError(f"{name}: cannot send a {block.get('type')} block in a tool result")
-        parts.append(block["text"])
-    return "\n".join(parts)
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block["text"])
+        elif _ours(block):
+            media.append(block)
+        else:
+            raise ProviderError(f"{name}: cannot send a {kind} block in a tool result")
+    return "\n".join(texts), media
 
 
 # -- reply --------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from roost.loop import (
     cost,
     safe_text,
 )
-from roost.protocol import ErrorCode, Notification, RpcError, encode
+from roost.protocol import DISPATCH_IMAGE_BYTES, ErrorCode, Notification, RpcError, encode
 
 from ..folder._config import Config, price_map
 from ..providers import (
@@ -42,6 +42,7 @@ from ..runs._settings import (
 )
 from ..runs._tool_calls import PromptBlocked
 from ..storage._store import StoreError
+from ..tools._media import Media, MediaError, image_media, kilobytes
 from ._api_part import ApiPart, Handler, checked_cwd, client_environ, planning
 from ._connection import Connection
 
@@ -82,6 +83,7 @@ class RunsApi(ApiPart):
         else:
             session = None
             cwd = checked_cwd(params.get("cwd"))
+        images = await _images(params.get("images") or [])
         with planning():
             plan = await self.conductor.planner.dispatch(
                 Dispatch(
@@ -93,6 +95,7 @@ class RunsApi(ApiPart):
                     params.get("append_system_prompt") or "",
                     _approved_lines(params.get("approved_lines") or []),
                     params.get("mcp_servers") or {},
+                    images,
                 )
             )
         fresh = session is None
@@ -185,8 +188,9 @@ class RunsApi(ApiPart):
         session = await self._session(params["session"])
         if not params["text"].strip():
             raise RpcError(ErrorCode.INVALID_PARAMS, "text is empty")
+        images = await _images(params.get("images") or [])
         try:
-            await self.conductor.steer(session, params["text"])
+            await self.conductor.steer(session, params["text"], [image for _, image in images])
         except InvalidInput:
             raise _not_running(session) from None
         except PromptBlocked as exc:
@@ -329,3 +333,23 @@ def _approved_lines(lines: list[Any]) -> tuple[str, ...]:
     if not all(isinstance(line, str) for line in lines):
         raise RpcError(ErrorCode.INVALID_PARAMS, "approved_lines must be a list of the lines as written")
     return tuple(lines)
+
+
+async def _images(raw: list[Any]) -> tuple[tuple[str, Media], ...]:
+    """A dispatch's images, each checked (and scaled down when large) off the event loop,
+    with the name the client gave it."""
+    if not all(isinstance(i, dict) and isinstance(i.get("name"), str) and isinstance(i.get("data"), bytes) for i in raw):
+        raise RpcError(ErrorCode.INVALID_PARAMS, "images must be a list of {name, data: bytes}")
+    total = sum(len(i["data"]) for i in raw)
+    if total > DISPATCH_IMAGE_BYTES:
+        raise RpcError(
+            ErrorCode.INVALID_PARAMS,
+            f"the images are {kilobytes(total)} in all, over the {kilobytes(DISPATCH_IMAGE_BYTES)} a dispatch carries",
+        )
+    images = []
+    for image in raw:
+        try:
+            images.append((image["name"], await trio.to_thread.run_sync(image_media, image["data"])))
+        except MediaError as exc:
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"image {image['name']}: {exc}") from None
+    return tuple(images)

@@ -24,7 +24,9 @@ user's behalf, so it is held exactly as a model's bash call of the run would be:
 folder, that is a regular file inside the project (anywhere, if the user trusted the
 folder) and that the run's policy lets a read tool read without asking (the user's deny
 rules on ``read`` hold) is read, bounded, and sent after the text; a name that is no such
-file stays as written, and is only text.
+file stays as written, and is only text. An image so named, in a command's text or a
+typed task, is attached instead (:func:`attach_images`: the same rules, and the image
+checked and scaled down as ``read`` does).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from ..folder._files import read_bounded
 from ..folder._project import Place
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, real_path
+from ..tools._media import MAX_INPUT_BYTES, Media, MediaError, image_media
+from ..tools._read_media import IMAGE_SUFFIXES
 
 #: A permission decision's words (``roost.loop``'s).
 ALLOW, DENY = "allow", "deny"
@@ -144,8 +148,8 @@ def include_files(task: str, place: Place, policy: Policy) -> str:
     within = None if place.trusted else place.root
     for name in file_references(task)[:MAX_FILES]:
         path = os.path.join(place.cwd, os.path.expanduser(name))
-        if not os.path.isfile(path):
-            continue
+        if not os.path.isfile(path) or _is_image(name):
+            continue  # (an image is attached: attach_images)
         # As a read of the run would be decided (in agent mode: plan mode runs no tools,
         # yet its task may name files), deny and ask rules and the outside check included.
         decision = decide(policy, "agent", (), "read", {"path": path}, place.cwd, _resolved(place.cwd, (path,)))
@@ -160,6 +164,31 @@ def include_files(task: str, place: Place, policy: Policy) -> str:
         text = data.decode("utf-8", errors="replace")
         included.append(f'<file path="{name}">\n{text.rstrip()}\n</file>')
     return "\n\n".join([task, *included]) if included else task
+
+
+def attach_images(task: str, place: Place, policy: Policy) -> list[tuple[str, Media | str]]:
+    """The images ``task``'s ``@path`` references name (``.png``, ``.jpg``, ``.jpeg``,
+    ``.gif``, ``.webp``), read under the rules :func:`include_files` reads files under;
+    each the image to send (scaled down when large), or why it is not sent. Blocking."""
+    attached: list[tuple[str, Media | str]] = []
+    within = None if place.trusted else place.root
+    for name in [n for n in file_references(task) if _is_image(n)][:MAX_FILES]:
+        path = os.path.join(place.cwd, os.path.expanduser(name))
+        if not os.path.isfile(path):
+            continue
+        decision = decide(policy, "agent", (), "read", {"path": path}, place.cwd, _resolved(place.cwd, (path,)))
+        if decision.action != ALLOW:
+            attached.append((name, f"not attached: {decision.reason}"))
+            continue
+        try:
+            attached.append((name, image_media(read_bounded(path, MAX_INPUT_BYTES, within=within))))
+        except (OSError, MediaError) as exc:
+            attached.append((name, f"not attached: {exc}"))
+    return attached
+
+
+def _is_image(name: str) -> bool:
+    return os.path.splitext(name)[1].lower() in IMAGE_SUFFIXES
 
 
 def _resolved(cwd: str, paths: tuple[str, ...]) -> dict[str, str]:

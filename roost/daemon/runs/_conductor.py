@@ -27,7 +27,7 @@ import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from functools import partial
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Sequence
 
 import trio
 
@@ -63,7 +63,9 @@ from ..memory._feed import MemoryFeed
 from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
+from ._media import resolved, stored_parts
 from ..tools import ProcessLedger, ToolRegistry
+from ..tools._media import Media
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
@@ -111,9 +113,10 @@ class Conductor:
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
         nursery.start_soon(self.memory.run)
-        self.tool_calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, memory)
-        specs, calls = partial(tool_specs, tools, mcp), self.tool_calls
-        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks)
+        media = partial(stored_parts, store)
+        self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, media, memory)
+        specs, fill = partial(tool_specs, tools, mcp), partial(resolved, store)
+        self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
             CallModel: self.model_calls.call_model,
@@ -162,9 +165,9 @@ class Conductor:
         """The (session, run) a dispatch with this idempotency key started, if any."""
         return self._request_ids.get(request_id)
 
-    async def steer(self, session: Session, text: str) -> None:
-        """Queue words for the run in flight, after the UserPromptSubmit hooks (the context
-        they add follows the words).
+    async def steer(self, session: Session, text: str, media: Sequence[Media] = ()) -> None:
+        """Queue words (and images) for the run in flight, after the UserPromptSubmit hooks
+        (the context they add follows the words).
 
         Raises:
             InvalidInput: no run in flight.
@@ -173,9 +176,9 @@ class Conductor:
         run, plan = session.state.run, session.track.plan
         if run is None or plan is None:
             raise InvalidInput(Steer(text, time.time()), session.state.phase, "no run in flight")
-        live = session.track.live
+        live, parts = session.track.live, await stored_parts(self.store, session.id, media) if media else ()
         context, _ = await self.tool_calls.prompt_hooks(session, plan, text, live.sandbox if live is not None else None)
-        await self.feed(session, Steer("\n\n".join((text, *context)), time.time()))
+        await self.feed(session, Steer("\n\n".join((text, *context)), time.time(), parts))
 
     async def respond(self, session: Session, answer: PermissionDecided | HumanAnswered) -> None:
         """A person's answer to an open request (the session's own, or a sub-agent's).

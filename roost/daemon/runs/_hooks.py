@@ -244,7 +244,7 @@ async def run_post_hooks(
         if feedback:
             # The call has run: what the hook says goes to the model with its result.
             text = f"{result.text.rstrip()}\n\n[{hook.event} hook] {feedback}"
-            result = ToolResult(text, result.is_error, {**result.meta, "hook_feedback": hook.command})
+            result = replace(result, text=text, meta={**result.meta, "hook_feedback": hook.command})
         stop = stop or stop_reason(answer)
     return PostOutcome(result, tuple(failures), stop)
 

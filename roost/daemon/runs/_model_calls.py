@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import trio
 
@@ -61,6 +61,8 @@ FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
 ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
 #: The PreToolUse hooks of a reply's calls: what they said, and why the run must stop (see
 #: ``ToolCalls.pre_hooks``).
+#: A call's messages with the bytes of their media parts (see ``_media.resolved``).
+ResolveMedia = Callable[[Sequence[Mapping[str, Any]]], Awaitable[tuple[Mapping[str, Any], ...]]]
 PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
 
 
@@ -74,6 +76,7 @@ class ModelCalls:
         tool_specs: ToolSpecs,
         pre_hooks: PreHooks,
         compact_hooks: Callable[[Session, Track, str], Awaitable[None]],
+        resolve_media: ResolveMedia,
     ) -> None:
         self._publish = publish
         self._feed_result = feed_result
@@ -82,6 +85,8 @@ class ModelCalls:
         #: The PreCompact hooks, before a summary (see ``ToolCalls.compact_hooks``).
         self._compact_hooks = compact_hooks
         self._look_threads = trio.CapacityLimiter(LOOK_THREADS)
+        #: The messages with their media parts' bytes put in (see ``_media.resolved``).
+        self._resolve_media = resolve_media
 
     async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
         """The run's next reply."""
@@ -184,6 +189,7 @@ class ModelCalls:
             resolved = track.plan.model if track.plan is not None else None
             if resolved is None or resolved.model_id != model:
                 raise ProviderError(f"{model}: no provider resolved for this run")
+            request["messages"] = await self._resolve_media(request["messages"])
             call = ModelRequest(model=resolved.model, cwd=track.state.cwd, **request)
             return await resolved.provider.stream(call, on_delta)
         except ProviderError as exc:

@@ -47,7 +47,8 @@ from ..memory._recall import recall_layer
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
-from ._command_lines import LineRefused, LinesNeedApproval, granted_rules, include_files, judge_lines
+from ..tools._media import Media
+from ._command_lines import LineRefused, LinesNeedApproval, attach_images, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
 from ._run_tools import mcp_selected, mcp_tools, read_only, servers_of, tools_size
@@ -74,6 +75,8 @@ class Dispatch:
     approved_lines: tuple[str, ...] = ()
     #: MCP servers the client brings for this run (an editor's), ``.mcp.json``'s shape.
     mcp_servers: Mapping[str, Any] = field(default_factory=dict)
+    #: Images the client sent with the task, checked, each with the name it gave.
+    images: tuple[tuple[str, Media], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +146,9 @@ class RunPlan:
     web_search: WebSearch | None = None
     #: What the client is told the run goes without, and why.
     warnings: tuple[str, ...] = ()
+    #: The images the task carries (sent with it, named by ``@file``): stored for the
+    #: session when the run starts, and sent after the task.
+    media: tuple[Media, ...] = ()
 
     @property
     def run(self) -> str:
@@ -257,10 +263,7 @@ class Planner:
             check=_check_command(request.cwd) if mode == Mode.EXEC else None,
             stop_hooks=any(hook.kind == "stop" for hook in setup.hooks),
         )
-        lines: tuple[str, ...] = ()
-        if found is not None:  # (a command's lines and files judged on its own text, before resources)
-            task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
-        task = await with_resources(self.mcp, setup, request.task, task)
+        task, settings, lines, media = await _ready(self.mcp, setup, request, task, found, settings)
         layers = await self._layers(settled.agent, settings, setup)
         layers += await recall_layer(self.memory, settled.agent.memory, task, setup.place)
         layers += [Layer("appended", request.appended, "dispatch")] if request.appended.strip() else []
@@ -292,6 +295,7 @@ class Planner:
             lines=lines,
             web_search=search.server,
             warnings=(search.problem,) if search.problem else (),
+            media=media,
         )
 
     async def subagent(self, request: SubagentCall) -> RunPlan:
@@ -519,6 +523,27 @@ def _command(setup: FolderSetup, name: str) -> CustomCommand:
     except (FrontMatterError, OSError, UnicodeDecodeError) as exc:
         raise PlanError(f"/{name}: the skill cannot be read: {exc}") from None
     return skill
+
+
+async def _ready(
+    mcp: McpManager | None, setup: FolderSetup, request: Dispatch, task: str, found: CustomCommand | None, settings: RunSettings
+) -> tuple[str, RunSettings, tuple[str, ...], tuple[Media, ...]]:
+    """A dispatch's task made ready: a command's lines judged and ``@file`` references read
+    (on its own text, before resources), the MCP resources it names read, and the images it
+    carries: those ``@file`` names, then the client's (each with a line saying so)."""
+    text = task  # (images are named by what was typed, not by the files it includes)
+    lines: tuple[str, ...] = ()
+    if found is not None:
+        task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
+    named = await trio.to_thread.run_sync(attach_images, text, setup.place, settings.policy)
+    task = await with_resources(mcp, setup, request.task, task)
+    images = [*named, *request.images]
+    notes = [
+        f'<image path="{name}">{image.describe() + ", sent after this message" if isinstance(image, Media) else image}</image>'
+        for name, image in images
+    ]
+    media = tuple(image for _, image in images if isinstance(image, Media))
+    return "\n\n".join([task, *notes]) if notes else task, settings, lines, media
 
 
 async def _prepared(

@@ -17,7 +17,7 @@ import os
 import time
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 
 import trio
 
@@ -50,9 +50,11 @@ from ..mcp import McpManager
 from ..memory import MemoryIndex
 from ..sandbox import Confinement, RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, ToolResult
+from ..tools._media import Media
 from ._command_lines import run_lines
 from ._hook_events import Subagent, event_hooks, run_event_hooks, run_prompt_hooks, run_start_hooks, run_stop_hooks
 from ._hooks import HookEnv, run_detached, run_post_hooks, run_pre_hooks
+from ._live import LiveRun
 from ._model_calls import FeedResult
 from ._plan import RunPlan
 from ._sessions import Held, Session, Track
@@ -63,6 +65,10 @@ log = logging.getLogger(__name__)
 #: exec mode: how long one check may run, and how much of its output the model sees.
 CHECK_TIMEOUT = 600.0
 CHECK_OUTPUT = 4000
+
+
+#: Stores media for a session (once by content); the parts naming them (``_media.stored_parts``).
+StoreMedia = Callable[[str, Sequence[Media]], Awaitable[tuple[dict[str, Any], ...]]]
 
 
 class ToolCalls:
@@ -77,10 +83,13 @@ class ToolCalls:
         feed_result: FeedResult,
         transcripts: Transcripts,
         nursery: trio.Nursery,
+        store_media: StoreMedia,
         memory: MemoryIndex | None = None,
     ) -> None:
         self.tools, self._mcp, self._ledger, self._transcripts = tools, mcp, ledger, transcripts
         self._publish, self._feed_result = publish, feed_result
+        #: Stores a result's media for a session; the parts that name them.
+        self._store_media = store_media
         #: What ``recall`` searches (None: nothing).
         self._memory = memory
         #: Where ``async`` hooks run: the daemon's, as they may outlast their run.
@@ -125,7 +134,8 @@ class ToolCalls:
         """A dispatch's ``first`` input made ready in a sandbox of the run's: its command's
         ``!`command``` lines run and their output in its task (see ``_command_lines``), then
         the SessionStart hooks and :meth:`prompt_hooks` on the task as typed, what they add
-        and which failed in it. A project's hooks run in that sandbox.
+        and which failed in it; the images it carries stored for the session, its parts.
+        A project's hooks run in that sandbox.
 
         Raises:
             PromptBlocked: a UserPromptSubmit hook refused the task.
@@ -146,7 +156,8 @@ class ToolCalls:
             context, failures = await self.prompt_hooks(session, plan, typed, box)
             # What async hooks said since the session's last run comes with its next task.
             later, session.later = tuple(session.later), []
-            return replace(first, task=task, context=start.context + later + context, hook_failures=start.failures + failures)
+            parts = await self._store_media(session.id, plan.media) if plan.media else ()
+            return replace(first, task=task, context=start.context + later + context, hook_failures=start.failures + failures, parts=parts)
 
     async def prompt_hooks(
         self, session: Session, plan: RunPlan, text: str, sandbox: RunSandbox | None
@@ -232,23 +243,10 @@ class ToolCalls:
                     on_progress=self._progress(session, track, effect),
                 )
             else:
-                setup = plan.setup
-                ctx = ToolContext(
-                    cwd=cwd,
-                    ledger=self._ledger,
-                    outside_ok=effect.outside,
-                    env=plan.tool_environ,
-                    trusted_folder=setup is not None and setup.trusted,
-                    plugin_skills=setup.plugins.skill_folders if setup is not None else (),
-                    read_permission=_read_permission(track.state),
-                    sandbox=live.sandbox,
-                    private_network=setup is not None and setup.config.fetch_private,
-                    shells=live.shells,
-                    memory=self._memory,
-                )
+                ctx = _tool_context(cwd, track, plan, live, self._ledger, effect.outside, self._memory)
                 result = await self.tools.call(effect.name, effect.input, ctx)
             if rewritten:
-                result = ToolResult(result.text, result.is_error, {**result.meta, "input_rewritten": True})
+                result = replace(result, meta={**result.meta, "input_rewritten": True})
             await self._current(session, hooks)
             post = await run_post_hooks(hooks, call, result, where)
             result = post.result
@@ -265,6 +263,7 @@ class ToolCalls:
             # model call starts.
             ending = Abort(time.time(), f"a hook stopped the run: {post.stop}", after_step=True)
             await self._feed_result(session, track, effect.run, ending)
+        parts = await self._store_media(session.id, result.parts) if result.parts else ()
         await self._feed_result(
             session,
             track,
@@ -276,6 +275,7 @@ class ToolCalls:
                 result.is_error,
                 float(result.meta.get("latency", time.monotonic() - started)),
                 meta,
+                parts,
             ),
         )
 
@@ -393,13 +393,34 @@ def with_rules(
         f"{rule.text}\n</system-reminder>"
         for rule in new
     )
-    return ToolResult(f"{result.text}\n\n{notes}", result.is_error, {**result.meta, "rules": [r.source for r in new]})
+    return replace(result, text=f"{result.text}\n\n{notes}", meta={**result.meta, "rules": [r.source for r in new]})
 
 
 def abort_of(track: Track, reason: str) -> Abort:
     """An Abort of the track's run that keeps what its model call in flight streamed."""
     partial = track.streamed()
     return Abort(time.time(), reason, ({"type": "text", "text": partial},) if partial else ())
+
+
+def _tool_context(
+    cwd: str, track: Track, plan: RunPlan, live: LiveRun, ledger: ProcessLedger | None, outside: bool,
+    memory: MemoryIndex | None,
+) -> ToolContext:
+    """Where a built-in tool's call of the track's run runs."""
+    setup = plan.setup
+    return ToolContext(
+        cwd=cwd,
+        ledger=ledger,
+        outside_ok=outside,
+        env=plan.tool_environ,
+        trusted_folder=setup is not None and setup.trusted,
+        plugin_skills=setup.plugins.skill_folders if setup is not None else (),
+        read_permission=_read_permission(track.state),
+        sandbox=live.sandbox,
+        private_network=setup is not None and setup.config.fetch_private,
+        shells=live.shells,
+        memory=memory,
+    )
 
 
 def _read_permission(state: SessionState) -> Any:

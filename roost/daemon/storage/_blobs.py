@@ -10,6 +10,11 @@ final answer. The same text anywhere in the database is stored once. Readers get
 with the texts put back (:func:`unpack_body`), so nothing outside the store sees a
 reference.
 
+Media (an image, a PDF: bytes, not text) are blobs too, but never inlined in an event: a
+part names them by digest (``{"type": "image", "sha256": HEX, ...}``) and the session
+refers to them (``_writer.store_media``); the daemon reads them back
+(``EventStore.media``) only to send them to a model.
+
 This module is pure (no SQL, no IO): the store's writer (``_writer.py``) keeps the texts
 in its ``blobs`` table, zlib-compressed when that makes them smaller (:func:`compress`), and
 its reads (``_reads.py``) put them back.
@@ -94,6 +99,12 @@ def compress(data: bytes) -> tuple[bytes, bool]:
 def decompress(data: bytes, compressed: bool) -> str:
     """The text a blobs row holds."""
     return (zlib.decompress(data) if compressed else data).decode("utf-8")
+
+
+def media_blob(data: bytes) -> Blob:
+    """Media bytes (an image, a PDF) as a blob: stored like a text, by the SHA-256 of its
+    bytes, and named in an event's part by that digest in hex (never inlined)."""
+    return Blob(hashlib.sha256(data).digest(), data)
 
 
 def _swap(value: Any, found: dict[bytes, Blob]) -> Any:

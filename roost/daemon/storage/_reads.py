@@ -159,6 +159,18 @@ class Reader:
             out.append(SessionRow(id, cwd, created, count, status, parent, forked_at, active, title))
         return out
 
+    async def media(self, digest: str) -> bytes | None:
+        """The bytes of the blob ``digest`` (hex) names, or None."""
+        try:
+            key = bytes.fromhex(digest)
+        except ValueError:
+            return None
+        rows = await self._read("SELECT zlib, data FROM blobs WHERE hash = ?", (key,))
+        if not rows:
+            return None
+        compressed, data = rows[0]
+        return zlib.decompress(data) if compressed else bytes(data)
+
     async def _title(self, body: bytes) -> str:
         """The first line of a ``run.started`` body's task, up to :data:`TITLE_LENGTH`
         characters (a task stored apart is read back for it)."""

@@ -43,7 +43,8 @@ from ._maintenance import Checkpointer, collect_garbage, delete_idle, write_snap
 from ._numbering import Numbering
 from ._reads import Reader, SessionRow
 from ._schema import connect, make_private, migrate
-from ._writer import Writer, event_row, session_row
+from ._blobs import media_blob
+from ._writer import Writer, event_row, session_row, store_media
 
 __all__ = ["EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]
 
@@ -199,6 +200,13 @@ class EventStore:
         writes: the file keeps its size)."""
         return await self._commits.work(collect_garbage)
 
+    async def put_media(self, session: str, data: bytes) -> str:
+        """Store ``data`` (an image's or a document's bytes) once, kept as long as
+        ``session`` is; its SHA-256 in hex, which an event's part names it by."""
+        blob = media_blob(data)
+        await self._commits.work(lambda db: store_media(db, session, blob))
+        return blob.digest.hex()
+
     # -- what is known without reading ---------------------------------------------------
 
     def last_seq(self, session: str) -> int:
@@ -236,6 +244,11 @@ class EventStore:
         """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
         and the stored events after it, whole (as :meth:`events` gives them)."""
         return await self._reads.history(session, format)
+
+    async def media(self, digest: str) -> bytes | None:
+        """The media bytes stored under ``digest`` (hex, as :meth:`put_media` gave it);
+        None: not stored (a malformed digest, or collected)."""
+        return await self._reads.media(digest)
 
     async def sessions(self, only: str | None = None) -> list[SessionRow]:
         """Every session (or the one named ``only``) with its event count (a fork's counts

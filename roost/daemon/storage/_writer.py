@@ -196,3 +196,14 @@ def _do(work: Callable[[sqlite3.Connection], Any], db: sqlite3.Connection) -> An
 def _sessions_of(rows: list[Row]) -> set[str]:
     """The sessions whose records ``rows`` write (work of the writer's own writes none)."""
     return {r[1] for r in rows if r[0] in ("session", "event")}
+
+
+#: The ``blob_refs`` seq of the media a session holds (an image a tool read, one a task
+#: carried): the session refers to them as long as it exists. Events name them by digest
+#: in their parts (``"sha256"``); seq 0 is the snapshot's.
+MEDIA_SEQ = -1
+
+
+def store_media(db: sqlite3.Connection, session: str, blob: Blob) -> None:
+    """Store a session's media bytes once, referred to by the session itself."""
+    store_blobs(db, session, MEDIA_SEQ, (blob,))

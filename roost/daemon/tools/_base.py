@@ -13,6 +13,7 @@ import trio
 
 from ..runs._environ import tool_environment
 from ._fs import KernelPath, real_paths, resolve
+from ._media import Media
 
 if TYPE_CHECKING:
     from ..memory import MemoryIndex
@@ -83,6 +84,8 @@ class ToolResult:
     text: str
     is_error: bool = False
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: Media the model sees after the text (an image read, an MCP tool's image).
+    parts: tuple[Media, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The ``read`` tool: a text file's lines, numbered, with an optional range.
+"""The ``read`` tool: a text file's lines, numbered, with an optional range; an image
+(the model sees it) or a PDF's text by page (``_read_media``), under the same path rules.
 
 A read goes only as far as the lines it returns, so its memory never depends on the file's
 size: the file is opened without blocking and must be a regular file (a FIFO, a device or
@@ -25,17 +26,18 @@ from typing import Any, Mapping
 
 import trio
 
-from ..folder._files import FileRefused, open_regular
+from ..folder._files import open_regular
 from ._base import Tool, ToolContext, ToolResult, locate, truncate
 from ._fs import open_path
 from ._lines import LINE_LIMIT, text_lines
+from ._read_media import is_media, read_failure, read_media
 
 _SCHEMA = {
     "type": "object",
     "properties": {
         "path": {"type": "string", "minLength": 1, "description": "file path, relative to the working directory"},
-        "offset": {"type": "integer", "minimum": 1, "description": "first line to read (1-based)"},
-        "limit": {"type": "integer", "minimum": 1, "description": "how many lines to read"},
+        "offset": {"type": "integer", "minimum": 1, "description": "first line (a PDF: page) to read (1-based)"},
+        "limit": {"type": "integer", "minimum": 1, "description": "how many lines (a PDF: pages) to read"},
     },
     "required": ["path"],
     "additionalProperties": False,
@@ -97,6 +99,8 @@ async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
     if ctx.read_permission is not None and ctx.read_permission(str(path)) == "deny":
         # Decided on where it led then; a link changed since must not reach a denied file.
         return ToolResult(f"{name} resolves to {path}, which the rules deny reading", is_error=True)
+    if is_media(path):
+        return await read_media(name, path, inside, input, ctx)
     offset = input.get("offset", 1)
     limit = input.get("limit", _DEFAULT_LIMIT)
     stop = threading.Event()
@@ -108,14 +112,8 @@ async def _run_read(input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
                 )
             finally:
                 stop.set()
-    except FileNotFoundError:
-        return ToolResult(f"no such file: {name}", is_error=True)
-    except IsADirectoryError:
-        return ToolResult(f"{name} is a directory, not a file", is_error=True)
-    except FileRefused as exc:
-        return ToolResult(f"cannot read {name}: {exc.strerror}", is_error=True)
     except OSError as exc:
-        return ToolResult(f"cannot read {name}: {exc.strerror or exc}", is_error=True)
+        return read_failure(name, exc)
     if scope.cancelled_caught:
         return ToolResult(
             f"read timed out after {ctx.timeout:g} s (reading the lines before offset {offset})", is_error=True
@@ -151,7 +149,9 @@ def _meta(found: _Excerpt, inside: bool) -> dict[str, Any]:
 READ = Tool(
     "read",
     "Read a text file. Lines are numbered; use offset and limit for a range of a large file. "
-    "The end of the output says whether more lines follow and the offset to read on from.",
+    "The end of the output says whether more lines follow and the offset to read on from. "
+    "An image (png, jpg, gif, webp) is shown to you; a PDF gives its text by page (offset and "
+    "limit count pages).",
     _SCHEMA,
     _run_read,
     read_only=True,

@@ -82,7 +82,7 @@ class ToolRegistry:
             log.exception("tool %s failed", name)
             return ToolResult(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
         meta = {"latency": time.monotonic() - started, **result.meta}
-        return ToolResult(result.text, result.is_error, meta)
+        return ToolResult(result.text, result.is_error, meta, result.parts)
 
     def _check(self, tool: Tool, input: Any) -> str | None:
         if not isinstance(input, Mapping):

@@ -194,9 +194,10 @@ async def test_images_and_structured_content(manager: McpManager) -> None:
     await manager.ensure(servers)
     image = await manager.call("everything__get-tiny-image", {}, servers=servers)
     assert not image.is_error
-    [picture] = image.meta["images"]
-    assert picture["mime"] == "image/png" and len(picture["data"]) > 100
-    assert "[image: image/png, " in image.text and " bytes]" in image.text
+    assert image.parts, image.text
+    [picture] = image.parts
+    assert picture.kind == "image" and picture.media_type == "image/png" and picture.data.startswith(b"\x89PNG")
+    assert f"[image {picture.width}x{picture.height}, 1 KB]" in image.text
     weather = await manager.call("everything__get-structured-content", {"location": "New York"}, servers=servers)
     assert set(weather.meta["structured"]) == {"temperature", "conditions", "humidity"}
     assert weather.text.count("humidity") == 1  # sent as text and as structured content: once

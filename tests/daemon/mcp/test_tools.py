@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import mcp_types as types
+from PIL import Image
 
 from roost.daemon.mcp._tools import as_server, mcp_tool, qualified_name, selected, split_name, tool_result
+from roost.daemon.tools._media import Media
 
 
 def test_names() -> None:
@@ -26,12 +29,21 @@ def test_names() -> None:
     assert as_server(mcp_tool("fs", tool), "fs") == mcp_tool("fs", tool)
 
 
+def _png(width: int, height: int) -> bytes:
+    out = io.BytesIO()
+    Image.new("RGB", (width, height), (0, 90, 200)).save(out, "PNG")
+    return out.getvalue()
+
+
 def test_text_images_and_other_blocks() -> None:
-    png = base64.b64encode(b"\x89PNG" + bytes(96)).decode()
+    image = _png(6, 4)
+    png = base64.b64encode(image).decode()
+    pdf = base64.b64encode(b"%PDF-1.4 pretend").decode()
     result = types.CallToolResult(
         content=[
             types.TextContent(type="text", text="first"),
             types.ImageContent(type="image", data=png, mime_type="image/png"),
+            types.ImageContent(type="image", data=base64.b64encode(b"\x89PNG" + bytes(96)).decode(), mime_type="image/png"),
             types.AudioContent(type="audio", data=base64.b64encode(b"abcde").decode(), mime_type="audio/wav"),
             types.ResourceLink(type="resource_link", uri="file:///a.txt", name="a.txt", description="notes"),
             types.EmbeddedResource(
@@ -41,18 +53,30 @@ def test_text_images_and_other_blocks() -> None:
                 type="resource",
                 resource=types.BlobResourceContents(uri="file:///c.bin", blob=base64.b64encode(b"xyz").decode()),
             ),
+            types.EmbeddedResource(
+                type="resource",
+                resource=types.BlobResourceContents(uri="file:///d.pdf", blob=pdf, mime_type="application/pdf"),
+            ),
         ]
     )
     mapped = tool_result(result)
     assert mapped.text.split("\n") == [
         "first",
-        "[image: image/png, 100 bytes]",
-        "[audio: audio/wav, 5 bytes]",
+        "[image 6x4, 1 KB]",
+        "[image: image/png, 1 KB, not sent: not a PNG, JPEG, GIF or WebP image]",
+        "[audio: audio/wav, 1 KB]",
         "[resource link: file:///a.txt (a.txt): notes]",
         "inline text",
         "[resource: file:///c.bin, application/octet-stream, 3 bytes]",
+        "[resource: file:///d.pdf] [document: application/pdf, 1 KB]",
     ]
-    assert mapped.meta == {"images": [{"mime": "image/png", "data": png}]}
+    # The image, the audio and the PDF are parts the model is sent; a broken image is not.
+    assert mapped.parts == (
+        Media("image", "image/png", image, 6, 4),
+        Media("audio", "audio/wav", b"abcde"),
+        Media("document", "application/pdf", b"%PDF-1.4 pretend"),
+    )
+    assert mapped.meta == {}
     assert not mapped.is_error
 
 
@@ -73,11 +97,11 @@ def test_structured_content_and_errors() -> None:
         structured_content=structured,
     ))
     assert split.text.count("temperature") == 1
-    png = base64.b64encode(b"\x89PNG").decode()
+    png = base64.b64encode(_png(2, 2)).decode()
     pictured = tool_result(types.CallToolResult(
         content=[types.ImageContent(type="image", data=png, mime_type="image/png")], structured_content=structured,
     ))
-    assert pictured.text == '[image: image/png, 4 bytes]\n{"temperature": 21, "unit": "C"}'
+    assert pictured.text == '[image 2x2, 1 KB]\n{"temperature": 21, "unit": "C"}'
     failed = tool_result(types.CallToolResult(content=[types.TextContent(type="text", text="no")], is_error=True))
     assert (failed.text, failed.is_error) == ("no", True)
 
