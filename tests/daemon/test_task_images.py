@@ -1,6 +1,7 @@
 """Images a task carries: sent by the client with the dispatch (``images``), or named in
 the task as ``@file.png``; read under the read rules, checked, stored once, sent to the
-model after the task's text. Steering carries them the same way."""
+model after the task's text. Steering carries them the same way; a PDF named in a task
+goes whole, as a document."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from roost.protocol.trio_client import TrioClient
 from tests.fakes.anthropic_server import serve_anthropic
 
 from .conftest import events_until, finished, stored
-from .test_media import png
+from .test_media import png, text_pdf
 
 DONE = {"content": [{"type": "text", "text": "seen"}], "stop_reason": "end_turn", "usage": {"input_tokens": 5, "output_tokens": 1}}
 
@@ -61,8 +62,8 @@ async def test_an_image_named_in_the_task_is_attached_under_the_read_rules(
     task = next(e for e in stored(events) if e["type"] == "message.user")
     (part,) = task["parts"]
     assert (part["width"], part["height"]) == (20, 10)
-    assert '<image path="secret/plan.png">not attached: ' in task["text"]
-    assert '<image path="link.png">not attached: ' in task["text"]
+    assert '<file path="secret/plan.png">not attached: ' in task["text"]
+    assert '<file path="link.png">not attached: ' in task["text"]
     assert [b["type"] for b in first_message(anthropic)] == ["text", "image"]
 
 
@@ -78,6 +79,24 @@ async def test_an_image_a_custom_command_names_is_attached(client: TrioClient, p
     assert task["text"].startswith("Describe @shot.png in five words.")
     assert [(p["width"], p["height"]) for p in task["parts"]] == [(3, 2)]
     assert [b["type"] for b in first_message(anthropic)] == ["text", "image"]
+
+
+async def test_a_pdf_named_in_the_task_goes_whole_as_a_document(client: TrioClient, project: Path, anthropic: Any) -> None:
+    pdf = text_pdf("Quarterly numbers")
+    (project / "report.pdf").write_bytes(pdf)
+    (project / "broken.pdf").write_bytes(pdf[:50])
+
+    events = await dispatch(client, project, "summarize @report.pdf and @broken.pdf")
+
+    task = next(e for e in stored(events) if e["type"] == "message.user")
+    (part,) = task["parts"]
+    assert (part["type"], part["media_type"], part["bytes"]) == ("document", "application/pdf", len(pdf))
+    assert '<document path="report.pdf">document: application/pdf, 1 KB, sent after this message</document>' in task["text"]
+    assert '<file path="broken.pdf">not attached: not a readable PDF' in task["text"]
+    # (The last block carries the cache breakpoint.)
+    document = {k: v for k, v in first_message(anthropic)[1].items() if k != "cache_control"}
+    assert document == {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                                        "data": base64.b64encode(pdf).decode()}}
 
 
 @pytest.mark.parametrize(

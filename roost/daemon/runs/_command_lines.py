@@ -24,9 +24,9 @@ user's behalf, so it is held exactly as a model's bash call of the run would be:
 folder, that is a regular file inside the project (anywhere, if the user trusted the
 folder) and that the run's policy lets a read tool read without asking (the user's deny
 rules on ``read`` hold) is read, bounded, and sent after the text; a name that is no such
-file stays as written, and is only text. An image so named, in a command's text or a
-typed task, is attached instead (:func:`attach_images`: the same rules, and the image
-checked and scaled down as ``read`` does).
+file stays as written, and is only text. An image or a PDF so named, in a command's text
+or a typed task, is attached instead (:func:`attach_media`: the same rules; an image
+checked and scaled down as ``read`` does, a PDF sent whole where the provider takes one).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from ..folder._project import Place
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, ToolContext, ToolRegistry, real_path
 from ..tools._media import MAX_INPUT_BYTES, Media, MediaError, image_media
-from ..tools._read_media import IMAGE_SUFFIXES
+from ..tools._pdf import MAX_DOCUMENT_BYTES, PdfError, pdf_document
+from ..tools._read_media import IMAGE_SUFFIXES, PDF_SUFFIXES
 
 #: A permission decision's words (``roost.loop``'s).
 ALLOW, DENY = "allow", "deny"
@@ -148,8 +149,8 @@ def include_files(task: str, place: Place, policy: Policy) -> str:
     within = None if place.trusted else place.root
     for name in file_references(task)[:MAX_FILES]:
         path = os.path.join(place.cwd, os.path.expanduser(name))
-        if not os.path.isfile(path) or _is_image(name):
-            continue  # (an image is attached: attach_images)
+        if not os.path.isfile(path) or _attached(name):
+            continue  # (an image or a PDF is attached: attach_media)
         # As a read of the run would be decided (in agent mode: plan mode runs no tools,
         # yet its task may name files), deny and ask rules and the outside check included.
         decision = decide(policy, "agent", (), "read", {"path": path}, place.cwd, _resolved(place.cwd, (path,)))
@@ -166,13 +167,14 @@ def include_files(task: str, place: Place, policy: Policy) -> str:
     return "\n\n".join([task, *included]) if included else task
 
 
-def attach_images(task: str, place: Place, policy: Policy) -> list[tuple[str, Media | str]]:
-    """The images ``task``'s ``@path`` references name (``.png``, ``.jpg``, ``.jpeg``,
-    ``.gif``, ``.webp``), read under the rules :func:`include_files` reads files under;
-    each the image to send (scaled down when large), or why it is not sent. Blocking."""
+def attach_media(task: str, place: Place, policy: Policy) -> list[tuple[str, Media | str]]:
+    """The images (``.png``, ``.jpg``, ``.jpeg``, ``.gif``, ``.webp``) and PDFs ``task``'s
+    ``@path`` references name, read under the rules :func:`include_files` reads files
+    under; each the media to send (an image scaled down when large, a PDF whole), or why it
+    is not sent. Blocking."""
     attached: list[tuple[str, Media | str]] = []
     within = None if place.trusted else place.root
-    for name in [n for n in file_references(task) if _is_image(n)][:MAX_FILES]:
+    for name in [n for n in file_references(task) if _attached(n)][:MAX_FILES]:
         path = os.path.join(place.cwd, os.path.expanduser(name))
         if not os.path.isfile(path):
             continue
@@ -180,15 +182,18 @@ def attach_images(task: str, place: Place, policy: Policy) -> list[tuple[str, Me
         if decision.action != ALLOW:
             attached.append((name, f"not attached: {decision.reason}"))
             continue
+        pdf = name.lower().endswith(PDF_SUFFIXES)
         try:
-            attached.append((name, image_media(read_bounded(path, MAX_INPUT_BYTES, within=within))))
-        except (OSError, MediaError) as exc:
+            data = read_bounded(path, MAX_DOCUMENT_BYTES if pdf else MAX_INPUT_BYTES, within=within)
+            attached.append((name, pdf_document(data) if pdf else image_media(data)))
+        except (OSError, MediaError, PdfError) as exc:
             attached.append((name, f"not attached: {exc}"))
     return attached
 
 
-def _is_image(name: str) -> bool:
-    return os.path.splitext(name)[1].lower() in IMAGE_SUFFIXES
+def _attached(name: str) -> bool:
+    """Whether ``@name`` attaches media rather than includes text."""
+    return os.path.splitext(name)[1].lower() in IMAGE_SUFFIXES + PDF_SUFFIXES
 
 
 def _resolved(cwd: str, paths: tuple[str, ...]) -> dict[str, str]:

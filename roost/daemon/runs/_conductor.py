@@ -113,8 +113,7 @@ class Conductor:
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
         nursery.start_soon(self.memory.run)
-        media = partial(stored_parts, store)
-        self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, media, memory)
+        self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, partial(stored_parts, store), memory)
         specs, fill = partial(tool_specs, tools, mcp), partial(resolved, store)
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)

@@ -48,7 +48,7 @@ from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, Web
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ..tools._media import Media
-from ._command_lines import LineRefused, LinesNeedApproval, attach_images, granted_rules, include_files, judge_lines
+from ._command_lines import LineRefused, LinesNeedApproval, attach_media, granted_rules, include_files, judge_lines
 from ._delegation import agent_specs, delegates
 from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
 from ._run_tools import mcp_selected, mcp_tools, read_only, servers_of, tools_size
@@ -530,17 +530,19 @@ async def _ready(
 ) -> tuple[str, RunSettings, tuple[str, ...], tuple[Media, ...]]:
     """A dispatch's task made ready: a command's lines judged and ``@file`` references read
     (on its own text, before resources), the MCP resources it names read, and the images it
-    carries: those ``@file`` names, then the client's (each with a line saying so)."""
+    carries: the images and PDFs its ``@file`` names, then the client's images (each with a
+    line saying so)."""
     text = task  # (images are named by what was typed, not by the files it includes)
     lines: tuple[str, ...] = ()
     if found is not None:
         task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
-    named = await trio.to_thread.run_sync(attach_images, text, setup.place, settings.policy)
+    named = await trio.to_thread.run_sync(attach_media, text, setup.place, settings.policy)
     task = await with_resources(mcp, setup, request.task, task)
     images = [*named, *request.images]
     notes = [
-        f'<image path="{name}">{image.describe() + ", sent after this message" if isinstance(image, Media) else image}</image>'
-        for name, image in images
+        f'<{tag} path="{name}">{what}</{tag}>'
+        for name, media in images
+        for tag, what in [(media.kind, f"{media.describe()}, sent after this message") if isinstance(media, Media) else ("file", media)]
     ]
     media = tuple(image for _, image in images if isinstance(image, Media))
     return "\n\n".join([task, *notes]) if notes else task, settings, lines, media

@@ -38,12 +38,12 @@ import trio
 
 from roost.loop import Event
 
+from ._blobs import media_blob
 from ._errors import StoreDamaged, StoreError, StoreFull, set_aside, store_error
 from ._maintenance import Checkpointer, collect_garbage, delete_idle, write_snapshot
 from ._numbering import Numbering
 from ._reads import Reader, SessionRow
 from ._schema import connect, make_private, migrate
-from ._blobs import media_blob
 from ._writer import Writer, event_row, session_row, store_media
 
 __all__ = ["EventStore", "SessionRow", "StoreDamaged", "StoreError", "StoreFull", "set_aside"]

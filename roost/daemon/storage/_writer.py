@@ -205,5 +205,7 @@ MEDIA_SEQ = -1
 
 
 def store_media(db: sqlite3.Connection, session: str, blob: Blob) -> None:
-    """Store a session's media bytes once, referred to by the session itself."""
-    store_blobs(db, session, MEDIA_SEQ, (blob,))
+    """Store a session's media bytes once, referred to by the session itself; as they are
+    (images and PDFs are compressed already: zlib would only hold up the writer)."""
+    db.execute("INSERT OR IGNORE INTO blobs VALUES (?, ?, ?, ?)", (blob.digest, len(blob.data), False, blob.data))
+    db.execute("INSERT OR IGNORE INTO blob_refs VALUES (?, ?, ?)", (session, MEDIA_SEQ, blob.digest))

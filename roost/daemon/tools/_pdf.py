@@ -14,10 +14,16 @@ import io
 import threading
 from dataclasses import dataclass, field
 
+from ._media import Media, kilobytes
+
 #: Bytes of a PDF read at most.
 MAX_PDF_BYTES = 32 * 1024 * 1024
 #: Pages one read returns at most.
 MAX_PAGES = 50
+#: A PDF attached to a task whole (a document the model reads itself, where the provider
+#: takes one): at most these bytes and pages (Anthropic takes 100 pages a document).
+MAX_DOCUMENT_BYTES = 10 * 1024 * 1024
+MAX_DOCUMENT_PAGES = 100
 
 
 class PdfError(Exception):
@@ -60,3 +66,26 @@ def pdf_pages(data: bytes, first: int, limit: int, budget: int, stop: threading.
         raise
     except Exception as exc:  # a hostile file can make the parser fail in any way
         raise PdfError(f"not a readable PDF ({type(exc).__name__}: {exc})") from None
+
+
+def pdf_document(data: bytes) -> Media:
+    """``data`` as a document to send whole, once checked: a readable PDF, not encrypted,
+    of at most :data:`MAX_DOCUMENT_BYTES` and :data:`MAX_DOCUMENT_PAGES` pages.
+
+    Raises:
+        PdfError: not such a PDF; the message says why.
+    """
+    from pypdf import PdfReader
+
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise PdfError(f"the PDF is {kilobytes(len(data))}, over the {kilobytes(MAX_DOCUMENT_BYTES)} sent at most")
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        encrypted, pages = reader.is_encrypted, 0 if reader.is_encrypted else len(reader.pages)
+    except Exception as exc:  # a hostile file can make the parser fail in any way
+        raise PdfError(f"not a readable PDF ({type(exc).__name__}: {exc})") from None
+    if encrypted:
+        raise PdfError("the PDF is encrypted")
+    if not 0 < pages <= MAX_DOCUMENT_PAGES:
+        raise PdfError(f"the PDF has {pages} pages; a document sent whole has 1 to {MAX_DOCUMENT_PAGES}")
+    return Media("document", "application/pdf", data)

@@ -670,3 +670,25 @@ def test_other_statuses_are_errors_naming_the_retries() -> None:
     assert type(error) is ProviderError
     assert error.message == "anthropic: 529 overloaded_error: Overloaded (after 2 retries)"
     assert status_error(500, None, "Internal", 1).message == "anthropic: 500 error: Internal (after 1 retry)"
+
+
+def test_media_parts_become_base64_blocks_and_audio_a_note() -> None:
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab", "bytes": 3, "width": 2, "height": 1, "data": "AAAA"}
+    pdf = {"type": "document", "media_type": "application/pdf", "sha256": "cd", "bytes": 3, "data": "BBBB"}
+    audio = {"type": "audio", "media_type": "audio/wav", "sha256": "ef", "bytes": 3, "data": "CCCC"}
+    messages = (
+        {"role": "user", "content": [{"type": "text", "text": "look"}, pdf]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": [{"type": "text", "text": "a.png"}, image, audio]}]},
+    )
+    params = request_params(ModelRequest(model="claude-test", system="", messages=messages))
+    assert params["messages"][0]["content"][1] == {
+        "type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "BBBB"}
+    }
+    result = params["messages"][2]["content"][0]
+    assert result["content"] == [
+        {"type": "text", "text": "a.png"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+        {"type": "text", "text": "[audio audio/wav: not sent, Anthropic models take no audio]"},
+    ]

@@ -531,3 +531,28 @@ def test_an_error_body_that_is_not_an_error_object_is_quoted(raw: bytes, message
 
 def test_a_status_without_a_reason_phrase() -> None:
     assert status_error("openai", 599, "", b"", 0).message == "openai: 599 error"
+
+
+def test_media_parts_become_image_urls_or_notes() -> None:
+    image = {"type": "image", "media_type": "image/png", "sha256": "ab", "bytes": 3, "width": 2, "height": 1, "data": "AAAA"}
+    pdf = {"type": "document", "media_type": "application/pdf", "sha256": "cd", "bytes": 3, "data": "BBBB"}
+    messages = (
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image, pdf]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "a.png"}, image]}]},
+    )
+    request = ModelRequest(model=MODEL, system="", messages=messages)
+    url = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    first, _, tool, after = request_body(request, "local")["messages"]
+    assert first["content"] == [
+        {"type": "text", "text": "look"}, url,
+        {"type": "text", "text": "[document (application/pdf) not sent: local is sent text and images only]"},
+    ]
+    # A tool message takes text only: its image follows in a user message.
+    assert tool == {"role": "tool", "tool_call_id": "c1", "content": "a.png"}
+    assert after == {"role": "user", "content": [{"type": "text", "text": "[media of tool call c1]"}, url]}
+    without = request_body(request, "local", images=False)["messages"]
+    assert without[0]["content"] == (
+        "look\n\n[image 2x1 (image/png) not sent: local's model takes no images]\n\n"
+        "[document (application/pdf) not sent: local is sent text and images only]"
+    )
