@@ -129,9 +129,13 @@ def _table(servers: list[dict[str, Any]]) -> list[str]:
 
 
 @mcp.command("serve")
+@click.option("--port", type=click.IntRange(1, 65535), help="Serve streamable HTTP on 127.0.0.1:PORT (a bearer token required).")
+@click.option("--unix", "unix", type=click.Path(dir_okay=False), help="Serve streamable HTTP on this Unix socket (yours alone).")
+@click.option("--token-file", type=click.Path(dir_okay=False), help="With --port: the bearer token is read from (or written to) this file.")
 @click.pass_obj
-def serve(obj: dict[str, Any]) -> None:
-    """Serve roost to another agent as an MCP server on stdin/stdout.
+def serve(obj: dict[str, Any], port: int | None, unix: str | None, token_file: str | None) -> None:
+    """Serve roost to another agent as an MCP server: on stdin/stdout, or over streamable
+    HTTP (endpoint /mcp) on a loopback port or a Unix socket.
 
     Its tools run tasks in the daemon (roost_dispatch waits for the result, roost_start and
     roost_status poll it), list sessions and read a run's report. The calling agent names
@@ -139,11 +143,22 @@ def serve(obj: dict[str, Any]) -> None:
     yours: a call the run must ask about waits for your approval (roost approve, the
     shell), and the calling agent is told the command. Local daemon only (no --host).
 
+    Over HTTP, what reaches the endpoint runs tasks as you: a Unix socket is made for you
+    alone (mode 0600), and a loopback port, which any user of this machine can reach, takes
+    only requests with the bearer token (made for the run unless --token-file names one,
+    kept in a file only you can read; its path is printed).
+
     \b
     Examples:
       claude mcp add roost -- roost mcp serve
+      roost mcp serve --unix ~/.roost-mcp.sock
+      roost mcp serve --port 8765 --token-file ~/.config/roost/mcp-token
     """
+    if port is not None and unix is not None:
+        raise click.UsageError("--port or --unix, not both")
+    if token_file is not None and port is None:
+        raise click.UsageError("--token-file goes with --port")
     socket = local_socket(obj, "roost mcp serve")
-    from ._mcp_serve import serve as serve_stdio
+    from ._mcp_serve import serve as serve_mcp
 
-    serve_stdio(socket)
+    serve_mcp(socket, port=port, unix=unix, token_file=token_file)

@@ -1,5 +1,7 @@
-"""``roost mcp serve``: roost as an MCP server on stdin/stdout, so that another agent
-(Claude Code: ``claude mcp add roost -- roost mcp serve``; Codex) can hand it work.
+"""``roost mcp serve``: roost as an MCP server on stdin/stdout (or streamable HTTP on a
+loopback port, behind a bearer token, or on a Unix socket only the user can reach), so
+that another agent (Claude Code: ``claude mcp add roost -- roost mcp serve``; Codex) can
+hand it work.
 
 It is one more client of the daemon: each tool call connects to the daemon's socket, as
 every command does. The tools:
@@ -24,9 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hmac
 import inspect
 import json
 import os
+import secrets
+import socket as stdsocket
+import sys
+import tempfile
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -46,15 +53,86 @@ _INSTRUCTIONS = (
 )
 
 
-def serve(socket: str) -> None:
-    """Serve the tools on stdin/stdout until the client closes them."""
+def serve(socket: str, *, port: int | None = None, unix: str | None = None, token_file: str | None = None) -> None:
+    """Serve the tools on stdin/stdout until the client closes them; or over streamable HTTP
+    on 127.0.0.1:``port`` (a bearer token required: see :func:`_token`) or on the Unix
+    socket ``unix`` (made 0600), until interrupted."""
     from mcp.server.mcpserver import MCPServer
 
     server: Any = MCPServer("roost", instructions=_INSTRUCTIONS)
     tools = _Tools(socket)
     for tool in (tools.roost_dispatch, tools.roost_start, tools.roost_status, tools.roost_sessions, tools.roost_report):
         server.tool(name=tool.__name__, description=inspect.cleandoc(tool.__doc__ or ""))(_said(tool))
-    server.run("stdio")
+    if port is None and unix is None:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    if port is not None:
+        token, where = _token(token_file)
+        app = _Bearer(app, token)
+        print(f"roost mcp serve: http://127.0.0.1:{port}/mcp (bearer token in {where})", file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    else:
+        assert unix is not None
+        # Bound here, not by uvicorn (which makes a socket everyone may write to): what
+        # reaches it runs tasks as this user, so nobody else may connect.
+        listener = _private_socket(unix)
+        print(f"roost mcp serve: http over {unix} (endpoint /mcp)", file=sys.stderr, flush=True)
+        config = uvicorn.Config(app, fd=listener.fileno(), log_level="warning")
+    uvicorn.Server(config).run()
+
+
+def _private_socket(path: str) -> stdsocket.socket:
+    """A Unix socket listening at ``path``, mode 0600 from the start."""
+    listener = stdsocket.socket(stdsocket.AF_UNIX, stdsocket.SOCK_STREAM)
+    previous = os.umask(0o177)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(previous)
+    listener.listen(64)
+    return listener
+
+
+def _token(path: str | None) -> tuple[str, str]:
+    """The bearer token an HTTP client must send, and the file it is in (0600): read from
+    ``path`` when it holds one, else made now and written there (or to a new file in this
+    user's runtime folder)."""
+    if path is not None and os.path.isfile(path):
+        token = open(path, encoding="utf-8").read().strip()
+        if len(token) < 16:
+            raise SystemExit(f"roost mcp serve: {path} holds no token of at least 16 characters")
+        return token, path
+    token = secrets.token_urlsafe(32)
+    if path is None:
+        folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+        fd, path = tempfile.mkstemp(prefix="roost-mcp-", suffix=".token", dir=folder)
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(token + "\n")
+    return token, path
+
+
+class _Bearer:
+    """The app behind a bearer token: an HTTP request without it gets 401 and reaches
+    nothing (the app's lifespan passes through)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            given = dict(scope.get("headers") or ()).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": b"a bearer token is required (roost mcp serve printed where it is)\n"})
+                return
+        await self._app(scope, receive, send)
 
 
 def _said(tool: Any) -> Any:
