@@ -250,6 +250,11 @@ class SessionTable:
         tracks = [t for s in self._sessions.values() for t in s.tracks()]
         return sum(t.live.shells.running() for t in tracks if t.live is not None)
 
+    def known(self, session_id: str) -> bool:
+        """Whether :meth:`get` would find the session (else it raises SessionNotFound),
+        known without waiting."""
+        return session_id in self._sessions or (self._store.has_session(session_id) and session_id not in self._taken)
+
     def stored_only(self, session_id: str) -> bool:
         """Whether the session exists and is not in memory, with nothing to settle: no run
         of it is in flight (a session with one is always loaded), so its log can be read
