@@ -90,6 +90,8 @@ class ScriptedProvider:
     def __init__(self) -> None:
         # Parsed scripts by path, kept while the file's size and mtime stay the same.
         self._cache: dict[Path, tuple[tuple[int, int], Mapping[str, Any]]] = {}
+        # Where each (name, cwd) leads (pathlib's joins cost more than the stat, every call).
+        self._paths: dict[tuple[str, str], Path] = {}
         # The last request's messages and their made-up size, by its first message's identity.
         self._sizes: dict[int, tuple[Sequence[Mapping[str, Any]], int]] = {}
 
@@ -170,11 +172,13 @@ class ScriptedProvider:
     async def _load(self, name: str, cwd: str) -> Mapping[str, Any]:
         if name == "demo":
             return DEMO_SCRIPT
-        path = Path(name)
-        if not path.is_absolute():
-            path = Path(cwd) / path
+        path = self._paths.get((name, cwd))
+        if path is None:
+            if len(self._paths) >= _SIZED_LIMIT:
+                self._paths.clear()
+            path = self._paths[name, cwd] = Path(name) if Path(name).is_absolute() else Path(cwd) / name
         try:
-            info = path.stat()
+            info = os.stat(path)
             key = (info.st_size, info.st_mtime_ns)
             cached = self._cache.get(path)
             if cached is not None and cached[0] == key:
