@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from operator import countOf, itemgetter
 from typing import Any, Awaitable, Callable, Iterable, Mapping
 
 import trio
@@ -110,7 +111,7 @@ class ModelCalls:
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=settings.think if settings is not None else None,
             **({"max_tokens": settings.max_tokens} if settings is not None and settings.max_tokens else {}),
-            number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
+            number=countOf(map(itemgetter("role"), track.state.messages), "assistant"),
         )
         if isinstance(reply, ModelFailed):
             result: Input = reply
