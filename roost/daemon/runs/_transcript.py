@@ -73,7 +73,8 @@ class Transcripts:
     def __init__(self, history: History, folder: Path | None = None) -> None:
         self._history = history
         self._folder = folder if folder is not None else transcripts_dir()
-        self._pending: list[tuple[str, str, Sequence[Event]]] = []
+        # (session, cwd, the events that make lines, the lowest seq of the events stored with them)
+        self._pending: list[tuple[str, str, Sequence[Event], int]] = []
         self._wake = trio.Event()
         self._added = 0
         self._written = 0
@@ -102,7 +103,9 @@ class Transcripts:
         lines = [event for event in events if event.type in _CONVERSATION]
         if not lines:
             return
-        self._pending.append((session, cwd, lines))
+        # The file is caught up to the first of them (see run), lines or not.
+        first = min((e.seq for e in events if e.seq is not None), default=1)
+        self._pending.append((session, cwd, lines, first))
         self._added += 1
         self._wake.set()
 
@@ -149,12 +152,12 @@ class Transcripts:
             batch, self._pending = self._pending, []
             target = self._added
             try:
-                for session in dict.fromkeys(s for s, _, _ in batch):
+                for session in dict.fromkeys(s for s, _, _, _ in batch):
                     if session not in self._caught_up:
-                        seqs = [e.seq for s, _, es in batch if s == session for e in es if e.seq is not None]
-                        cwd = next(c for s, c, _ in batch if s == session)
-                        await self._catch_up(session, cwd, min(seqs, default=1))
-                await trio.to_thread.run_sync(self._write, [(s, c, e) for s, c, es in batch for e in es])
+                        first = min(f for s, _, _, f in batch if s == session)
+                        cwd = next(c for s, c, _, _ in batch if s == session)
+                        await self._catch_up(session, cwd, first)
+                await trio.to_thread.run_sync(self._write, [(s, c, e) for s, c, es, _ in batch for e in es])
             except Exception:
                 # A transcript must never cost a run: the next daemon catches up from the store.
                 log.exception("transcripts not written")
