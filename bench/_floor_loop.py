@@ -1,7 +1,8 @@
 """The floor: a minimal agent loop in the standard library, to measure roost against.
 
 It makes the HTTP calls roost makes and runs the commands roost runs, with nothing else:
-POST the conversation (streamed) with ``http.client`` on one kept-alive connection, read the
+POST the conversation (streamed) with ``http.client`` on one kept-alive connection (over TLS
+for an ``https`` URL, trusting what ``ssl.create_default_context`` does), read the
 SSE body line by line, run each ``bash`` call as ``bash -c COMMAND`` (its own session,
 output piped and read, as roost's tool does), append the reply and the results, repeat
 until a reply calls no tool. No store, no events, no daemon.
@@ -14,6 +15,7 @@ tools and first messages as they are, so that both sides send the same bytes.
 
 import http.client
 import json
+import ssl
 import subprocess
 import sys
 import urllib.parse
@@ -106,7 +108,10 @@ def main():
     else:
         path, turn = url.path.rstrip("/") + "/chat/completions", openai_turn
         headers["authorization"] = "Bearer bench-key"
-    conn = http.client.HTTPConnection(url.hostname, url.port)
+    if url.scheme == "https":  # the system's trust, or SSL_CERT_FILE's
+        conn = http.client.HTTPSConnection(url.hostname, url.port, context=ssl.create_default_context())
+    else:
+        conn = http.client.HTTPConnection(url.hostname, url.port)
     for _ in range(int(args.get("--max-turns", "40"))):
         if not turn(conn, path, body, headers):
             break

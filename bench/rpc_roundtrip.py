@@ -30,11 +30,13 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PYTHON, BenchEnv, Figure, median, parser, percentile, prepare, report  # noqa: E402
+from _common import PYTHON, BenchEnv, Figure, median, parser, percentile, prepare, process_cpu, report  # noqa: E402
 
 TARGET_US = 50.0
 #: The round trip as a multiple of a blocking Python ping-pong on a socketpair.
 PINGPONG_RATIO_TARGET = 1.2
+#: Each answer timed as a multiple of the same against a minimal trio server (issue 30).
+TRIO_RATIO_TARGET = 1.1
 
 
 def floor_server(path: str) -> None:
@@ -47,7 +49,7 @@ def floor_server(path: str) -> None:
         while data := await stream.receive_some(65536):
             unpacker.feed(data)
             for msg in unpacker:
-                await stream.send_all(msgpack.packb([1, msg[1], None, {"ok": True}]))
+                await stream.send_all(msgpack.packb(_answer_of(msg)))
 
     async def main() -> None:
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -90,7 +92,16 @@ def _answer_rpc(sock: socket.socket) -> None:
     while data := sock.recv(65536):
         unpacker.feed(data)
         for msg in unpacker:
-            sock.sendall(msgpack.packb([1, msg[1], None, {"ok": True}]))
+            sock.sendall(msgpack.packb(_answer_of(msg)))
+
+
+def _answer_of(request: list) -> list:
+    """A floor server's response to a request: ``{"ok": true}`` to ``detach``, to anything
+    else the error roost answers ``events`` on a session there is not."""
+    if request[2] == "detach":
+        return [1, request[1], None, {"ok": True}]
+    error = {"code": 10, "name": "SESSION_NOT_FOUND", "message": f"no session {request[3][0]['session']!r}"}
+    return [1, request[1], error, None]
 
 
 class PingPong(ForkedPeer):
@@ -144,12 +155,20 @@ def time_calls(client, method: str, params: dict, calls: int, expect_error: bool
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=20000, help="timed calls (default 20000)")
+    p.add_argument("--no-pin", action="store_true", help="leave the processes on every CPU")
     p.add_argument("--floor-server", metavar="PATH", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.floor_server:
         floor_server(args.floor_server)
         return
     context = prepare(args)
+    if not args.no_pin:
+        # One CPU for the client, the daemon and the floors: a round trip is then the work of
+        # both ends and two switches. Across two CPUs it also pays waking the other one,
+        # which on this VM swings from run to run (medians of 30 or 75 µs for the same code).
+        cpu = max(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpu})
+        context.append(f"pinned to CPU {cpu} with the processes it starts (--no-pin: not)")
     blocks, block = max(1, args.calls // 1000), min(args.calls, 1000)
     with BenchEnv("rpc") as env:
         env.start_daemon()
@@ -162,24 +181,28 @@ def main() -> None:
             with (env.client(timeout=None) as client, Client.connect(floor_path, hello=False) as bare,
                   Client(blocking_server.sock, timeout=None) as blocking):
                 bogus = {"session": "s-no-such-session"}
-                time_calls(client, "detach", bogus, 2000)  # warm-up
-                time_calls(bare, "detach", bogus, 2000)
-                time_calls(blocking, "detach", bogus, 2000)
+                for peer in (client, bare, blocking):  # warm-up
+                    time_calls(peer, "detach", bogus, 2000)
+                    time_calls(peer, "events", bogus, 500, expect_error=True)
                 ping.time(2000)
                 # In blocks, taking turns, so that the floors see the machine as roost does.
-                detach: list[float] = []
-                floor: list[float] = []
-                raw: list[float] = []
-                plain: list[float] = []
+                t: dict[str, list[float]] = {k: [] for k in ("detach", "floor", "raw", "plain", "errors", "floor_errors")}
+                # CPU seconds of each server over its timed blocks (/proc/PID/stat).
+                cpu_used = {"roost": 0.0, "floor": 0.0}
                 total = 0.0
                 for _ in range(blocks):
+                    own = process_cpu(env.daemon_pid)[0]
                     started = time.perf_counter()
-                    detach += time_calls(client, "detach", bogus, block)
+                    t["detach"] += time_calls(client, "detach", bogus, block)
                     total += time.perf_counter() - started
-                    raw += ping.time(block)
-                    floor += time_calls(bare, "detach", bogus, block)
-                    plain += time_calls(blocking, "detach", bogus, block)
-                errors = time_calls(client, "events", bogus, min(args.calls, 5000), expect_error=True)
+                    t["errors"] += time_calls(client, "events", bogus, block, expect_error=True)
+                    cpu_used["roost"] += process_cpu(env.daemon_pid)[0] - own
+                    t["raw"] += ping.time(block)
+                    own = process_cpu(server.pid)[0]
+                    t["floor"] += time_calls(bare, "detach", bogus, block)
+                    t["floor_errors"] += time_calls(bare, "events", bogus, block, expect_error=True)
+                    cpu_used["floor"] += process_cpu(server.pid)[0] - own
+                    t["plain"] += time_calls(blocking, "detach", bogus, block)
                 # Pipelined: requests/s on one connection when not waiting for each answer. In
                 # windows of 500: a blocking client that writes without ever reading would
                 # deadlock once both sockets' buffers are full (the daemon stops reading
@@ -196,18 +219,20 @@ def main() -> None:
             blocking_server.close()
             server.kill()
             server.wait()
+    detach, floor, raw, plain, errors = t["detach"], t["floor"], t["raw"], t["plain"], t["errors"]
     calls = len(detach)
-    context.append(f"`events` on a bogus session (error response SESSION_NOT_FOUND), "
-                   f"{len(errors)} calls: median {median(errors):.1f} µs, p99 {percentile(errors, 99):.1f} µs")
-    context.append(f"trio floor, in the same blocks: the same client and calls against a minimal trio "
-                   f"server (answers inline, no task per request): median {median(floor):.1f} µs, "
-                   f"p99 {percentile(floor, 99):.1f} µs -> roost is {median(detach) / median(floor):.2f}x it")
     context.append(f"blocking floor, in the same blocks: the same client and calls against a minimal "
                    f"server with blocking sockets (a forked child on a socketpair): median "
                    f"{median(plain):.1f} µs, p99 {percentile(plain, 99):.1f} µs -> roost is "
                    f"{median(detach) / median(plain):.2f}x it, the trio floor {median(floor) / median(plain):.2f}x it")
+    context.append(f"server CPU per call over the timed blocks (detach and events alike, /proc/PID/stat): "
+                   f"roost's daemon {cpu_used['roost'] / (2 * calls) * 1e6:.1f} µs, the trio floor's server "
+                   f"{cpu_used['floor'] / (2 * calls) * 1e6:.1f} µs -> {cpu_used['roost'] / max(cpu_used['floor'], 1e-9):.2f}x")
     context.append(f"pipelined `detach` on one connection (20,000, in windows of 500 sent then read): "
                    f"{pipelined:,.0f} requests/s")
+    trio_how = ("in blocks of 1,000 taking turns: the same client and calls against a minimal trio "
+                "server in a process of its own (msgpack Unpacker, answers inline with send_all: "
+                "`{ok: true}` to detach, roost's SESSION_NOT_FOUND error to events)")
     figures = [
         Figure(
             key="rpc.detach_median_us", title="RPC round trip median (Client, detach)",
@@ -218,6 +243,21 @@ def main() -> None:
             details=[f"p50 {median(detach):.1f} µs, p90 {percentile(detach, 90):.1f} µs, "
                      f"p99 {percentile(detach, 99):.1f} µs, max {max(detach):.0f} µs; "
                      f"{calls / total:,.0f} calls/s"],
+        ),
+        Figure(
+            key="rpc.detach_trio_ratio", title="RPC round trip / trio floor (detach)",
+            value=median(detach) / median(floor), unit="x", better="lower", target=TRIO_RATIO_TARGET,
+            how="median of the calls above / the same calls' median against the trio floor, " + trio_how,
+            details=[f"roost {median(detach):.1f} µs, trio floor {median(floor):.1f} µs (p99 "
+                     f"{percentile(floor, 99):.1f} µs) -> {median(detach) / median(floor):.2f}x"],
+        ),
+        Figure(
+            key="rpc.error_trio_ratio", title="RPC error answer / trio floor (events, no such session)",
+            value=median(errors) / median(t["floor_errors"]), unit="x", better="lower", target=TRIO_RATIO_TARGET,
+            how=("median of `events` calls on a session there is not (the SESSION_NOT_FOUND error, "
+                 "raised by the client as RpcError) / the same against the trio floor, " + trio_how),
+            details=[f"roost {median(errors):.1f} µs (p99 {percentile(errors, 99):.1f} µs), trio floor "
+                     f"{median(t['floor_errors']):.1f} µs -> {median(errors) / median(t['floor_errors']):.2f}x"],
         ),
         Figure(
             key="rpc.pingpong_ratio", title="RPC round trip / blocking ping-pong",

@@ -23,16 +23,25 @@ file (``read``, a different file each step). Measured:
   and **per attached client** (RSS after connecting and attaching the followers, minus
   before, per client); and per idle session after its run (its history held in memory);
 - event delivery (follower's receive time minus the event's ``ts``, the run's events),
-  p50 and p99.
+  p50 and p99;
+- **interactive latency under the load**, from a probe process of its own (the followers'
+  process is busy decoding their events) while the runs go on: a ``status`` round trip
+  every 20 ms; ``permission.respond`` (approve) sent to ``tool.started`` received, in runs
+  of agent mode that ask before each ``bash`` call (the model answers at once); and a
+  dispatch on an idle session (made before the load) to its model's first word, the first
+  ``text.delta``'s ``ts`` (the daemon's clock) minus ``time.time()`` before the request
+  (the scripted model answers at once): p50 and p99 of each.
 
     uv run python bench/scale.py [--sessions 1000] [--steps 10] [--think 4]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -40,10 +49,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import BenchEnv, Figure, median, parser, percentile, prepare, read_proc_status, report  # noqa: E402
+from _common import PYTHON, BenchEnv, Figure, median, parser, percentile, prepare, read_proc_status, report  # noqa: E402
 
 RSS_TARGET_MIB = 500.0
 STEP_P99_TARGET_MS = 10.0
+#: status, approve -> tool.started, dispatch -> first model request, p99 under the load.
+INTERACTIVE_P99_TARGET_MS = 50.0
+#: Idle sessions made for the dispatch probe (one per dispatch; more than a run's length needs).
+PROBE_SESSIONS = 400
 
 
 def script(steps: int, think: float) -> dict[str, Any]:
@@ -59,6 +72,82 @@ def script(steps: int, think: float) -> dict[str, Any]:
 
 def rss_mib(pid: int) -> float:
     return read_proc_status(pid)["VmRSS"] / 1024
+
+
+def probe_scripts(root: Path) -> tuple[str, str]:
+    """The probe's models: ``scripted/FILE`` of five replies each asking for a ``bash``
+    call (agent mode asks before each), and of one word, both answering at once."""
+    asks = root / "probe-asks.json"
+    asks.write_text(json.dumps({"responses": [
+        *({"content": [{"type": "tool_use", "name": "bash", "input": {"command": f"true {i}"}}]} for i in range(5)),
+        {"content": [{"type": "text", "text": "done"}]}]}))
+    word = root / "probe-word.json"
+    word.write_text(json.dumps({"responses": [{"content": [{"type": "text", "text": "ok"}]}]}))
+    return f"scripted/{asks}", f"scripted/{word}"
+
+
+async def probe(socket: str, cwd: str, asks: str, word: str, sessions: list[str]) -> dict[str, list[float]]:
+    """The probe process's work (``--probe``): until its stdin closes, time a status round
+    trip, an approval, a dispatch on an idle session (see the module); seconds each."""
+    import trio
+
+    from roost.protocol.trio_client import open_client
+
+    out: dict[str, list[float]] = {"status": [], "approve": [], "dispatch": []}
+    stop = trio.Event()
+
+    async def statuses() -> None:
+        async with open_client(socket, client="probe-status") as client:
+            while not stop.is_set():
+                started = time.perf_counter()
+                await client.call("status")
+                out["status"].append(time.perf_counter() - started)
+                await trio.sleep(0.02)
+
+    async def approvals() -> None:
+        async with open_client(socket, client="probe-approve", buffer=4096) as client:
+            while not stop.is_set():
+                run = await client.call("dispatch", task="probe", model=asks, cwd=cwd, attach=True,
+                                        mode="agent", sandbox="off")
+                asked: dict[str, float] = {}
+                async for note in client.notifications:
+                    event = note.params[0] if note.method == "event" else {}
+                    if event.get("run") != run["run"]:
+                        continue
+                    if event["type"] == "permission.requested":
+                        asked[event["call_id"]] = time.perf_counter()
+                        await client.call("permission.respond", session=run["session"], call_id=event["call_id"],
+                                          decision="approve")
+                    elif event["type"] == "tool.started" and event["call_id"] in asked:
+                        out["approve"].append(time.perf_counter() - asked.pop(event["call_id"]))
+                    elif event["type"] == "run.finished":
+                        break
+
+    async def dispatches() -> None:
+        async with open_client(socket, client="probe-dispatch", buffer=4096) as client:
+            for session in sessions:
+                if stop.is_set():
+                    return
+                sent = time.time()
+                run = await client.call("dispatch", session=session, task="probe", model=word, attach=True, yes=True)
+                async for note in client.notifications:
+                    event = note.params[0] if note.method == "event" else {}
+                    if event.get("run") == run["run"] and event["type"] == "text.delta":
+                        out["dispatch"].append(event["ts"] - sent)
+                    if event.get("run") == run["run"] and event["type"] == "run.finished":
+                        break
+                await trio.sleep(0.1)
+
+    async with trio.open_nursery() as nursery:
+        for job in (statuses, approvals, dispatches):
+            nursery.start_soon(job)
+        await trio.to_thread.run_sync(sys.stdin.read)  # the load is over when stdin closes
+        stop.set()
+        with trio.move_on_after(10):
+            while nursery.child_tasks and not all(out.values()):
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    return out
 
 
 async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model: str) -> dict[str, Any]:
@@ -121,6 +210,12 @@ async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model:
                             problems.append(f"{session}: run ended {event['reason']}: {event.get('error')}")
                         return
 
+        probing = [(await admin.call("sessions.create", cwd=str(env.project)))["session"]
+                   for _ in range(PROBE_SESSIONS)]
+        asks, word = probe_scripts(env.root)
+        prober = subprocess.Popen(
+            [PYTHON, __file__, "--probe", json.dumps([str(env.socket), str(env.project), asks, word, probing])],
+            env=env.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         async with trio.open_nursery() as nursery:
             for session in ids:
                 nursery.start_soon(follower, session, random.uniform(0, think))
@@ -129,6 +224,8 @@ async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model:
             started_at.append(time.perf_counter())
             go.set()
         out["wall"] = time.perf_counter() - started_at[0]
+        probed, _ = await trio.to_thread.run_sync(prober.communicate)
+        out["probe"] = json.loads(probed)
         out["rss"]["after"] = rss_mib(pid)
         # Nothing lost: what each follower got is what the store holds for its run.
         for session in ids:
@@ -143,14 +240,40 @@ async def run_all(env: BenchEnv, sessions: int, steps: int, think: float, model:
     return out
 
 
+def interactive(probed: dict[str, list[float]], n: int) -> list[Figure]:
+    """The probe's figures: p99 of each interactive latency, p50 and count beside."""
+    titles = {
+        "status": ("`status` round trip", "a `status` call every 20 ms, perf_counter around the call"),
+        "approve": ("approve -> tool.started", "perf_counter from sending permission.respond (approve) to "
+                    "the call's tool.started received, agent-mode runs asking before each bash call"),
+        "dispatch": ("dispatch on an idle session -> first model request", "time.time() before sending "
+                     "dispatch to the ts of the run's first text.delta (the scripted model's first word)"),
+    }
+    figures = []
+    for key, (title, how) in titles.items():
+        samples = probed.get(key) or [float("nan")]
+        figures.append(Figure(
+            key=f"scale.{key}_p99_ms", title=f"{title} p99, {n} sessions running",
+            value=percentile(samples, 99) * 1000, unit="ms", better="lower", target=INTERACTIVE_P99_TARGET_MS,
+            how=f"from a probe process while the runs go on: {how}",
+            details=[f"{len(probed.get(key) or [])} samples; p50 {median(samples) * 1000:.1f} ms, "
+                     f"max {max(samples) * 1000:.1f} ms"]))
+    return figures
+
+
 def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=1000, help="concurrent sessions, one follower each (default 1000)")
     p.add_argument("--steps", type=int, default=10, help="tool steps per run (default 10)")
     p.add_argument("--think", type=float, default=4.0, help="seconds each scripted reply waits (default 4)")
+    p.add_argument("--probe", help=argparse.SUPPRESS)
     args = p.parse_args()
-    context = prepare(args)
     import trio
+
+    if args.probe:
+        print(json.dumps(trio.run(probe, *json.loads(args.probe))))
+        return
+    context = prepare(args)
 
     with BenchEnv("scale") as env:
         for i in range(1, args.steps + 1):
@@ -191,6 +314,7 @@ def main() -> None:
                      f"late): p50 {median(m['model_over']) * 1000:.2f} ms, p99 "
                      f"{percentile(m['model_over'], 99) * 1000:.2f} ms"],
         ),
+        *interactive(m["probe"], n),
         Figure(
             key="scale.lost", title="runs with an event lost, duplicated or out of order",
             value=len(m["problems"]), unit="runs", better="lower", target=1,

@@ -18,9 +18,13 @@ followed by the floor (bench/_floor_loop.py, a stdlib agent loop making the same
 and running the same commands) for the same number of steps against the same server; the
 floor's per-step figure is computed the same way and the ratio printed.
 
+``anthropic`` and ``openai`` are each measured twice, over plain HTTP and over HTTPS (the
+fake server behind a self-signed certificate made here, which the daemon and the floor
+trust through ``SSL_CERT_FILE``; the floor then speaks TLS too), each in a daemon of its own.
+
 Runs alternate (1-step, 20-step) to share any drift; medians over --runs pairs.
 
-    uv run python bench/step_overhead.py [--runs 7] [--only scripted|anthropic|openai]
+    uv run python bench/step_overhead.py [--runs 7] [--only scripted|anthropic|openai] [--no-https]
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from _common import (  # noqa: E402
     spread,
     tool_steps_script,
 )
+from tests.fakes._http import self_signed  # noqa: E402  (_common put the repo on sys.path)
 
 LONG, SHORT = 20, 1
 TARGET_MS = 3.0
@@ -249,39 +254,52 @@ class HttpModel:
                           "--template", str(self.template)], self.env.env, self.env.project)
 
 
-def serve_model(kind: str) -> Any:
+def serve_model(kind: str, tls: Any = None) -> Any:
     if kind == "anthropic":
         from tests.fakes.anthropic_server import serve_anthropic
 
-        return serve_anthropic()
+        return serve_anthropic(tls=tls)
     from tests.fakes.openai_server import serve_openai
 
-    return serve_openai()
+    return serve_openai(tls=tls)
 
 
-def run_http(kind: str, runs: int) -> tuple[list[Figure], list[str]]:
-    """Roost through the ``kind`` provider against its fake server, and the floor loop."""
+def run_http(kind: str, runs: int, https: bool = False) -> tuple[list[Figure], list[str]]:
+    """Roost through the ``kind`` provider against its fake server, and the floor loop;
+    ``https``: the server behind a certificate of its own, trusted through SSL_CERT_FILE."""
     notes = []
-    with serve_model(kind) as server, BenchEnv(f"step{kind[0].upper()}") as env:
-        model = env.use_model_server(kind, server.base_url)
-        env.start_daemon()
-        side = HttpModel(kind, server, env)
-        both = measure(env, runs, lambda n: model, before_run=side.enqueue, floor=side.floor)["off"]
-        status = read_proc_status(env.daemon_pid)
-        notes.append(f"daemon with the {kind} provider loaded, after {2 * (runs + 1)} runs: "
-                     f"VmHWM {status['VmHWM'] / 1024:.1f} MiB, VmRSS {status['VmRSS'] / 1024:.1f} MiB")
-        notes.append(f"fake {kind} server saw {len(server.requests)} requests, "
-                     f"{server.connections} connections")
+    with BenchEnv(f"step{kind[0].upper()}{'s' if https else ''}") as env:
+        cert, tls = self_signed(env.root) if https else (None, None)
+        if cert is not None:
+            env.env["SSL_CERT_FILE"] = str(cert)  # the daemon's providers, and the floor
+        with serve_model(kind, tls) as server:
+            return _run_http(kind, runs, https, env, server, notes)
+
+
+def _run_http(kind: str, runs: int, https: bool, env: BenchEnv, server: Any,
+              notes: list[str]) -> tuple[list[Figure], list[str]]:
+    name, key = (f"{kind}, https", f"{kind}_https") if https else (kind, kind)
+    model = env.use_model_server(kind, server.base_url)
+    env.start_daemon()
+    side = HttpModel(kind, server, env)
+    both = measure(env, runs, lambda n: model, before_run=side.enqueue, floor=side.floor)["off"]
+    status = read_proc_status(env.daemon_pid)
+    notes.append(f"daemon with the {name} provider loaded, after {2 * (runs + 1)} runs: "
+                 f"VmHWM {status['VmHWM'] / 1024:.1f} MiB, VmRSS {status['VmRSS'] / 1024:.1f} MiB")
+    notes.append(f"fake {name} server saw {len(server.requests)} requests, "
+                 f"{server.connections} connections")
     floor = both["floor"]
     how = (f"as for scripted (`--sandbox off`), with model `{model}` against "
-           f"tests/fakes/{kind}_server.py (in this process, 127.0.0.1, streamed SSE, zero delay)"
+           f"tests/fakes/{kind}_server.py (in this process, 127.0.0.1, streamed SSE, zero delay"
+           + (", over TLS: a self-signed certificate the daemon and the floor trust through "
+              "SSL_CERT_FILE" if https else "") + ")"
            + ("; each dispatch brings ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL pointing at it"
               if kind == "anthropic" else "; a `[providers.local]` of kind openai in config.toml")
            + " (the provider is built in the warm-up pair)")
-    figures = figures_for(kind, both, how, kind)
+    figures = figures_for(name, both, how, key)
     ratio = both["per_step"] / floor["per_step"]
     figures.append(Figure(
-        key=f"step_overhead.{kind}_floor_ratio", title=f"per-step overhead / floor ({kind})",
+        key=f"step_overhead.{key}_floor_ratio", title=f"per-step overhead / floor ({name})",
         value=ratio, unit="x", better="lower", target=FLOOR_RATIO_TARGET,
         how=("roost's per-step figure above / the floor's, measured the same way in the same "
              "run: bench/_floor_loop.py (a stdlib agent loop: http.client, SSE read line by "
@@ -301,6 +319,7 @@ def main() -> None:
     p = parser(__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=11, help="measured pairs of runs per model (default 11)")
     p.add_argument("--only", choices=("scripted", "anthropic", "openai"))
+    p.add_argument("--no-https", action="store_true", help="the vendor APIs over plain HTTP only")
     args = p.parse_args()
     context = prepare(args)
     figures: list[Figure] = []
@@ -309,10 +328,11 @@ def main() -> None:
         figures += figs
         context += notes
     for kind in ("anthropic", "openai"):
-        if args.only in (None, kind):
-            figs, notes = run_http(kind, args.runs)
-            figures += figs
-            context += notes
+        for https in (False, True):
+            if args.only in (None, kind) and not (https and args.no_https):
+                figs, notes = run_http(kind, args.runs, https)
+                figures += figs
+                context += notes
     floor, boxed = spawn_floors()
     context.append(f"floor: `bash -c true` spawned by subprocess.run from Python takes "
                    f"{floor * 1000:.2f} ms (median of 40); each step includes one")

@@ -9,8 +9,10 @@ deltas) are published but never stored and carry no ``seq``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from ._replace import replace
 
 SESSION_CREATED = "session.created"
 RUN_STARTED = "run.started"

@@ -85,9 +85,17 @@ from ._permission_rules import (
     origin,
     tool_matches,
 )
-from ._shell_lines import Command, command_pattern, escape, judge
+from ._shell_lines import Command, Judgement, command_pattern, escape, judge
 from ._shell_words import WILD
 from ._urls import UrlError, web_address
+
+
+@functools.lru_cache(maxsize=256)
+def _judged(line: str) -> Judgement:
+    """:func:`judge`, remembered: a step judges its bash lines two or three times (the
+    paths the daemon resolves first, then the decision), a tree-sitter parse each."""
+    return judge(line)
+
 
 #: The tool a person answers instead of a program.
 ASK_HUMAN = "ask_human"
@@ -210,7 +218,7 @@ def paths_named(name: str, input: Mapping[str, Any]) -> tuple[str, ...]:
     (a file tool's path, the files a bash line's redirections write)."""
     if name == "bash":
         command = input.get("command")
-        return judge(command).writes if isinstance(command, str) else ()
+        return _judged(command).writes if isinstance(command, str) else ()
     key = PATH_TOOLS.get(name)
     path = input.get(key, ".") if key is not None else None
     return (path,) if isinstance(path, str) else ()
@@ -366,7 +374,7 @@ class _Judging:
     # -- bash -------------------------------------------------------------------------------
 
     def bash(self, line: str) -> _Verdict:
-        judged = judge(line)
+        judged = _judged(line)
         for command in judged.commands:
             hit = self.first(DENY, "bash", lambda r: narrows(r, command))
             if hit is not None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from . import _events as ev
 from ._events import Event
 from ._modes import COMPACT_MODE, NO_TOOLS_MODES
 from ._permission_rules import ALLOW, Rule, parse_rule
+from ._replace import replace
 from ._settings import RunSettings
 from ._waits import HumanWait, PermissionWait, Wait
 

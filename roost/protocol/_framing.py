@@ -57,7 +57,10 @@ class Decoder:
             else:
                 self._fed += len(data)
                 self._message_start = self._fed
-                self._append(out, obj)
+                try:
+                    out.append(parse(obj))
+                except ProtocolError as exc:
+                    out.append(exc)
                 return out
         if len(data) <= self.max_frame - self._buffered():
             # It all fits, fed at once.

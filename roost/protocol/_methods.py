@@ -67,28 +67,40 @@ class Method:
         if len(params) > 1 or (params and not isinstance(params[0], dict)):
             raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name} takes one map of params")
         given = {k: v for k, v in (params[0] if params else {}).items() if v is not None}
-        unknown = sorted(set(given) - {p.name for p in self.params}, key=str)
-        if unknown:
+        checks = _CHECKS.get(self.name)
+        if checks is None:
+            checks = _CHECKS[self.name] = _checks(self)
+        names, each = checks
+        if not given.keys() <= names:
             # A misspelt param (``call-id``, ``sesion``) must not be silently ignored.
-            names = ", ".join(repr(k) for k in unknown)
+            unknown = ", ".join(repr(k) for k in sorted(given.keys() - names, key=str))
             known = ", ".join(p.name for p in self.params) or "none"
-            raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name} has no param {names} (it takes {known})")
-        for param in self.params:
-            value = given.get(param.name)
+            raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name} has no param {unknown} (it takes {known})")
+        for name, required, types, numeric, type_name in each:
+            value = given.get(name)
             if value is None:
-                if param.required:
-                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {param.name!r} is required")
+                if required:
+                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} is required")
                 continue
-            types = _TYPES[param.type]
-            if not isinstance(value, types) or (param.type in ("int", "number", "int|str") and isinstance(value, bool)):
+            if not isinstance(value, types) or (numeric and isinstance(value, bool)):
                 raise RpcError(
-                    ErrorCode.INVALID_PARAMS,
-                    f"{self.name}: {param.name!r} must be {param.type}, not {type(value).__name__}",
+                    ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} must be {type_name}, not {type(value).__name__}"
                 )
             problem = _out_of_range(value)
             if problem:
-                raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {param.name!r} {problem}")
+                raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} {problem}")
         return given
+
+
+#: What checking a method's params needs, worked out at its first request (the catalogue
+#: never changes): the names it takes, and per param (name, required, Python types, whether
+#: a bool is refused as a number, its catalogue type).
+_CHECKS: dict[str, tuple[frozenset[str], tuple[tuple[str, bool, tuple[type, ...], bool, str], ...]]] = {}
+
+
+def _checks(method: Method) -> tuple[frozenset[str], tuple[tuple[str, bool, tuple[type, ...], bool, str], ...]]:
+    each = tuple((p.name, p.required, _TYPES[p.type], p.type in ("int", "number", "int|str"), p.type) for p in method.params)
+    return frozenset(p.name for p in method.params), each
 
 
 _SESSION = Param("session", "str", True, "session id")
@@ -532,6 +544,8 @@ METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}
 
 def _out_of_range(value: Any) -> str:
     """What is wrong with a value of the right type ("" when nothing)."""
+    if type(value) is str:  # the usual param, first
+        return "must not hold a NUL character" if "\0" in value else ""
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number"
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:

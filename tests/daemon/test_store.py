@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import trio
 
 from roost.daemon.storage._schema import MIGRATIONS
 from roost.daemon.storage._store import EventStore, StoreDamaged, StoreFull, set_aside
+from roost.daemon.storage._writer import INLINE_ROWS
 from roost.loop import Event
 from tests._disk import fill
 
@@ -336,3 +338,29 @@ async def test_media_is_stored_once_held_by_its_sessions_and_freed_with_them(tmp
         assert await store.media(digest) is None
 
     await _with_store(tmp_path / "roost.db", body)
+
+
+@pytest.mark.parametrize("sync", ["normal", "full"])
+async def test_small_appends_commit_on_the_loop_only_without_fsync_and_all_are_durable(tmp_path: Path, sync: str) -> None:
+    db = tmp_path / "roost.db"
+    loop = threading.get_ident()
+    writers: list[bool] = []  # per event inserted: whether the loop's thread inserted it
+
+    async def body(store: EventStore) -> None:
+        await store.create_session("a", "/p", 1.0)
+        # Which thread runs the writer's statements (SQLite calls its trace hook there).
+        store._writer.set_trace_callback(
+            lambda sql: writers.append(threading.get_ident() == loop) if sql.startswith("INSERT INTO events") else None
+        )
+        await store.append([Event("message.user", "a", "r", 2.0, {"text": "small"})])
+        await store.append([Event("message.user", "a", "r", 3.0, {"text": "x" * 100_000})])
+        await store.append([Event("message.user", "a", "r", 4.0, {"text": str(i)}) for i in range(INLINE_ROWS + 1)])
+        other = sqlite3.connect(db)
+        try:
+            assert other.execute("SELECT count(*) FROM events").fetchone() == (INLINE_ROWS + 3,)
+        finally:
+            other.close()
+
+    await _with_store(db, body, sync=sync)
+    # A large body (its text stored apart as a blob), or many rows: the worker thread.
+    assert writers == [sync == "normal"] + [False] * (INLINE_ROWS + 2)

@@ -4,10 +4,13 @@ Design: a stdlib :class:`http.server.ThreadingHTTPServer` (HTTP/1.1, keep-alive,
 SSE) with its accept loop on one background thread and one thread per connection. It needs
 no event loop, so the same object serves trio tests in-process (start and stop are quick,
 blocking calls) and benchmarks from a separate process (``python -m tests.fakes.*_server``).
-It imports only the standard library.
+It imports only the standard library (and, to make a certificate, ``cryptography`` if it
+is installed).
 
 Accepted sockets get ``TCP_NODELAY``: without it Nagle's algorithm and delayed ACKs add
-~44 ms to every streamed call. They are counted in :attr:`FakeServer.connections`.
+~44 ms to every streamed call. They are counted in :attr:`FakeServer.connections`. Given an
+``ssl.SSLContext`` (``tls``), a fake serves HTTPS: each connection's handshake is made on its
+own thread, and :attr:`FakeServer.base_url` says ``https``.
 
 A fake subclasses :class:`FakeServer` (setting ``handler``, ``thread_name`` and, if its
 clients want one, ``url_path``) and :class:`FakeHandler` (implementing ``respond``, which
@@ -29,6 +32,8 @@ import re
 import selectors
 import signal
 import socket
+import ssl
+import subprocess
 import sys
 import threading
 from collections import deque
@@ -45,6 +50,7 @@ __all__ = [
     "Turn",
     "pieces",
     "run_cli",
+    "self_signed",
     "serving",
     "split_events",
 ]
@@ -84,9 +90,12 @@ class FakeServer(ThreadingHTTPServer):
 
     def __init__(
         self, script: Iterable[Turn] = (), *, default: Turn | None = None,
-        host: str = "127.0.0.1", port: int = 0,
+        host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__((host, port), self.handler)
+        self.scheme = "http" if tls is None else "https"
+        if tls is not None:
+            self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
         #: Every request received, in arrival order.
         self.requests: list[RecordedRequest] = []
         #: Connections accepted so far.
@@ -102,9 +111,10 @@ class FakeServer(ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        """``http://127.0.0.1:PORT`` plus :attr:`url_path` (no trailing slash)."""
+        """``http://127.0.0.1:PORT`` (``https`` with TLS) plus :attr:`url_path` (no
+        trailing slash)."""
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}{self.url_path}"
+        return f"{self.scheme}://{host}:{port}{self.url_path}"
 
     def enqueue(self, *turns: Turn) -> None:
         """Append turns to the script."""
@@ -158,6 +168,8 @@ class FakeServer(ThreadingHTTPServer):
         with self._lock:
             self._conns.add(request)
         try:
+            if isinstance(request, ssl.SSLSocket):
+                request.do_handshake()  # here, not in the accept loop
             super().finish_request(request, client_address)
         finally:
             with self._lock:
@@ -180,9 +192,51 @@ class FakeServer(ThreadingHTTPServer):
             return self._default, n
 
 
+def self_signed(folder: Path) -> tuple[Path, ssl.SSLContext]:
+    """A certificate for 127.0.0.1, signed by its own key, in ``folder``: its file (what a
+    client trusts through ``SSL_CERT_FILE``) and a server context that presents it. Made
+    with the ``cryptography`` package if it is installed, else with the ``openssl`` tool."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    try:
+        _make_certificate(cert, key)
+    except ImportError:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return cert, context
+
+
+def _make_certificate(cert: Path, key: Path) -> None:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    private = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(private.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(private, hashes.SHA256())
+    )
+    key.write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+
+
 @contextlib.contextmanager
 def serving(
     cls: type[S], script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> Iterator[S]:
     """A ``cls`` serving ``script`` on 127.0.0.1 for the ``with`` block.
 
@@ -191,11 +245,12 @@ def serving(
         default: served for every request once the script is exhausted (for benchmarks);
             without it the fake answers such a request with a 400.
         port: 0 for a free port.
+        tls: serve HTTPS with this context (its certificate loaded).
 
     Resource handling: the server is built and started on entry; it and its threads are
     closed when the block exits.
     """
-    server = cls(script, default=default, port=port)
+    server = cls(script, default=default, port=port, tls=tls)
     try:
         server.start()
         yield server

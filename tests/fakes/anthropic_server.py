@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 from typing import Any, Iterable, Mapping
 
 from tests.fakes import _http
@@ -175,14 +176,15 @@ class FakeAnthropicServer(_http.FakeServer):
 
 def serve_anthropic(
     script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> contextlib.AbstractContextManager[FakeAnthropicServer]:
     """Serve ``script`` (turns as in the module docstring, one per request) for the block.
 
     On 127.0.0.1, port ``port`` (0: a free one). ``default`` is served once the script is
     exhausted (for benchmarks), else such a request gets a 400. The server and its threads
-    are closed when the block exits.
+    are closed when the block exits. With ``tls``, HTTPS.
     """
-    return _http.serving(FakeAnthropicServer, script, default=default, port=port)
+    return _http.serving(FakeAnthropicServer, script, default=default, port=port, tls=tls)
 
 
 def _sse(name: str, data: Any) -> bytes:

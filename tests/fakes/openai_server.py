@@ -87,6 +87,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import ssl
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -195,14 +196,15 @@ class FakeOpenAIServer(_http.FakeServer):
 
 def serve_openai(
     script: Iterable[Turn] = (), *, default: Turn | None = None, port: int = 0,
+    tls: ssl.SSLContext | None = None,
 ) -> contextlib.AbstractContextManager[FakeOpenAIServer]:
     """Serve ``script`` (turns as in the module docstring, one per request) for the block.
 
     On 127.0.0.1, port ``port`` (0: a free one). ``default`` is served once the script is
     exhausted (for benchmarks), else such a request gets a 400. The server and its threads
-    are closed when the block exits.
+    are closed when the block exits. With ``tls``, HTTPS.
     """
-    return _http.serving(FakeOpenAIServer, script, default=default, port=port)
+    return _http.serving(FakeOpenAIServer, script, default=default, port=port, tls=tls)
 
 
 def transcript_events(name: str | Path) -> list[bytes]:

@@ -26,7 +26,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import trio
 
@@ -37,6 +37,8 @@ from ._base import DeltaCallback, ModelReply, ModelRequest, ProviderError, Provi
 _DELTAS_PER_READ = 32
 #: Bytes a script file may have.
 SCRIPT_LIMIT = 16 << 20
+#: Histories whose size is remembered (see :meth:`ScriptedProvider._input_chars`).
+_SIZED_LIMIT = 4096
 
 DEMO_SCRIPT: Mapping[str, Any] = {
     "responses": [
@@ -92,6 +94,10 @@ class ScriptedProvider:
     def __init__(self) -> None:
         # Parsed scripts by path, kept while the file's size and mtime stay the same.
         self._cache: dict[Path, tuple[tuple[int, int], Mapping[str, Any]]] = {}
+        # Where each (name, cwd) leads (pathlib's joins cost more than the stat, every call).
+        self._paths: dict[tuple[str, str], Path] = {}
+        # The last request's messages and their made-up size, by its first message's identity.
+        self._sizes: dict[int, tuple[Sequence[Mapping[str, Any]], int]] = {}
 
     async def stream(self, request: ModelRequest, on_delta: DeltaCallback) -> ModelReply:
         """Return the response whose index is the number of assistant turns so far (for a
@@ -140,7 +146,7 @@ class ScriptedProvider:
         has_tools = any(b.get("type") == "tool_use" for b in content)
         stop = response.get("stop_reason") or ("tool_use" if has_tools else "end_turn")
         usage = response.get("usage") or {
-            "input_tokens": max(1, sum(_chars(m["content"]) for m in request.messages) // 4),
+            "input_tokens": max(1, self._input_chars(request.messages) // 4),
             "output_tokens": max(1, _chars(content) // 4),
         }
         return ModelReply(tuple(content), stop, usage, first_token=first)
@@ -148,14 +154,36 @@ class ScriptedProvider:
     async def aclose(self) -> None:
         """Nothing to release."""
 
+    def _input_chars(self, messages: Sequence[Mapping[str, Any]]) -> int:
+        """``_chars`` of the messages' contents, measuring only those added since the last
+        request of the same history: a run's requests repeat it (the same message objects,
+        kept unchanged by the session's state but the last, which may grow), so measuring
+        it whole at every call cost a run time quadratic in its length."""
+        if not messages:
+            return 0
+        key = id(messages[0])
+        known = self._sizes.pop(key, None)
+        total, start = 0, 0
+        if known is not None:
+            before, size = known
+            if before[0] is messages[0] and len(before) <= len(messages) and before[-1] is messages[len(before) - 1]:
+                total, start = size, len(before)
+        total += sum(_chars(m["content"]) for m in messages[start:])
+        if len(self._sizes) >= _SIZED_LIMIT:
+            self._sizes.clear()
+        self._sizes[key] = (messages, total)
+        return total
+
     async def _load(self, name: str, cwd: str) -> Mapping[str, Any]:
         if name == "demo":
             return DEMO_SCRIPT
-        path = Path(name)
-        if not path.is_absolute():
-            path = Path(cwd) / path
+        path = self._paths.get((name, cwd))
+        if path is None:
+            if len(self._paths) >= _SIZED_LIMIT:
+                self._paths.clear()
+            path = self._paths[name, cwd] = Path(name) if Path(name).is_absolute() else Path(cwd) / name
         try:
-            info = path.stat()
+            info = os.stat(path)
             key = (info.st_size, info.st_mtime_ns)
             cached = self._cache.get(path)
             if cached is not None and cached[0] == key:

@@ -28,9 +28,8 @@ from roost.protocol import (
     PROTOCOL_VERSION,
     ErrorCode,
     Request,
-    Response,
     RpcError,
-    encode,
+    encode_response,
     error_table,
 )
 
@@ -38,7 +37,7 @@ from ..runs._conductor import Conductor
 from ..schedules import Scheduler
 from ..storage._store import StoreError, StoreFull
 from ..folder._config import ConfigError
-from ._api_part import Handler, checked_cwd, client_environ
+from ._api_part import Handler, checked_cwd, client_environ, no_session
 from ._connection import Connection
 from ._folder_api import FolderApi
 from ._memory_api import MemoryApi
@@ -47,6 +46,10 @@ from ._runs_api import RunsApi
 from ._sessions_api import SessionsApi
 
 log = logging.getLogger(__name__)
+
+#: Methods whose handlers first find their ``session`` (SESSION_NOT_FOUND if there is none)
+#: and do nothing else before: :meth:`Api.refusal` refuses an unknown one for them.
+_READ_A_SESSION = frozenset({"events", "attach"})
 
 
 class Api:
@@ -77,20 +80,34 @@ class Api:
         assert len(self._handlers) == sum(map(len, tables)), "a method has two handlers"
         assert set(self._handlers) == set(METHODS_BY_NAME), "catalogue and handlers differ"
 
+    def refusal(self, request: Request) -> bytes | None:
+        """The error response of a request refused before its handler would run, when that
+        is known without waiting: an unknown method, bad params, or no such session for a
+        method that reads one (``events``, ``attach``); None: its handler answers it. The
+        reader sends these itself (a task per request costs as much as the rest of a round
+        trip)."""
+        try:
+            params = check_params(request)
+            if request.method in _READ_A_SESSION and not self.conductor.sessions.known(params["session"]):
+                raise no_session(params["session"])
+        except RpcError as exc:
+            return encode_response(request.msgid, exc.to_wire(), None)
+        return None
+
     async def answer(self, connection: Connection, request: Request) -> bytes:
         """Run one request and return the encoded response (never raises)."""
         try:
             params = check_params(request)
             result = await self._handlers[request.method](connection, params)
         except RpcError as exc:
-            return encode(Response(request.msgid, exc.to_wire(), None))
+            return encode_response(request.msgid, exc.to_wire(), None)
         except StoreError as exc:
-            return encode(Response(request.msgid, store_refusal(exc).to_wire(), None))
+            return encode_response(request.msgid, store_refusal(exc).to_wire(), None)
         except Exception:
             log.exception("internal error in %s", request.method)
             error = RpcError(ErrorCode.INTERNAL, f"internal error in {request.method}; see the daemon log")
-            return encode(Response(request.msgid, error.to_wire(), None))
-        return encode(Response(request.msgid, None, result))
+            return encode_response(request.msgid, error.to_wire(), None)
+        return encode_response(request.msgid, None, result)
 
     async def hello(self, connection: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return hello_result(connection, params, self.notices)

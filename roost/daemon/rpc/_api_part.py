@@ -50,7 +50,7 @@ class ApiPart:
         try:
             return await self.conductor.sessions.get(session_id)
         except SessionNotFound:
-            raise RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}") from None
+            raise no_session(session_id) from None
 
     async def _attach(self, connection: Connection, session_id: str, since: int) -> int:
         """Send the session's events after ``since`` to ``connection``, then its new ones as
@@ -63,6 +63,11 @@ class ApiPart:
     def _refuse_when_stopping(self) -> None:
         if self._shutdown.is_set():
             raise RpcError(ErrorCode.SHUTTING_DOWN, "the daemon is shutting down")
+
+
+def no_session(session_id: str) -> RpcError:
+    """The error of a request naming a session there is not."""
+    return RpcError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
 
 
 @contextmanager

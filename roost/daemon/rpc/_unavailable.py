@@ -37,6 +37,10 @@ class Unavailable:
         self.started = time.monotonic()
         self._shutdown = shutdown
 
+    def refusal(self, request: Request) -> bytes | None:
+        """Nothing is refused before :meth:`answer` (which waits for nothing)."""
+        return None
+
     async def answer(self, connection: Connection, request: Request) -> bytes:
         """Run one request and return the encoded response (never raises)."""
         try:

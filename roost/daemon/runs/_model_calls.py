@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from operator import countOf, itemgetter
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
 import trio
@@ -116,7 +117,7 @@ class ModelCalls:
             think=settings.think if settings is not None else None,
             web_search=plan.web_search if plan is not None else None,
             **({"max_tokens": settings.max_tokens} if settings is not None and settings.max_tokens else {}),
-            number=sum(1 for m in track.state.messages if m["role"] == "assistant"),
+            number=countOf(map(itemgetter("role"), track.state.messages), "assistant"),
         )
         if isinstance(reply, ModelFailed):
             result: Input = reply

@@ -242,13 +242,27 @@ class SessionTable:
 
     def runs_in_flight(self) -> int:
         """Sessions with a run in flight."""
-        return sum(1 for s in self._sessions.values() if s.state.run is not None)
+        # Attributes, not properties, and no lists: ``status`` asks this of every session
+        # in memory (a thousand, under bench/scale.py's load).
+        return sum(1 for s in self._sessions.values() if s.track.state.run is not None)
 
     def background_commands(self) -> int:
         """Background commands running (``bash`` with ``run_in_background``), in every run
         and sub-agent's run."""
-        tracks = [t for s in self._sessions.values() for t in s.tracks()]
-        return sum(t.live.shells.running() for t in tracks if t.live is not None)
+        total = 0
+        for session in self._sessions.values():
+            live = session.track.live
+            if live is not None:
+                total += live.shells.running()
+            for sub in session.subruns.values():
+                if sub.live is not None:
+                    total += sub.live.shells.running()
+        return total
+
+    def known(self, session_id: str) -> bool:
+        """Whether :meth:`get` would find the session (else it raises SessionNotFound),
+        known without waiting."""
+        return session_id in self._sessions or (self._store.has_session(session_id) and session_id not in self._taken)
 
     def stored_only(self, session_id: str) -> bool:
         """Whether the session exists and is not in memory, with nothing to settle: no run

@@ -15,10 +15,11 @@ The files live in the daemon's state folder (``transcripts/``, 0700; each file 0
 user's own hooks read them there, and a run's sandbox shows its session's file read-only to
 its commands (a project's hooks run there), never another session's.
 
-Writing is off the conductor's way: :meth:`Transcripts.add` keeps the stored events (no
-work per event but a list append), one writer task turns them into lines and appends them
-in a worker thread, and :meth:`Transcripts.sync` waits until what was added is on disk (a
-hook runs only after that).
+Writing is off the conductor's way: :meth:`Transcripts.add` keeps the stored events that
+make lines (no work per event but a list append), one writer task gathers them for up to
+:data:`GATHER` seconds, turns them into lines and appends them in a worker thread, and
+:meth:`Transcripts.sync` waits until what was added is on disk (a hook runs only after that;
+it does not wait for the gathering).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ _TAIL = 1 << 16
 #: Events read from the store at a time when a file is caught up.
 _PAGE = 2000
 _NAMESPACE = uuid.UUID("6f1c8a52-54c4-4f43-9d0a-3b1e2f3c7a10")
+#: Seconds the writer gathers what is added before it writes (see :meth:`Transcripts.run`).
+GATHER = 0.05
 
 History = Callable[[str, int, int], Awaitable[list[Event]]]
 
@@ -70,14 +73,18 @@ class Transcripts:
     def __init__(self, history: History, folder: Path | None = None) -> None:
         self._history = history
         self._folder = folder if folder is not None else transcripts_dir()
-        self._pending: list[tuple[str, str, Sequence[Event]]] = []
+        # (session, cwd, the events that make lines, the lowest seq of the events stored with them)
+        self._pending: list[tuple[str, str, Sequence[Event], int]] = []
         self._wake = trio.Event()
         self._added = 0
         self._written = 0
         self._progress = trio.Event()
+        self._urgent = trio.Event()
         # Per file: (last uuid, last seq, model), as this daemon last wrote it.
         self._ends: dict[Path, tuple[str | None, int, str]] = {}
         self._caught_up: set[str] = set()
+        # The folders made private already (only the writer's thread uses it).
+        self._folders: set[Path] = set()
 
     def shown(self, session: str) -> tuple[str, str]:
         """What a run of ``session`` may read of the transcripts: its own file, and the
@@ -93,18 +100,19 @@ class Transcripts:
 
     def add(self, session: str, cwd: str, events: Sequence[Event]) -> None:
         """Stored events of ``session`` to write (cheap: the writer task does the work)."""
-        if not events:
+        lines = [event for event in events if event.type in _CONVERSATION]
+        if not lines:
             return
-        self._pending.append((session, cwd, events))
+        # The file is caught up to the first of them (see run), lines or not.
+        first = min((e.seq for e in events if e.seq is not None), default=1)
+        self._pending.append((session, cwd, lines, first))
         self._added += 1
         self._wake.set()
 
     async def sync(self, session: str) -> str:
         """Wait until what was added so far is written; the session's transcript (made,
         empty, if nothing was written yet)."""
-        target = self._added
-        while self._written < target:
-            await self._progress.wait()
+        await self._flushed()
         path = Path(self.path(session))
         if not path.exists():
             await trio.to_thread.run_sync(self._touch, path)
@@ -115,9 +123,7 @@ class Transcripts:
         their sub-agents' with them, once what was added for them is written (else the
         writer would make them again)."""
         sessions = [row.id for row in rows]
-        target = self._added
-        while self._written < target:
-            await self._progress.wait()
+        await self._flushed()
         paths = [Path(self.path(s)) for s in sessions]
         for session in sessions:
             self._caught_up.discard(session)
@@ -125,20 +131,33 @@ class Transcripts:
             self._ends = {p: end for p, end in self._ends.items() if p != path and path.with_suffix("") not in p.parents}
         await trio.to_thread.run_sync(_remove, paths)
 
+    async def _flushed(self) -> None:
+        """Wait until what was added so far is written, the writer told not to gather."""
+        target = self._added
+        while self._written < target:
+            self._urgent.set()
+            await self._progress.wait()
+
     async def run(self) -> None:
         """The writer: forever, what was added, written (in a worker thread)."""
         while True:
             await self._wake.wait()
+            # A step's lines come in a few adds milliseconds apart: gathered for a moment,
+            # they cost one trip to a worker thread (about 100 µs of CPU) instead of one
+            # each; unless someone waits for them (a hook about to read the file).
+            with trio.move_on_after(GATHER):
+                await self._urgent.wait()
+            self._urgent = trio.Event()
             self._wake = trio.Event()
             batch, self._pending = self._pending, []
             target = self._added
             try:
-                for session in dict.fromkeys(s for s, _, _ in batch):
+                for session in dict.fromkeys(s for s, _, _, _ in batch):
                     if session not in self._caught_up:
-                        seqs = [e.seq for s, _, es in batch if s == session for e in es if e.seq is not None]
-                        cwd = next(c for s, c, _ in batch if s == session)
-                        await self._catch_up(session, cwd, min(seqs, default=1))
-                await trio.to_thread.run_sync(self._write, [(s, c, e) for s, c, es in batch for e in es])
+                        first = min(f for s, _, _, f in batch if s == session)
+                        cwd = next(c for s, c, _, _ in batch if s == session)
+                        await self._catch_up(session, cwd, first)
+                await trio.to_thread.run_sync(self._write, [(s, c, e) for s, c, es, _ in batch for e in es])
             except Exception:
                 # A transcript must never cost a run: the next daemon catches up from the store.
                 log.exception("transcripts not written")
@@ -222,9 +241,22 @@ class Transcripts:
                 parent = line_id
             self._ends[path] = (parent, event.seq, model)
         for path, lines in out.items():
+            self._append(path, b"".join(lines))
+
+    def _append(self, path: Path, data: bytes) -> None:
+        """Append to a file, its folder made private the first time this daemon writes
+        there (checking it at every write cost more than the write), and again if it is
+        gone (deleted meanwhile)."""
+        if path.parent not in self._folders:
             ensure_private_dir(path.parent)
-            with open(path, "ab", opener=private_opener) as f:
-                f.write(b"".join(lines))
+            self._folders.add(path.parent)
+        try:
+            f = open(path, "ab", opener=private_opener)
+        except FileNotFoundError:
+            ensure_private_dir(path.parent)
+            f = open(path, "ab", opener=private_opener)
+        with f:
+            f.write(data)
 
 
 def _remove(paths: Iterable[Path]) -> None:

@@ -131,7 +131,9 @@ def home_readable(home: str, extra: Iterable[str] = ()) -> list[str]:
     the tool folders of ``~/.local/bin``'s links, the daemon's interpreter where it lies
     under ``home``, and ``extra`` (the user's ``[sandbox] readable``, resolved)."""
     real_home = os.path.realpath(home)
-    found = [os.path.join(home, name) for name in TOOLCHAINS]
+    # Most of them are not there: one lstat says so, where resolving each costs one a part
+    # (what is not there has no real path that is; the names hold no "..").
+    found = [path for name in TOOLCHAINS if os.path.lexists(path := os.path.join(home, name))]
     found += _link_targets(os.path.join(home, ".local", "bin"))
     found += [sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))]
     found += extra

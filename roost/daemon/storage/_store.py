@@ -2,7 +2,8 @@
 
 Design: every stored event gets the next per-session ``seq`` the moment it is appended (in
 the trio thread, so numbering follows call order), then joins a batch that one writer task
-commits in a single transaction on a worker thread. ``append`` returns only once the batch
+commits in a single transaction (on a worker thread; a small one without an fsync on the
+loop's own: see ``_writer.py``). ``append`` returns only once the batch
 is committed, so an event is durable before anyone publishes it. Reads use a second
 connection (WAL lets them run beside the writer). The store's worker threads are its own
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
@@ -62,7 +63,13 @@ class EventStore:
     """
 
     def __init__(
-        self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection, checkpointer: sqlite3.Connection
+        self,
+        path: Path,
+        writer: sqlite3.Connection,
+        reader: sqlite3.Connection,
+        checkpointer: sqlite3.Connection,
+        *,
+        sync: str = "normal",
     ) -> None:
         self.path = path
         self._writer = writer
@@ -72,7 +79,7 @@ class EventStore:
         threads = trio.CapacityLimiter(2)
         self._seqs = Numbering.read(writer)
         self._checkpoints = Checkpointer(checkpointer)
-        self._commits = Writer(path, writer, threads, self._checkpoints.committed)
+        self._commits = Writer(path, writer, threads, self._checkpoints.committed, inline=sync == "normal")
         self._reads = Reader(path, reader, threads, self._seqs)
 
     @classmethod
@@ -104,7 +111,7 @@ class EventStore:
             migrate(writer)
             opened.append(reader := connect(path))
             opened.append(checkpointer := connect(path))
-            return cls(path, writer, reader, checkpointer)
+            return cls(path, writer, reader, checkpointer, sync=sync)
         except (sqlite3.Error, OSError) as exc:
             for db in opened:
                 db.close()

@@ -15,9 +15,11 @@ A command of a sandboxed run is started by the run's sandbox instead
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import subprocess
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import trio
 
@@ -112,10 +114,7 @@ async def spawn(
         ours[1], theirs[1] = os.pipe()
         if stderr:
             ours[2], theirs[2] = os.pipe()
-        popen = subprocess.Popen(
-            list(argv), cwd=cwd, env=dict(env), stdin=theirs[0], stdout=theirs[1], stderr=theirs[2],
-            start_new_session=True,
-        )
+        popen = _popen(list(argv), cwd=cwd, env=dict(env), stdin=theirs[0], stdout=theirs[1], stderr=theirs[2])
     except BaseException:
         for fd in ours:
             if fd >= 0:
@@ -131,3 +130,31 @@ async def spawn(
     streams = [trio.lowlevel.FdStream(fd) if fd >= 0 else None for fd in ours]
     assert streams[1] is not None
     return Spawned(popen, streams[0], streams[1], streams[2])
+
+
+def _popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``Popen`` in a new session, its program found on ``PATH`` once: ``Popen`` looks it up
+    at every start (``os.get_exec_path``, about 50 µs here, most of it setting up and
+    taking down a warnings filter), ``shutil.which`` here once per program and ``PATH``.
+    A program that moved is looked up again."""
+    program = _program(argv[0], kwargs["env"].get("PATH"))
+    try:
+        return subprocess.Popen(argv, executable=program, start_new_session=True, **kwargs)
+    except FileNotFoundError:
+        if program is None:
+            raise
+        _found.cache_clear()
+        return subprocess.Popen(argv, start_new_session=True, **kwargs)
+
+
+def _program(name: str, path: str | None) -> str | None:
+    """Where ``name`` is on ``path``; None when ``Popen`` must look itself: a name with a
+    slash, no ``PATH``, or one with a relative folder (found from the command's cwd)."""
+    if "/" in name or not path or any(not folder.startswith("/") for folder in path.split(os.pathsep)):
+        return None
+    return _found(name, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _found(name: str, path: str) -> str | None:
+    return shutil.which(name, path=path)
