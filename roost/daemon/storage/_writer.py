@@ -19,9 +19,8 @@ page cache, with no fsync: ~35 µs, where the trip to a worker thread and back c
 CPU on its own, twice a tool step (bench/daemon_cpu.py: 1.81 -> 1.57 ms of daemon CPU a
 step). Everything else, and every commit with ``synchronous=FULL`` (an fsync each), is
 committed on the worker thread; so is everything for :data:`SLOW_PAUSE` seconds after a
-commit on the loop took longer than :data:`SLOW_COMMIT` and waited meanwhile (a disk under
-pressure, another process holding SQLite's lock; not merely other processes taking the CPU:
-the kernel counts the thread's waits apart): the loop then never waits on the disk for long.
+commit on the loop took longer than :data:`SLOW_COMMIT` (a disk under pressure, another
+process holding SQLite's lock): the loop then never waits on the disk for long.
 
 Error handling:
     A commit that fails stores nothing of its batch (the transaction is rolled back, the
@@ -34,7 +33,6 @@ Error handling:
 
 from __future__ import annotations
 
-import resource
 import sqlite3
 import time
 from pathlib import Path
@@ -65,15 +63,6 @@ INLINE_BYTES = 64 * 1024
 #: A commit on the loop slower than this sends the commits to the worker thread for a while.
 SLOW_COMMIT = 0.01
 SLOW_PAUSE = 60.0
-
-
-def _waits() -> int:
-    """How many times this thread has waited (gave up the CPU to wait: for the disk, a
-    lock); Linux counts them. Where it does not, -1: every slow commit counts as waiting."""
-    return resource.getrusage(_THREAD).ru_nvcsw if _THREAD is not None else -1
-
-
-_THREAD: int | None = getattr(resource, "RUSAGE_THREAD", None)
 
 
 def session_row(session: str, cwd: str, created: float, parent: str | None, forked_at: int | None) -> Row:
@@ -131,11 +120,9 @@ class Writer:
                 # Once numbered, the rows must reach the disk even if the daemon is stopping.
                 with trio.CancelScope(shield=True):
                     if self._small(batch):
-                        waits, started = _waits(), time.monotonic()
+                        started = time.monotonic()
                         self._commit_batch(batch)
-                        # Slow because it waited (the disk, a lock), not because other
-                        # processes had the CPU meanwhile.
-                        if time.monotonic() - started > SLOW_COMMIT and _waits() != waits:
+                        if time.monotonic() - started > SLOW_COMMIT:
                             self._threaded_until = time.monotonic() + SLOW_PAUSE
                     else:
                         await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
