@@ -2,8 +2,7 @@
 
 Design: every stored event gets the next per-session ``seq`` the moment it is appended (in
 the trio thread, so numbering follows call order), then joins a batch that one writer task
-commits in a single transaction (on a worker thread; a small one without an fsync on the
-loop's own: see ``_writer.py``). ``append`` returns only once the batch
+commits in a single transaction on a worker thread. ``append`` returns only once the batch
 is committed, so an event is durable before anyone publishes it. Reads use a second
 connection (WAL lets them run beside the writer). The store's worker threads are its own
 (a limiter of two: the writer and the reader), so no amount of other work in threads (tool
@@ -63,13 +62,7 @@ class EventStore:
     """
 
     def __init__(
-        self,
-        path: Path,
-        writer: sqlite3.Connection,
-        reader: sqlite3.Connection,
-        checkpointer: sqlite3.Connection,
-        *,
-        sync: str = "normal",
+        self, path: Path, writer: sqlite3.Connection, reader: sqlite3.Connection, checkpointer: sqlite3.Connection
     ) -> None:
         self.path = path
         self._writer = writer
@@ -79,7 +72,7 @@ class EventStore:
         threads = trio.CapacityLimiter(2)
         self._seqs = Numbering.read(writer)
         self._checkpoints = Checkpointer(checkpointer)
-        self._commits = Writer(path, writer, threads, self._checkpoints.committed, inline=sync == "normal")
+        self._commits = Writer(path, writer, threads, self._checkpoints.committed)
         self._reads = Reader(path, reader, threads, self._seqs)
 
     @classmethod
@@ -111,7 +104,7 @@ class EventStore:
             migrate(writer)
             opened.append(reader := connect(path))
             opened.append(checkpointer := connect(path))
-            return cls(path, writer, reader, checkpointer, sync=sync)
+            return cls(path, writer, reader, checkpointer)
         except (sqlite3.Error, OSError) as exc:
             for db in opened:
                 db.close()

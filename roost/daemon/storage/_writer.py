@@ -12,16 +12,6 @@ Work of the store's own that writes (a snapshot, deleting sessions, collecting g
 with appends, so there is never a second writer. After each batch the writer reports how
 many rows it wrote (the checkpointer counts them); a commit never checkpoints.
 
-Where a batch is committed: a small batch of appends (at most :data:`INLINE_ROWS` rows and
-:data:`INLINE_BYTES` bytes, no work of the store's own) with ``synchronous=NORMAL`` is
-committed on the event loop's thread. Such a commit writes a few pages into the WAL, in the
-page cache, with no fsync: ~35 µs, where the trip to a worker thread and back cost ~100 µs of
-CPU on its own, twice a tool step (bench/daemon_cpu.py: 1.81 -> 1.57 ms of daemon CPU a
-step). Everything else, and every commit with ``synchronous=FULL`` (an fsync each), is
-committed on the worker thread; so is everything for :data:`SLOW_PAUSE` seconds after a
-commit on the loop took longer than :data:`SLOW_COMMIT` (a disk under pressure, another
-process holding SQLite's lock): the loop then never waits on the disk for long.
-
 Error handling:
     A commit that fails stores nothing of its batch (the transaction is rolled back, the
     file stays whole). The appends batched with it are committed again one by one, so that
@@ -34,7 +24,6 @@ Error handling:
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -56,13 +45,6 @@ Row = tuple[Any, ...]
 #: What is queued: a caller's rows, the event set once they are committed (or not), and
 #: the errors that say why not.
 _Queued = tuple[list[Row], trio.Event, list[BaseException]]
-
-#: The largest batch committed on the event loop's thread (see the module's docstring).
-INLINE_ROWS = 64
-INLINE_BYTES = 64 * 1024
-#: A commit on the loop slower than this sends the commits to the worker thread for a while.
-SLOW_COMMIT = 0.01
-SLOW_PAUSE = 60.0
 
 
 def session_row(session: str, cwd: str, created: float, parent: str | None, forked_at: int | None) -> Row:
@@ -89,21 +71,12 @@ class Writer:
     """
 
     def __init__(
-        self,
-        path: Path,
-        db: sqlite3.Connection,
-        threads: trio.CapacityLimiter,
-        committed: Callable[[int], None],
-        *,
-        inline: bool = False,
+        self, path: Path, db: sqlite3.Connection, threads: trio.CapacityLimiter, committed: Callable[[int], None]
     ) -> None:
         self._path = path
         self._db = db
         self._threads = threads
         self._committed = committed
-        # Small batches may be committed on the loop (commits without an fsync only).
-        self._inline = inline
-        self._threaded_until = 0.0
         self._queue_send, self._queue_receive = trio.open_memory_channel[_Queued](256)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -119,30 +92,10 @@ class Writer:
                         break
                 # Once numbered, the rows must reach the disk even if the daemon is stopping.
                 with trio.CancelScope(shield=True):
-                    if self._small(batch):
-                        started = time.monotonic()
-                        self._commit_batch(batch)
-                        if time.monotonic() - started > SLOW_COMMIT:
-                            self._threaded_until = time.monotonic() + SLOW_PAUSE
-                    else:
-                        await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
+                    await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
                 for _, done, _ in batch:
                     done.set()
                 self._committed(sum(len(rows) for rows, _, _ in batch))
-
-    def _small(self, batch: list[_Queued]) -> bool:
-        """Whether ``batch`` is committed on the loop's thread (see the module)."""
-        if not self._inline or time.monotonic() < self._threaded_until:
-            return False
-        rows = size = 0
-        for queued, _, _ in batch:
-            for row in queued:
-                if row[0] == "work":
-                    return False
-                rows += 1
-                if row[0] == "event":
-                    size += len(row[6]) + sum(len(blob.data) for blob in row[7])
-        return rows <= INLINE_ROWS and size <= INLINE_BYTES
 
     def stop(self) -> None:
         """Let :meth:`run` finish the queued batches and return."""
