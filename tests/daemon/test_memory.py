@@ -259,3 +259,27 @@ async def test_the_users_config_makes_every_run_learn_but_an_agents_memory_off(c
     await trio.sleep(0.5)
     learned = [e["text"] for e in (await client.call("memory.list", cwd=str(project)))["entries"] if e["kind"] == "learned"]
     assert learned == ["Releases are cut on Mondays."]
+
+
+async def test_learning_against_the_messages_api(client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.anthropic_server import serve_anthropic
+
+    write(project / ".roost" / "agents" / "learner.md", LEARNER)
+    facts = json.dumps([{"fact": "Migrations run with make migrate.", "scope": "project"}])
+    script = [
+        {"content": [{"type": "text", "text": "Migrated."}], "stop_reason": "end_turn"},
+        {"content": [{"type": "text", "text": f"Here they are:\n{facts}"}], "stop_reason": "end_turn"},
+    ]
+    with serve_anthropic(script) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-sentinel")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        run = await client.call("dispatch", task="run the migrations", cwd=str(project), model="anthropic/claude-test",
+                                agent="learner", attach=True)
+        said = (await events_until(client, lambda e: e["type"] == "memory.learned"))[-1]
+        learn = server.requests[1].body
+    assert said["entries"][0]["text"] == "Migrations run with make migrate."
+    # One call of the run's model, over the run's record: its task and its answer.
+    assert learn["model"] == "claude-test" and "durable facts" in learn["system"][0]["text"]
+    record = learn["messages"][0]["content"][0]["text"]
+    assert "task: run the migrations" in record and "agent: Migrated." in record
+    assert "tools" not in learn
