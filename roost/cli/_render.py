@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 import re
 from typing import Any, Callable, Iterable
-from urllib.parse import urlsplit
 
 import click
 
@@ -528,6 +527,7 @@ def searched(content: Iterable[Any]) -> list[tuple[str, str]]:
 
 
 def _results(content: Any) -> tuple[str, str]:
+    from urllib.parse import urlsplit  # here: the light commands that render nothing skip its import
     if isinstance(content, dict):
         return "failed", f"search failed: {visible(str(content.get('error_code', 'error')))}"
     found = [r for r in content or () if isinstance(r, dict)]
