@@ -17,6 +17,7 @@ run that much, not every run.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from ..providers._registry import ProviderRegistry
     from ._index import MemoryIndex
 
-__all__ = ["BATCH", "Embedder", "Embeds", "LAYER_SECONDS", "QUIET_SECONDS", "Target", "embedding_target"]
+__all__ = ["BATCH", "Embedder", "Embeds", "LAYER_SECONDS", "QUIET_SECONDS", "Target", "embed_as_configured",
+           "embed_with", "embedding_target"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,29 @@ class Target:
     client: Embeds
 
 
+def embed_with(index: MemoryIndex | None, providers: ProviderRegistry, config: Config, environ: Mapping[str, str]) -> None:
+    """Have ``index`` embed with the model ``config`` names now (a folder's config was read
+    for a client with ``environ``); cheap: the provider is built once."""
+    if index is None:
+        return
+    try:
+        index.embedder.configure(embedding_target(providers, config, environ))
+    except ProviderUnavailable as exc:
+        index.embedder.keep(str(config.memory_embeddings), exc)
+
+
+async def embed_as_configured(index: MemoryIndex, providers: ProviderRegistry) -> None:
+    """As the daemon starts: embed with the model the user's config names, its key from the
+    daemon's own environment (a config that cannot be read is said when a folder is read)."""
+    from ..folder._config import ConfigError, load_config
+
+    try:
+        config = await trio.to_thread.run_sync(load_config)
+    except ConfigError:
+        return
+    embed_with(index, providers, config, os.environ)
+
+
 def embedding_target(providers: ProviderRegistry, config: Config, environ: Mapping[str, str]) -> Target | None:
     """The embedding model ``config`` names, resolved with ``environ``'s key (None: none is
     named).
@@ -79,9 +104,11 @@ def embedding_target(providers: ProviderRegistry, config: Config, environ: Mappi
     named = config.memory_embeddings
     if named is None:
         return None
+    # Before resolving: an Anthropic provider would import its SDK (most of a second).
+    entry = config.providers.get(named.partition("/")[0])
+    if entry is not None and entry.kind != "openai":
+        raise ProviderUnavailable(f"{entry.name}: a {entry.kind} provider has no /embeddings")
     resolved = providers.resolve(named, config, environ)
-    if not hasattr(resolved.provider, "embed"):
-        raise ProviderUnavailable(f"{resolved.config.name}: a {resolved.config.kind} provider has no /embeddings")
     return Target(resolved.model_id, resolved.model, resolved.provider)  # type: ignore[arg-type]
 
 
@@ -95,6 +122,8 @@ class Embedder:
         self._wake = trio.Event()
         #: ``time.monotonic()`` until which queries are not embedded.
         self._quiet_until = 0.0
+        #: What was said of a model that cannot be used (said once).
+        self._said: set[str] = set()
 
     def configure(self, target: Target | None) -> None:
         """Embed with ``target`` from now on (None: stop); a new model wakes the task."""
@@ -110,7 +139,9 @@ class Embedder:
         if self.target is None or self.target.model_id != model_id:
             if self.target is not None:
                 self.configure(None)
-            log.warning("memory embeddings by %s: not used: %s", model_id, problem.message)
+            if problem.message not in self._said:
+                self._said.add(problem.message)
+                log.warning("memory embeddings by %s: not used: %s", model_id, problem.message)
 
     def wake(self) -> None:
         """Entries were added: embed them."""

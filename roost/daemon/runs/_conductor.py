@@ -113,8 +113,6 @@ class Conductor:
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
         nursery.start_soon(self.memory.run)
-        if memory is not None:
-            nursery.start_soon(memory.embedder.run)  # entries' embeddings (see memory._embedder)
         self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, partial(stored_parts, store), memory)
         specs, fill = partial(tool_specs, tools, mcp), partial(resolved, store)
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
@@ -133,7 +131,6 @@ class Conductor:
         """Load what a restart needs: idempotency keys, and runs a dead daemon left open
         (see ``_recovery``)."""
         self._request_ids = await self.store.request_ids()
-        await self.planner.embed_as_configured()
         await recover(self.store, self.sessions, self.planner, self.ledger, self._start, self.subagents)
 
     async def start_run(self, session: Session, plan: RunPlan) -> str:

@@ -33,7 +33,7 @@ from roost.loop import (
 
 from ..folder import _claude as claude
 from ..folder._agents import Agent
-from ..folder._config import Config, ConfigError, load_config
+from ..folder._config import ConfigError
 from ..folder._command_text import substitute
 from ..folder._custom_commands import CustomCommand, find_skill, parse_invocation
 from ..folder._project import FrontMatterError, Place
@@ -42,10 +42,10 @@ from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
 from ..memory import MemoryIndex
-from ..memory._embedder import embedding_target
+from ..memory._embedder import embed_with
 from ..memory._learning import Learning
 from ..memory._recall import recall_layer
-from ..providers import ProviderError, ProviderRegistry, ProviderUnavailable, Resolved, ToolSpec, WebSearch, check_script
+from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ..tools._media import Media
@@ -218,26 +218,8 @@ class Planner:
             return load_folder(cwd, environ, trust, self.sandbox.hidden)
 
         setup = await trio.to_thread.run_sync(load)
-        self.embed_with(setup.config, setup.environment(environ))
+        embed_with(self.memory, self.providers, setup.config, setup.environment(environ))
         return setup
-
-    async def embed_as_configured(self) -> None:
-        """Embed memory with the model the user's config names (read with the daemon's own
-        environment), as the daemon starts; each folder's config read later says again."""
-        try:
-            config = await trio.to_thread.run_sync(load_config)
-        except ConfigError:
-            return  # said when a folder is read
-        self.embed_with(config, os.environ)
-
-    def embed_with(self, config: Config, environ: Mapping[str, str]) -> None:
-        """Embed memory with the model the user's config names now (see ``memory._embedder``)."""
-        if self.memory is None:
-            return
-        try:
-            self.memory.embedder.configure(embedding_target(self.providers, config, environ))
-        except ProviderUnavailable as exc:
-            self.memory.embedder.keep(str(config.memory_embeddings), exc)
 
     def resolve(
         self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
