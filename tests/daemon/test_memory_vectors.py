@@ -128,6 +128,24 @@ async def test_a_failing_or_slow_endpoint_leaves_search_to_the_words(index: Memo
     await _embedded(index, "emb/fake-embed")
 
 
+async def test_an_entry_the_endpoint_refuses_or_cannot_place_is_left_to_the_words(
+        index: MemoryIndex, provider: OpenAIProvider, fake: FakeEmbeddingsServer) -> None:
+    # The batch is refused, then the oldest entry alone: only it goes without a vector.
+    fake.enqueue({"status": 400}, {"status": 400})
+    await index.add("/p", "learned", "and the of it", "stop words only")  # a vector of no length
+    index.embedder.configure(Target("emb/fake-embed", "fake-embed", provider))
+    await _embedded(index, "emb/fake-embed")
+    assert [len(r.body["input"]) for r in fake.requests[:2]] == [len(ENTRIES) + 1, 1]
+    assert fake.requests[1].body["input"] == [ENTRIES[0][2]]
+    found = [e.text for e in await index.search("vehicle", ["/p"])]
+    assert ENTRIES[2][2] in found and ENTRIES[0][2] not in found
+    # Neither is asked for again.
+    asked = len(fake.texts())
+    await index.add("/p", "learned", "Mend the vehicle before the rally.", "later")
+    await _embedded(index, "emb/fake-embed")
+    assert fake.texts()[asked:] == ["Mend the vehicle before the rally."]
+
+
 async def test_the_daemon_embeds_with_the_model_the_users_config_names(fake: FakeEmbeddingsServer, tmp_path: Path) -> None:
     from .conftest import serving
 

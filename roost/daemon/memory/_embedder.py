@@ -149,7 +149,7 @@ class Embedder:
 
     async def run(self) -> None:
         """Forever: embed the entries that have no vector by the model configured."""
-        retry = RETRY_FIRST
+        retry, size = RETRY_FIRST, BATCH
         while True:
             await self._wake.wait()
             self._wake = trio.Event()
@@ -158,21 +158,34 @@ class Embedder:
                 continue
             await self._index.keep_vectors_of(target.model_id)
             while target is self.target:
-                batch = await self._index.unembedded(target.model_id, BATCH)
+                batch = await self._index.unembedded(target.model_id, size)
                 if not batch:
                     retry = RETRY_FIRST
                     break
-                try:
-                    with trio.fail_after(BATCH_SECONDS):
-                        vectors = await target.client.embed(target.model, [text for _, text in batch])
-                except (ProviderError, trio.TooSlowError) as exc:
-                    why = exc.message if isinstance(exc, ProviderError) else f"no answer within {BATCH_SECONDS:g} s"
+                failure = await self._embed(target, batch)
+                if failure is None:
+                    size = BATCH
+                elif _refused(failure) and len(batch) > 1:
+                    size = 1  # one by one, to find the entry the endpoint refuses
+                elif _refused(failure):
+                    log.warning("memory entry %d has no embedding by %s: %s", batch[0][0], target.model_id, failure)
+                    await self._index.store_vectors(target.model_id, [(batch[0][0], [])])
+                else:
+                    why = failure.message if isinstance(failure, ProviderError) else f"no answer within {BATCH_SECONDS:g} s"
                     log.warning("memory embeddings by %s failed (again in %g s): %s", target.model_id, retry, why)
                     with trio.move_on_after(retry):
                         await self._changed(target)
                     retry = min(retry * 2, RETRY_MAX)
-                    continue
-                await self._index.store_vectors(target.model_id, [(entry, v) for (entry, _), v in zip(batch, vectors)])
+
+    async def _embed(self, target: Target, batch: list[tuple[int, str]]) -> ProviderError | trio.TooSlowError | None:
+        """Embed and keep ``batch`` (id, text each); what went wrong, if anything."""
+        try:
+            with trio.fail_after(BATCH_SECONDS):
+                vectors = await target.client.embed(target.model, [text for _, text in batch])
+        except (ProviderError, trio.TooSlowError) as exc:
+            return exc
+        await self._index.store_vectors(target.model_id, [(entry, v) for (entry, _), v in zip(batch, vectors)])
+        return None
 
     async def _changed(self, target: Target) -> None:
         """Return once the target is another than ``target``."""
@@ -197,3 +210,9 @@ class Embedder:
         log.warning("memory search by words alone for %g s: no query embedding within %g s", QUIET_SECONDS, within)
         self._quiet_until = time.monotonic() + QUIET_SECONDS
         return None
+
+
+def _refused(failure: ProviderError | trio.TooSlowError) -> bool:
+    """Whether the endpoint refused what it was sent (400, 413, 422: an entry it cannot
+    embed), rather than failed or could not be reached."""
+    return isinstance(failure, ProviderError) and any(f" {status} " in failure.message for status in (400, 413, 422))

@@ -74,16 +74,19 @@ class VectorTable:
             self._model, self._scopes = None, {}
 
     def store(self, model: str, vectors: Sequence[tuple[int, Sequence[float]]]) -> None:
-        """Keep each ``(entry, vector)`` of ``model`` (an entry gone meanwhile is skipped)."""
+        """Keep each ``(entry, vector)`` of ``model`` (an entry gone meanwhile is skipped; an
+        empty vector marks an entry that has none)."""
         rows = []
         for entry, vector in vectors:
+            # A vector of no length (or none: the endpoint refused the entry) is kept empty,
+            # so that the entry is not asked for again; no search finds it by meaning.
             unit = _unit(vector)
-            if unit is not None:
-                rows.append((model, entry, _half(unit), _bits(unit).to_bytes(_width(len(unit)), "big"), entry))
+            vec, bits = (_half(unit), _bits(unit).to_bytes(_width(len(unit)), "big")) if unit is not None else (b"", b"")
+            rows.append((model, entry, vec, bits, entry))
         with self._db:
             self._db.execute("BEGIN")
             added = [
-                (entry, scope, bits) for _, entry, _, bits, _ in rows
+                (entry, scope, bits) for _, entry, _, bits, _ in rows if bits
                 for (scope,) in self._db.execute("SELECT scope FROM entries WHERE id = ?", (entry,))
             ]
             self._db.executemany(
@@ -131,7 +134,8 @@ class VectorTable:
     def _load(self, model: str) -> None:
         self._model, self._scopes = model, {}
         for entry, scope, bits in self._db.execute(
-            "SELECT v.entry, e.scope, v.bits FROM vectors v JOIN entries e ON e.id = v.entry WHERE v.model = ?", (model,)
+            "SELECT v.entry, e.scope, v.bits FROM vectors v JOIN entries e ON e.id = v.entry "
+            "WHERE v.model = ? AND length(v.bits) > 0", (model,)
         ):
             ids, signs = self._scopes.setdefault(scope, ([], []))
             ids.append(entry)
