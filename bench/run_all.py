@@ -25,7 +25,7 @@ from _common import BENCH_DIR, PYTHON, _num, compile_everything, machine  # noqa
 
 SCRIPTS = ["step_overhead", "first_request", "status_cli", "rpc_roundtrip", "fanout", "daemon_rss",
            "provider_overhead", "shell_attach", "mcp_overhead", "judge_lines", "ssh_overhead", "storage", "scale",
-           "sandbox_spawn", "freeze", "background_output", "image_read", "daemon_cpu"]
+           "sandbox_spawn", "freeze", "background_output", "image_read", "daemon_cpu", "recall"]
 
 
 def main() -> int:

@@ -75,6 +75,8 @@ ask rules, guardrail rules, prices, windows, compaction) always applies.
     [memory]                               # your config only
     learn = false                          # true: each run's durable facts are learned at
                                            # its end (an agent's memory: learn / off says)
+    embeddings = "local/nomic-embed-text"  # an OpenAI-compatible /embeddings model: recall
+                                           # ranks by meaning too (hybrid with the words)
 
     [sandbox]                              # where bash commands run (see roost.daemon.sandbox)
     mode = "workspace"                     # workspace (default) | read-only | off
@@ -113,6 +115,7 @@ from ._config_tables import (
     WebSearchConfig,
     fetch_private,
     guardrail,
+    memory_embeddings,
     memory_learns,
     parse_rules,
     passed,
@@ -247,6 +250,9 @@ class Config:
     web_search: WebSearchConfig = WebSearchConfig()
     #: Every run learns durable facts at its end (the user's ``[memory] learn``).
     memory_learn: bool = False
+    #: The model that embeds memory entries for vector search, ``provider/model`` (the
+    #: user's ``[memory] embeddings``; None: lexical search only).
+    memory_embeddings: str | None = None
     #: What the project's file says that widens, each marked trusted (applied) or not.
     widening: tuple[Widening, ...] = ()
     #: The user's ``[sandbox]``, and the project's, which may only narrow it.
@@ -342,6 +348,7 @@ def config_from(files: FolderFiles) -> Config:
             fetch_private=fetch_private(parsed, str(user)),
             web_search=web_search_table(parsed, str(user)),
             memory_learn=memory_learns(parsed, str(user)),
+            memory_embeddings=memory_embeddings(parsed, str(user)),
             warnings=tuple(unknown_keys(parsed, str(user))),
         )
     project = project_config_file(files.root)

@@ -21,7 +21,7 @@ _PRICE = frozenset({"input", "output", "cache_read", "cache_write"})
 SANDBOX_KEYS = ("mode", "writable", "network", "hide", "auto_allow", "readable")
 TOOLS_ENV_KEYS = ("pass", "inherit", "exclude", "include_only", "set")
 WEB_FETCH_KEYS = ("allow_private",)
-MEMORY_KEYS = ("learn",)
+MEMORY_KEYS = ("learn", "embeddings")
 WEB_SEARCH_KEYS = ("default", "max_uses", "allowed_domains", "blocked_domains", "mcp")
 
 #: Top-level key -> what it holds: None (a value), a frozenset of keys, a dict of nested

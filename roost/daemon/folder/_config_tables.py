@@ -194,3 +194,15 @@ def memory_learns(data: Mapping[str, Any], where: str) -> bool:
     if not isinstance(learn, bool):
         raise ConfigError(f"{where}: [memory] learn must be true or false")
     return learn
+
+
+def memory_embeddings(data: Mapping[str, Any], where: str) -> str | None:
+    """The user's ``[memory] embeddings``: the ``provider/model`` that embeds memory entries
+    for vector search (None: lexical search only; see ``roost.daemon.memory._embedder``)."""
+    model = table(data, "memory", where).get("embeddings")
+    if model is None:
+        return None
+    name, sep, rest = model.partition("/") if isinstance(model, str) else ("", "", "")
+    if not (name and sep and rest):
+        raise ConfigError(f"{where}: [memory] embeddings must name a model as provider/model")
+    return str(model)

@@ -1,4 +1,6 @@
-"""The memory index: entries the daemon can recall, searched with SQLite's FTS5 (BM25).
+"""The memory index: entries the daemon can recall, searched with SQLite's FTS5 (BM25), and
+by meaning too when an embeddings model is configured (``_embedder``, ``_vectors``): then a
+search fuses the two rankings (reciprocal-rank fusion).
 
 What is in it (never an entry that carries a credential the secrets guardrail knows): the
 entries of the user's and each project's memory files (what ``remember``
@@ -23,7 +25,7 @@ import os
 import sqlite3
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
@@ -32,7 +34,9 @@ import trio
 from roost.loop import SECRET_PATTERNS, linear_regex
 
 from ..folder._files import FileRefused, read_bounded
+from ._embedder import SEARCH_SECONDS, Embedder
 from ._entries import ENTRY_CHARS, entry_digest, entry_spans, fts_query
+from ._vectors import SCHEMA as _VECTORS, VectorTable
 
 __all__ = ["KINDS", "MEMORY_FILE_LIMIT", "MemoryEntry", "MemoryIndex"]
 
@@ -42,6 +46,11 @@ _T = TypeVar("_T")
 KINDS = ("file", "task", "summary", "learned")
 #: The largest memory file indexed (a larger one is left as it was).
 MEMORY_FILE_LIMIT = 4 * 1024 * 1024
+#: Reciprocal-rank fusion: an entry's score is the sum over the rankings that hold it of
+#: 1 / (RRF_K + its rank there), rank 1 the best (the constant of Cormack et al., 2009).
+RRF_K = 60
+#: Entries each ranking gives the fusion, at least.
+_POOL = 20
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -100,6 +109,9 @@ class MemoryIndex:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
         self._thread = trio.CapacityLimiter(1)
+        self._vectors = VectorTable(db)
+        #: The entries' embeddings (no model configured: lexical search only).
+        self.embedder = Embedder(self)
 
     @classmethod
     def open(cls, path: Path) -> MemoryIndex:
@@ -110,6 +122,7 @@ class MemoryIndex:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA busy_timeout=5000")
         db.executescript(_SCHEMA)
+        db.executescript(_VECTORS)
         return cls(db)
 
     async def close(self) -> None:
@@ -124,7 +137,10 @@ class MemoryIndex:
     async def add(self, scope: str, kind: str, text: str, source: str, created: float | None = None) -> int | None:
         """Index an entry; its id (None: the same words are in the scope already, or were
         forgotten there)."""
-        return await self._run(self._add, scope, kind, text, source, created if created is not None else time.time())
+        entry = await self._run(self._add, scope, kind, text, source, created if created is not None else time.time())
+        if entry is not None:
+            self.embedder.wake()
+        return entry
 
     def _add(self, scope: str, kind: str, text: str, source: str, created: float) -> int | None:
         text = text.strip()[:ENTRY_CHARS]
@@ -142,9 +158,11 @@ class MemoryIndex:
         folder a project's file must really be in). A file unchanged since it was indexed is
         not read again; of a changed one, the entries still in it keep their ids, new ones
         are added and those gone from it go; a file that went its entries go with it."""
-        await self._run(self._sync_files, list(files))
+        if await self._run(self._sync_files, list(files)):
+            self.embedder.wake()
 
-    def _sync_files(self, files: list[tuple[str, Path, Path | None]]) -> None:
+    def _sync_files(self, files: list[tuple[str, Path, Path | None]]) -> bool:
+        read = False
         for scope, path, within in files:
             try:
                 st = path.stat()
@@ -174,6 +192,8 @@ class MemoryIndex:
                 for entry in entries:
                     self._add(scope, "file", entry, str(path), created)
                 self._db.execute("INSERT OR REPLACE INTO files (path, stamp) VALUES (?, ?)", (str(path), stamp))
+            read = True
+        return read
 
     async def forget(self, entry_id: int) -> MemoryEntry | None:
         """Take an entry out (None: there is none by that id): for good, so that the same
@@ -200,18 +220,42 @@ class MemoryIndex:
     # -- reading ------------------------------------------------------------------------------
 
     async def search(self, query: str, scopes: Iterable[str] | None, limit: int = 8,
-                     leave_out: Iterable[str] = ()) -> list[MemoryEntry]:
+                     leave_out: Iterable[str] = (), *, embed_within: float | None = SEARCH_SECONDS) -> list[MemoryEntry]:
         """The entries of ``scopes`` (None: of every scope) that best match ``query`` (free
-        text: any of its words, ranked by BM25), best first; those from the sources
-        ``leave_out`` names are not."""
+        text), best first; those from the sources ``leave_out`` names are not. Ranked by
+        BM25 (any of its words); with an embeddings model, fused with the entries nearest
+        the query's embedding, if that comes within ``embed_within`` seconds (None: by the
+        words alone; the score is then the fusion's)."""
         match = fts_query(query)
-        if match is None:
+        vector = await self.embedder.query(query, embed_within) if embed_within is not None else None
+        if match is None and vector is None:
             return []
-        return await self._run(self._search, match, None if scopes is None else list(scopes), limit, list(leave_out))
+        return await self._run(self._search, match, vector, None if scopes is None else list(scopes), limit, list(leave_out))
 
-    def _search(self, match: str, scopes: list[str] | None, limit: int, leave_out: list[str]) -> list[MemoryEntry]:
+    def _search(self, match: str | None, vector: tuple[str, list[float]] | None, scopes: list[str] | None,
+                limit: int, leave_out: list[str]) -> list[MemoryEntry]:
         if scopes == []:
             return []
+        pool = limit if vector is None else max(limit, _POOL)
+        lexical = self._lexical(match, scopes, pool, leave_out) if match is not None else []
+        if vector is None:
+            return lexical
+        near = self._vectors.nearest(vector[0], vector[1], scopes, pool, leave_out)
+        fused: dict[int, float] = {}
+        for ranking in ([e.id for e in lexical], [entry for entry, _ in near]):
+            for rank, entry_id in enumerate(ranking, 1):
+                fused[entry_id] = fused.get(entry_id, 0.0) + 1.0 / (RRF_K + rank)
+        best = sorted(fused, key=lambda entry_id: (-fused[entry_id], entry_id))[:limit]
+        known = {e.id: e for e in lexical}
+        missing = [entry_id for entry_id in best if entry_id not in known]
+        if missing:
+            rows = self._db.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE id IN ({', '.join('?' * len(missing))})", missing
+            ).fetchall()
+            known.update((int(row[0]), _entry(row)) for row in rows)
+        return [replace(known[entry_id], score=fused[entry_id]) for entry_id in best if entry_id in known]
+
+    def _lexical(self, match: str, scopes: list[str] | None, limit: int, leave_out: list[str]) -> list[MemoryEntry]:
         within = "" if scopes is None else f" AND e.scope IN ({', '.join('?' * len(scopes))})"
         skip = f" AND e.source NOT IN ({', '.join('?' * len(leave_out))})" if leave_out else ""
         rows = self._db.execute(
@@ -222,6 +266,28 @@ class MemoryIndex:
         ).fetchall()
         # BM25 as SQLite gives it is lower for better matches.
         return [_entry(row[:-1], -row[-1]) for row in rows]
+
+    # -- vectors (see _embedder) ----------------------------------------------------------------
+
+    async def unembedded(self, model: str, limit: int) -> list[tuple[int, str]]:
+        """Up to ``limit`` entries with no vector by ``model``: id and text each."""
+        return await self._run(self._vectors.missing, model, limit)
+
+    async def store_vectors(self, model: str, vectors: list[tuple[int, list[float]]]) -> None:
+        """Keep the vectors ``model`` gave entries: ``(id, vector)`` each."""
+        await self._run(self._vectors.store, model, vectors)
+
+    async def keep_vectors_of(self, model: str) -> None:
+        """Drop the vectors of every model but ``model``."""
+        await self._run(self._vectors.keep_only, model)
+
+    async def has_vectors(self, model: str) -> bool:
+        """Whether any entry has a vector by ``model``."""
+        return await self._run(lambda: self._db.execute("SELECT 1 FROM vectors WHERE model = ? LIMIT 1", (model,)).fetchone() is not None)
+
+    async def vector_count(self, model: str) -> int:
+        """How many entries have a vector by ``model``."""
+        return await self._run(self._vectors.count, model)
 
     async def entries(self, scopes: Iterable[str] | None = None, limit: int = 100) -> list[MemoryEntry]:
         """The newest entries (of ``scopes``; None: of every scope), newest first."""

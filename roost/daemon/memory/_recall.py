@@ -3,7 +3,8 @@ match the task, within a budget, each with where it came from.
 
 The entries of the user's and the project's memory files are left out of the layer where
 the memory layer shows the file whole already; a longer file is indexed as it is now first
-(``remember`` appends to them).
+(``remember`` appends to them). With an embeddings model, the task's own embedding is waited
+for at most ``LAYER_SECONDS`` (0.25 s; see ``_embedder``): a run never waits longer on it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ..folder._project import Place, memory_files
 from ..folder._prompt import FILE_LIMIT, Layer
+from ._embedder import LAYER_SECONDS
 from ._files import RECALLED, USER_SCOPE, sync_memory_files
 from ._index import MemoryEntry, MemoryIndex
 
@@ -36,7 +38,7 @@ async def recall(index: MemoryIndex, task: str, place: Place, shown_whole: int) 
     whole = [str(p) for p in files.values() if _size(p) <= shown_whole]
     if len(whole) < len(files):
         await sync_memory_files(index, place)
-    return await index.search(task, [USER_SCOPE, str(place.root)], RECALLED, leave_out=whole)
+    return await index.search(task, [USER_SCOPE, str(place.root)], RECALLED, leave_out=whole, embed_within=LAYER_SECONDS)
 
 
 def recalled_text(entries: list[MemoryEntry]) -> str:

@@ -70,7 +70,7 @@ import time
 from contextlib import aclosing
 import logging
 from dataclasses import replace
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import httpx2
 import trio
@@ -82,7 +82,7 @@ from ._base import (
     ProviderError,
     ProviderUnavailable,
 )
-from ._openai_wire import OpenAIFold, has_images, request_body, status_error
+from ._openai_wire import OpenAIFold, embeddings_of, has_images, request_body, status_error
 from ._sse import SSEDecoder
 from ._transport import plain_transport
 from ._wire import after_retries, json_body, short
@@ -211,6 +211,25 @@ class OpenAIProvider:
         finally:
             await response.aclose()  # a no-op once the body has been read or cut
 
+    async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        """The embedding of each of ``texts`` by ``model``, in order: ``POST
+        {base_url}/embeddings`` on this provider's client, retried as a model call is.
+
+        Error handling:
+            Raises :class:`ProviderError` (or :class:`ProviderUnavailable`) as :meth:`stream`
+            does, and for an answer that is not one vector of numbers per text.
+        """
+        if self._closed:
+            raise ProviderError(f"{self._name}: the provider is closed")
+        response, _ = await self._send(json_body({"model": model, "input": list(texts)}), f"{self._base_url}/embeddings")
+        try:
+            raw = await response.aread()
+        except httpx2.HTTPError as exc:
+            raise ProviderError(f"{self._name}: embeddings cut off ({type(exc).__name__})") from exc
+        finally:
+            await response.aclose()
+        return embeddings_of(self._name, raw, len(texts))
+
     async def aclose(self) -> None:
         """Close the connection pool. Idempotent."""
         if not self._closed:
@@ -246,15 +265,15 @@ class OpenAIProvider:
                     raise
         raise AssertionError("unreachable")
 
-    async def _send(self, body: bytes) -> tuple[httpx2.Response, int]:
-        """POST until a 2xx response (its body unread) or a final error; the response and
-        the retries it took."""
+    async def _send(self, body: bytes, url: str | None = None) -> tuple[httpx2.Response, int]:
+        """POST (to ``url``, else Chat Completions) until a 2xx response (its body unread)
+        or a final error; the response and the retries it took."""
         attempt = 0
         while True:
             after = after_retries(attempt)
             try:
                 response = await self._client.send(
-                    self._client.build_request("POST", self._url, content=body), stream=True)
+                    self._client.build_request("POST", url or self._url, content=body), stream=True)
             except (httpx2.ReadTimeout, httpx2.WriteTimeout) as exc:
                 raise ProviderError(
                     f"{self._name}: no response within {self._timeout:g} s "

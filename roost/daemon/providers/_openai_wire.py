@@ -92,7 +92,7 @@ from typing import Any, Mapping
 from ._base import ModelReply, ModelRequest, ProviderError, ProviderUnavailable
 from ._wire import after_retries, json_text, short
 
-__all__ = ["OpenAIFold", "error_fields", "has_images", "request_body", "status_error"]
+__all__ = ["OpenAIFold", "embeddings_of", "error_fields", "has_images", "request_body", "status_error"]
 
 #: The media kinds a content block can be (see ``_base``).
 MEDIA_KINDS = ("image", "document", "audio")
@@ -539,3 +539,20 @@ def status_error(name: str, status: int, reason: str, raw: bytes, retries: int) 
     return ProviderError(text)
 
 
+
+
+def embeddings_of(name: str, raw: bytes, count: int) -> list[list[float]]:
+    """The vectors of an ``/embeddings`` answer (``{"data": [{"index", "embedding"}]}``), in
+    the order of the ``count`` inputs.
+
+    Raises:
+        ProviderError: the answer is not one vector of numbers for each input.
+    """
+    try:
+        data = json.loads(raw)["data"]
+        vectors = [[float(x) for x in item["embedding"]] for item in sorted(data, key=lambda item: item.get("index", 0))]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ProviderError(f"{name}: the embeddings answer cannot be read ({short(str(exc))})") from None
+    if len(vectors) != count or not all(vectors) or len({len(v) for v in vectors}) != 1:
+        raise ProviderError(f"{name}: the embeddings answer has no vector of one length for each of {count} inputs")
+    return vectors

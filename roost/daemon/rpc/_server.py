@@ -51,6 +51,7 @@ from ..folder._project import user_config_file
 from ..folder._trust import TrustStore
 from ..mcp import McpManager
 from ..memory import MemoryIndex
+from ..memory._embedder import embed_as_configured
 from ..runs._scheduled import scheduled_run, session_running
 from ..schedules import Scheduler, ScheduleTable
 from ..providers import ProviderRegistry
@@ -241,6 +242,8 @@ class Daemon:
                 conductor = Conductor(
                     store, self.fanout, providers, self.tools, nursery, ledger, mcp, trust, sandbox, memory
                 )
+                nursery.start_soon(memory.embedder.run)  # entries' embeddings (see memory._embedder)
+                await embed_as_configured(memory, providers)
                 await conductor.start()
                 schedules = await trio.to_thread.run_sync(ScheduleTable.open, self.database)
                 scheduler = Scheduler(schedules, partial(scheduled_run, conductor), partial(session_running, conductor))

@@ -42,6 +42,7 @@ from ..folder._setup import FolderSetup, load_folder
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
 from ..memory import MemoryIndex
+from ..memory._embedder import embed_with
 from ..memory._learning import Learning
 from ..memory._recall import recall_layer
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
@@ -216,7 +217,9 @@ class Planner:
                 raise ConfigError(str(exc)) from None
             return load_folder(cwd, environ, trust, self.sandbox.hidden)
 
-        return await trio.to_thread.run_sync(load)
+        setup = await trio.to_thread.run_sync(load)
+        embed_with(self.memory, self.providers, setup.config, setup.environment(environ))
+        return setup
 
     def resolve(
         self, model: str | None, setup: FolderSetup, environ: Mapping[str, str], plan: bool = False
