@@ -65,6 +65,15 @@ def table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     return value
 
 
+def known_only(section: Mapping[str, Any], keys: tuple[str, ...], name: str) -> Mapping[str, Any]:
+    """``section``, a table whose reader refuses keys it does not know (``name`` says which
+    table, for the message): a misspelt key must not pass unnoticed."""
+    unknown = set(section) - set(keys)
+    if unknown:
+        raise ConfigError(f"{name} has no {', '.join(sorted(unknown))} ({', '.join(keys)})")
+    return section
+
+
 def strings(value: Any, where: str) -> dict[str, str]:
     """``value``, a table of strings."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
@@ -75,12 +84,7 @@ def strings(value: Any, where: str) -> dict[str, str]:
 def sandbox_table(data: Mapping[str, Any], where: str, root: str | None) -> SandboxConfig:
     """A file's ``[sandbox]`` (``root``: where its relative paths start; None: the session
     folder). Unknown keys are errors: a misspelt narrowing must not pass unnoticed."""
-    section = table(data, "sandbox", where)
-    unknown = set(section) - set(SANDBOX_KEYS)
-    if unknown:
-        raise ConfigError(
-            f"{where}: [sandbox] has no {', '.join(sorted(unknown))} ({', '.join(SANDBOX_KEYS)})"
-        )
+    section = known_only(table(data, "sandbox", where), SANDBOX_KEYS, f"{where}: [sandbox]")
     mode = section.get("mode")
     if mode is not None and mode not in SANDBOX_MODES:
         raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
@@ -118,10 +122,7 @@ def _names(env: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 def env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
     """The user's ``[tools.env]`` (its ``pass`` is read by :func:`passed`)."""
-    env = table(table(data, "tools", where), "env", f"{where}: [tools]")
-    unknown = set(env) - set(TOOLS_ENV_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: [tools.env] has no {', '.join(sorted(unknown))} ({', '.join(TOOLS_ENV_KEYS)})")
+    env = known_only(table(table(data, "tools", where), "env", f"{where}: [tools]"), TOOLS_ENV_KEYS, f"{where}: [tools.env]")
     inherit = env.get("inherit", "all")
     if inherit not in INHERIT:
         raise ConfigError(f"{where}: [tools.env] inherit must be one of {', '.join(INHERIT)}")
@@ -133,13 +134,11 @@ def env_policy(data: Mapping[str, Any], where: str) -> EnvPolicy:
 
 def fetch_private(data: Mapping[str, Any], where: str) -> bool:
     """The user's ``[tools.web_fetch] allow_private``."""
-    section = table(table(data, "tools", where), "web_fetch", f"{where}: [tools]")
-    unknown = set(section) - set(WEB_FETCH_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: [tools.web_fetch] has no {', '.join(sorted(unknown))} ({', '.join(WEB_FETCH_KEYS)})")
+    name = f"{where}: [tools.web_fetch]"
+    section = known_only(table(table(data, "tools", where), "web_fetch", f"{where}: [tools]"), WEB_FETCH_KEYS, name)
     allowed = section.get("allow_private", False)
     if not isinstance(allowed, bool):
-        raise ConfigError(f"{where}: [tools.web_fetch] allow_private must be true or false")
+        raise ConfigError(f"{name} allow_private must be true or false")
     return allowed
 
 
@@ -159,11 +158,8 @@ class WebSearchConfig:
 
 def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
     """The user's ``[tools.web_search]`` (see ``roost.daemon.runs._web_search``)."""
-    section = table(table(data, "tools", where), "web_search", f"{where}: [tools]")
     name = f"{where}: [tools.web_search]"
-    unknown = set(section) - set(WEB_SEARCH_KEYS)
-    if unknown:
-        raise ConfigError(f"{name} has no {', '.join(sorted(unknown))} ({', '.join(WEB_SEARCH_KEYS)})")
+    section = known_only(table(table(data, "tools", where), "web_search", f"{where}: [tools]"), WEB_SEARCH_KEYS, name)
     default = section.get("default", False)
     if not isinstance(default, bool):
         raise ConfigError(f"{name} default must be true or false")
@@ -186,10 +182,7 @@ def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
 
 def memory_learns(data: Mapping[str, Any], where: str) -> bool:
     """The user's ``[memory] learn``: every run learns (unless its agent says otherwise)."""
-    section = table(data, "memory", where)
-    unknown = set(section) - set(MEMORY_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: [memory] has no {', '.join(sorted(unknown))} ({', '.join(MEMORY_KEYS)})")
+    section = known_only(table(data, "memory", where), MEMORY_KEYS, f"{where}: [memory]")
     learn = section.get("learn", False)
     if not isinstance(learn, bool):
         raise ConfigError(f"{where}: [memory] learn must be true or false")
