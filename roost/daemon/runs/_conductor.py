@@ -63,7 +63,7 @@ from ..memory._feed import MemoryFeed
 from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
-from ._media import resolved, stored_parts
+from ._media import MediaFill, stored_parts
 from ..tools import ProcessLedger, ToolRegistry
 from ..tools._media import Media
 from ._fanout import Fanout
@@ -114,7 +114,7 @@ class Conductor:
         nursery.start_soon(self.transcripts.run)
         nursery.start_soon(self.memory.run)
         self.tool_calls = calls = ToolCalls(tools, mcp, ledger, publish, self.feed_result, self.transcripts, nursery, partial(stored_parts, store), memory)
-        specs, fill = partial(tool_specs, tools, mcp), partial(resolved, store)
+        specs, fill = partial(tool_specs, tools, mcp), MediaFill(store)
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {

@@ -62,7 +62,7 @@ FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
 ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
 #: The PreToolUse hooks of a reply's calls: what they said, and why the run must stop (see
 #: ``ToolCalls.pre_hooks``).
-#: A call's messages with the bytes of their media parts (see ``_media.resolved``).
+#: A call's messages with the bytes of their media parts (see ``_media.MediaFill``).
 ResolveMedia = Callable[[Sequence[Mapping[str, Any]]], Awaitable[tuple[Mapping[str, Any], ...]]]
 PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
 
@@ -86,7 +86,7 @@ class ModelCalls:
         #: The PreCompact hooks, before a summary (see ``ToolCalls.compact_hooks``).
         self._compact_hooks = compact_hooks
         self._look_threads = trio.CapacityLimiter(LOOK_THREADS)
-        #: The messages with their media parts' bytes put in (see ``_media.resolved``).
+        #: The messages with their media parts' bytes put in (see ``_media.MediaFill``).
         self._resolve_media = resolve_media
 
     async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
