@@ -283,3 +283,13 @@ async def test_learning_against_the_messages_api(client: TrioClient, project: Pa
     record = learn["messages"][0]["content"][0]["text"]
     assert "task: run the migrations" in record and "agent: Migrated." in record
     assert "tools" not in learn
+
+
+async def test_the_recalled_memories_come_after_the_part_a_provider_caches(client: TrioClient, project: Path, anthropic: Any) -> None:
+    await _run(client, project, "why does the upload test fail on CI?", [text("It waited on the wall clock.")])
+    await _entries(client, project)
+    run = await client.call("dispatch", task="the upload test is flaky", cwd=str(project), model="anthropic/claude-test", attach=True)
+    await events_until(client, finished(run["run"]))
+    cached, tail = anthropic.requests[-1].body["system"]
+    assert "cache_control" in cached and "Similar memories" not in cached["text"]
+    assert tail["text"].startswith("Similar memories") and "wall clock" in tail["text"] and "cache_control" not in tail

@@ -27,7 +27,9 @@ Request mapping:
 - Prompt caching: the cache prefix is read in the order tools, system, messages, and the API
   caches up to each ``cache_control`` breakpoint (at most 4 per request). We set 3, each
   ``{"type": "ephemeral"}``: on the last tool definition (the tools alone, for when the system
-  prompt changes), on the system prompt (sent as a list of one text block to carry it), and
+  prompt changes), on the system prompt (sent as a list of text blocks to carry it: the mark
+  is on the first, and ``system_tail``, what changes between runs or within one, comes
+  after it, so that a new tail leaves the cached part as it was), and
   on the last cacheable block of the last message (not a thinking block, which cannot carry
   one). The last-message breakpoint moves forward every turn; the API finds the previous
   turn's entry by looking back from it (up to 20 blocks), so a long session re-reads its
@@ -124,9 +126,14 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
         "model": request.model,
         "stream": True,
     }
+    system = []
     if request.system:
-        params["system"] = [{"type": "text", "text": request.system,
-                             "cache_control": _ephemeral()}]
+        system.append({"type": "text", "text": request.system, "cache_control": _ephemeral()})
+    if request.system_tail:
+        # After the breakpoint: a changed tail leaves the cached prefix as it was.
+        system.append({"type": "text", "text": request.system_tail})
+    if system:
+        params["system"] = system
     if thinking is not None:
         params["thinking"] = thinking
     tools: list[dict[str, Any]] = [

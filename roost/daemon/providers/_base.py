@@ -57,6 +57,8 @@ class ModelRequest:
 
     #: The model's name at its provider (``claude-sonnet-4-5``, not ``anthropic/...``).
     model: str
+    #: The system prompt: what stays the same from call to call (a provider caches it),
+    #: then ``system_tail``, what changes between runs or within one.
     system: str
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[ToolSpec, ...] = ()
@@ -74,6 +76,12 @@ class ModelRequest:
     number: int | None = None
     #: The provider's web search, offered beside ``tools`` (None: not offered).
     web_search: WebSearch | None = None
+    system_tail: str = ""
+
+    @property
+    def system_text(self) -> str:
+        """The whole system prompt, as one text."""
+        return "\n\n".join(p for p in (self.system, self.system_tail) if p)
 
 
 @dataclass(frozen=True, slots=True)

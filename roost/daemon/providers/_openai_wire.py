@@ -130,8 +130,8 @@ def request_body(
             without a field it needs).
     """
     messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
+    if request.system_text:
+        messages.append({"role": "system", "content": request.system_text})
     for message in request.messages:
         role, content = message["role"], message["content"]
         if isinstance(content, str):

@@ -110,8 +110,10 @@ class ModelCalls:
             track,
             effect.model,
             on_delta,
-            # The summary changes within a run: it is the last layer, after the cached prefix.
-            system="\n\n".join(p for p in (plan.system if plan else "", summary_text(effect.summary)) if p),
+            system=plan.system if plan else "",
+            # What changes between runs (the similar memories) or within one (the summary):
+            # after the part a provider caches.
+            system_tail="\n\n".join(p for p in (plan.recalled if plan else "", summary_text(effect.summary)) if p),
             messages=effect.messages,
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=settings.think if settings is not None else None,

@@ -147,6 +147,9 @@ class RunPlan:
     web_search: WebSearch | None = None
     #: What the client is told the run goes without, and why.
     warnings: tuple[str, ...] = ()
+    #: The run's similar memories (see ``memory._recall``): the system prompt's last part,
+    #: sent after the part a provider caches, since it changes from run to run.
+    recalled: str = ""
     #: The images the task carries (sent with it, named by ``@file``): stored for the
     #: session when the run starts, and sent after the task.
     media: tuple[Media, ...] = ()
@@ -268,19 +271,19 @@ class Planner:
         )
         task, settings, lines, media = await _ready(self.mcp, setup, request, task, found, settings)
         layers = await self._layers(settled.agent, settings, setup)
-        layers += await recall_layer(self.memory, settled.agent.memory, task, setup.place)
         layers += [Layer("appended", request.appended, "dispatch")] if request.appended.strip() else []
+        recalled = await recall_layer(self.memory, settled.agent.memory, task, setup.place)
         first = Submit(
             "r" + secrets.token_hex(6),
             task,
             time.time(),
             settings,
             request_id=request.request_id,
-            prompt=(*sizes(layers), tools_size(self.tools, self.mcp, settings, specs, servers)),
+            prompt=(*sizes(layers + recalled), tools_size(self.tools, self.mcp, settings, specs, servers)),
             untrusted=setup.untrusted_notice(),
             # What a project's files put in the prompt meets the input guardrails (an API
             # key in AGENTS.md must not reach the model any more than one in a tool result).
-            instructions=_written_by_files(layers),
+            instructions=_written_by_files(layers + recalled),
             command=command,
         )
         return RunPlan(
@@ -299,6 +302,7 @@ class Planner:
             web_search=search.server,
             warnings=(search.problem,) if search.problem else (),
             media=media,
+            recalled=render(recalled),
         )
 
     async def subagent(self, request: SubagentCall) -> RunPlan:
@@ -337,14 +341,14 @@ class Planner:
         if confined is None and settings.policy.sandboxed:
             settings = replace(settings, policy=replace(settings.policy, sandboxed=False))
         layers = await self._layers(settled.agent, settings, setup)
-        layers += await recall_layer(self.memory, settled.agent.memory, call.message, setup.place)
+        recalled = await recall_layer(self.memory, settled.agent.memory, call.message, setup.place)
         first = Submit(
             "r" + secrets.token_hex(6),
             call.message,
             time.time(),
             settings,
-            prompt=tuple(sizes(layers)),
-            instructions=_written_by_files(layers),
+            prompt=tuple(sizes(layers + recalled)),
+            instructions=_written_by_files(layers + recalled),
         )
         return replace(
             caller,
@@ -359,6 +363,7 @@ class Planner:
             fork=settled.agent.fork,
             web_search=search.server,
             warnings=(),
+            recalled=render(recalled),
         )
 
     async def recorded(self, request: Recorded, setup: FolderSetup | None) -> RunPlan:

@@ -692,3 +692,15 @@ def test_media_parts_become_base64_blocks_and_audio_a_note() -> None:
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
         {"type": "text", "text": "[audio audio/wav: not sent, Anthropic models take no audio]"},
     ]
+
+
+def test_the_system_prompts_tail_comes_after_the_cache_breakpoint() -> None:
+    body = sent(ModelRequest(model=MODEL, system="You are roost.", system_tail="Similar memories: ...", messages=(ASK,)))
+    assert body["system"] == [
+        {"type": "text", "text": "You are roost.", "cache_control": EPHEMERAL},
+        {"type": "text", "text": "Similar memories: ..."},
+    ]
+    # Two requests that differ in their tail share the cached part byte for byte.
+    other = sent(ModelRequest(model=MODEL, system="You are roost.", system_tail="Something else.", messages=(ASK,)))
+    assert other["system"][0] == body["system"][0]
+    assert sent(ModelRequest(model=MODEL, system="", system_tail="only", messages=(ASK,)))["system"] == [{"type": "text", "text": "only"}]
