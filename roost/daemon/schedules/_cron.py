@@ -10,20 +10,11 @@ import zoneinfo
 
 from cronsim import CronSim, CronSimError
 
-__all__ = ["CronError", "check", "local_zone", "next_after"]
+__all__ = ["CronError", "local_zone", "next_after"]
 
 
 class CronError(ValueError):
     """A cron expression or a time zone that cannot be used; the message says which."""
-
-
-def check(expression: str, tz: str) -> None:
-    """Refuse an expression or a time zone that cannot be used.
-
-    Raises:
-        CronError: naming what is wrong.
-    """
-    next_after(expression, tz, 0.0)
 
 
 def next_after(expression: str, tz: str, ts: float) -> float:

@@ -83,15 +83,15 @@ class ScheduleTable:
 
     async def all(self) -> list[Schedule]:
         """Every schedule, by name."""
-        return await self._run(self._all)
-
-    def _all(self) -> list[Schedule]:
-        rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM schedules ORDER BY name").fetchall()
-        return [replace(Schedule(**dict(zip(_COLUMNS, row))), paused=bool(row[9])) for row in rows]
+        return await self._run(self._select, "ORDER BY name", ())
 
     async def get(self, name: str) -> Schedule | None:
         """The schedule called ``name`` (None: there is none)."""
-        return next((s for s in await self.all() if s.name == name), None)
+        return next(iter(await self._run(self._select, "WHERE name = ?", (name,))), None)
+
+    def _select(self, where: str, args: tuple[str, ...]) -> list[Schedule]:
+        rows = self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM schedules {where}", args).fetchall()
+        return [replace(Schedule(**dict(zip(_COLUMNS, row))), paused=bool(row[9])) for row in rows]
 
     async def add(self, schedule: Schedule) -> bool:
         """Store a new schedule; False if one has its name already."""
