@@ -114,6 +114,7 @@ from ._config_tables import (
     env_policy,
     WebSearchConfig,
     fetch_private,
+    flag,
     guardrail,
     memory_embeddings,
     memory_learns,
@@ -534,9 +535,7 @@ def _merge_safety(config: Config, data: Mapping[str, Any], where: str) -> Config
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0):
         raise ConfigError(f"{where}: [permissions] approval_timeout must be a number of seconds > 0")
     rails = table(data, "guardrails", where)
-    secrets = rails.get("secrets", config.secrets)
-    if not isinstance(secrets, bool):
-        raise ConfigError(f"{where}: [guardrails] secrets must be true or false")
+    secrets = flag(rails, "secrets", config.secrets, f"{where}: [guardrails]")
     guardrails = list(config.guardrails)
     for i, entry in enumerate(rails.get("rules", [])):
         guardrails.append(guardrail(entry, f"{where}: [[guardrails.rules]] #{i + 1}"))

@@ -74,6 +74,14 @@ def known_only(section: Mapping[str, Any], keys: tuple[str, ...], name: str) -> 
     return section
 
 
+def flag(section: Mapping[str, Any], key: str, default: bool, name: str) -> bool:
+    """``section[key]``, true or false (``default`` when absent); ``name`` says which table."""
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name} {key} must be true or false")
+    return value
+
+
 def strings(value: Any, where: str) -> dict[str, str]:
     """``value``, a table of strings."""
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
@@ -89,8 +97,7 @@ def sandbox_table(data: Mapping[str, Any], where: str, root: str | None) -> Sand
     if mode is not None and mode not in SANDBOX_MODES:
         raise ConfigError(f"{where}: [sandbox] mode must be one of {', '.join(SANDBOX_MODES)}")
     for key in ("network", "auto_allow"):
-        if key in section and not isinstance(section[key], bool):
-            raise ConfigError(f"{where}: [sandbox] {key} must be true or false")
+        flag(section, key, False, f"{where}: [sandbox]")
     for key in ("writable", "hide", "readable"):
         value = section.get(key, [])
         if not isinstance(value, list) or not all(isinstance(p, str) and p for p in value):
@@ -136,10 +143,7 @@ def fetch_private(data: Mapping[str, Any], where: str) -> bool:
     """The user's ``[tools.web_fetch] allow_private``."""
     name = f"{where}: [tools.web_fetch]"
     section = known_only(table(table(data, "tools", where), "web_fetch", f"{where}: [tools]"), WEB_FETCH_KEYS, name)
-    allowed = section.get("allow_private", False)
-    if not isinstance(allowed, bool):
-        raise ConfigError(f"{name} allow_private must be true or false")
-    return allowed
+    return flag(section, "allow_private", False, name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +164,7 @@ def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
     """The user's ``[tools.web_search]`` (see ``roost.daemon.runs._web_search``)."""
     name = f"{where}: [tools.web_search]"
     section = known_only(table(table(data, "tools", where), "web_search", f"{where}: [tools]"), WEB_SEARCH_KEYS, name)
-    default = section.get("default", False)
-    if not isinstance(default, bool):
-        raise ConfigError(f"{name} default must be true or false")
+    default = flag(section, "default", False, name)
     uses = section.get("max_uses", 5)
     if not isinstance(uses, int) or isinstance(uses, bool) or uses < 1:
         raise ConfigError(f"{name} max_uses must be a whole number of at least 1")
@@ -183,10 +185,7 @@ def web_search_table(data: Mapping[str, Any], where: str) -> WebSearchConfig:
 def memory_learns(data: Mapping[str, Any], where: str) -> bool:
     """The user's ``[memory] learn``: every run learns (unless its agent says otherwise)."""
     section = known_only(table(data, "memory", where), MEMORY_KEYS, f"{where}: [memory]")
-    learn = section.get("learn", False)
-    if not isinstance(learn, bool):
-        raise ConfigError(f"{where}: [memory] learn must be true or false")
-    return learn
+    return flag(section, "learn", False, f"{where}: [memory]")
 
 
 def memory_embeddings(data: Mapping[str, Any], where: str) -> str | None:
