@@ -62,28 +62,31 @@ async def test_processes_started_by_a_call_end_with_it(tmp_path: Path) -> None:
 
 def test_the_ledger_kills_leftover_groups_but_never_a_recycled_pid(tmp_path: Path) -> None:
     ledger = ProcessLedger(tmp_path / "ledger")
-    sleeps = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(4)]
-    leftover, stranger, older, finished = sleeps
+    sleeps = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(6)]
+    leftover, stranger, older, oldest, finished, rebooted = sleeps
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     try:
         ledger.add(leftover.pid)
         ledger.add(finished.pid)
         ledger.remove(finished.pid)  # its group ended: not a leftover
-        # A line naming a live pid with another start time: that pid was reused. Then a
-        # line cut short by the crash.
         with open(ledger.journal, "a") as journal:
-            journal.write(f"+{stranger.pid} 1\n+{finished.pid} 1")
-        # A file of the former layout (one per group), left by an older daemon.
-        elsewhere = ProcessLedger(tmp_path / "elsewhere")
-        elsewhere.add(older.pid)
-        (ledger.folder / str(older.pid)).write_text(str(elsewhere.recorded()[older.pid]))
-        elsewhere.close()
+            # The pid was reused: the live process started after the leader must have.
+            journal.write(f"+{stranger.pid} {start_time(stranger.pid) - 1} {boot}\n")
+            # Another boot's line: the process with that pid now is another.
+            journal.write(f"+{rebooted.pid} {start_time(rebooted.pid) + 1} {'0' * 8}-0000-0000-0000-{'0' * 12}\n")
+            # The former format (the exact start time), once right and once not.
+            journal.write(f"+{older.pid} {start_time(older.pid)}\n+{finished.pid} 1\n")
+            # A line cut short by the crash.
+            journal.write(f"+{finished.pid} {start_time(finished.pid) + 1} {boot}")
+        # A file of the layout before (one per group, holding the exact start time).
+        (ledger.folder / str(oldest.pid)).write_text(str(start_time(oldest.pid)))
         (ledger.folder / "notes").write_text("ignored")
         ledger.close()  # the daemon was killed; the next one opens the same folder
 
         nxt = ProcessLedger(tmp_path / "ledger")
-        assert sorted(nxt.end_leftovers()) == sorted([leftover.pid, older.pid])
-        assert leftover.wait(5) == older.wait(5) == -signal.SIGKILL
-        assert stranger.poll() is None and finished.poll() is None
+        assert sorted(nxt.end_leftovers()) == sorted([leftover.pid, older.pid, oldest.pid])
+        assert leftover.wait(5) == older.wait(5) == oldest.wait(5) == -signal.SIGKILL
+        assert stranger.poll() is None and finished.poll() is None and rebooted.poll() is None
         assert sorted(p.name for p in nxt.folder.iterdir()) == ["journal", "notes"]
         assert nxt.recorded() == {} and nxt.journal.read_text() == ""
         nxt.close()
@@ -92,6 +95,12 @@ def test_the_ledger_kills_leftover_groups_but_never_a_recycled_pid(tmp_path: Pat
             if process.poll() is None:
                 process.kill()
             process.wait()
+
+
+def start_time(pid: int) -> int:
+    """A process's start time, in clock ticks since boot (``/proc/PID/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[19])
 
 
 def test_the_ledger_journal_keeps_only_groups_in_flight(tmp_path: Path) -> None:
