@@ -143,6 +143,28 @@ async def test_an_image_read_reaches_anthropic_as_an_image_block_in_the_tool_res
     assert base64.b64encode(data).decode() not in repr(back)
 
 
+async def test_every_later_request_of_the_run_still_carries_the_image(
+    client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = png(20, 10)
+    (project / "shot.png").write_bytes(data)
+    (project / "notes.txt").write_text("plain text\n")
+    script = reads("shot.png")[:1] + [
+        {"content": [{"type": "tool_use", "id": f"toolu_{n}", "name": "read", "input": {"path": "notes.txt"}}],
+         "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 5}}
+        for n in (2, 3)
+    ] + reads("shot.png")[1:]
+    events, bodies = await run_anthropic(client, project, monkeypatch, script)
+
+    assert [e["type"] for e in stored(events)].count("tool.finished") == 3
+    # Each request after the read sends the whole history, the image in it with its bytes
+    # (looked through once for media, filled at every call).
+    for body in bodies[1:]:
+        image = body["messages"][2]["content"][0]["content"][1]
+        assert image["source"]["data"] == base64.b64encode(data).decode()
+    assert len(bodies) == 4 and len(bodies[3]["messages"]) == 7
+
+
 async def test_a_large_image_is_scaled_down_before_it_is_sent(
     client: TrioClient, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ import trio
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
 from ..tools import ProcessLedger, Shells
+from ._media import MediaMemo
 
 if TYPE_CHECKING:
     from ._sessions import Track
@@ -45,6 +46,8 @@ class LiveRun:
     #: The path-scoped rules (by file) whose text the run's tool results carried: each
     #: is given once a run.
     rules_given: set[str] = field(default_factory=set)
+    #: What its last model call sent, so the next looks through only what is new for media.
+    media: MediaMemo = field(default_factory=MediaMemo)
 
 
 @asynccontextmanager

@@ -11,6 +11,7 @@ gets the same map with ``data`` (base64) added. A part whose bytes are no longer
 from __future__ import annotations
 
 import base64
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..storage._store import EventStore
@@ -22,39 +23,47 @@ async def stored_parts(store: EventStore, session: str, media: Sequence[Media]) 
     return tuple([m.part(await store.put_media(session, m.data)) for m in media])
 
 
+@dataclass(eq=False)
+class MediaMemo:
+    """What a track's previous model call sent (see :class:`MediaFill`): its messages, and
+    the indexes of those that hold media."""
+
+    messages: tuple[Mapping[str, Any], ...] = ()
+    media: tuple[int, ...] = ()
+
+
 class MediaFill:
     """Fills a model call's messages with their media parts' bytes (``data``, base64);
     messages without media are the same objects.
 
-    A call sends the whole history, most of it the previous call's messages unchanged: the
-    messages found to hold no media are remembered (by identity, with a reference, so an id
-    is never taken for another object's), and only the new ones are looked through. Without
-    that, a long run looked through its whole history at every call (30% of the daemon's
-    CPU over 300 steps).
+    A call sends the whole history, most of it the previous call's messages unchanged: when
+    a call's messages begin with those its track sent last (its :class:`MediaMemo`;
+    compared by identity first, in C), only the messages after those are looked through.
+    Without that, a long run looked through its whole history at every call (30% of the
+    daemon's CPU over 300 steps). The bytes are not kept between calls: they are read from
+    the store again for each.
     """
-
-    #: Messages remembered at most (then forgotten all at once).
-    REMEMBERED = 16_384
 
     def __init__(self, store: EventStore) -> None:
         self._store = store
-        self._plain: dict[int, Mapping[str, Any]] = {}
 
-    async def __call__(self, messages: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    async def __call__(
+        self, messages: Sequence[Mapping[str, Any]], memo: MediaMemo | None = None
+    ) -> tuple[Mapping[str, Any], ...]:
+        messages = tuple(messages)
+        known = len(memo.messages) if memo is not None else 0
+        if memo is not None and known and messages[:known] == memo.messages:
+            media = [*memo.media, *(i for i in range(known, len(messages)) if _holds_media(messages[i]))]
+        else:
+            media = [i for i, message in enumerate(messages) if _holds_media(message)]
+        if memo is not None:
+            memo.messages, memo.media = messages, tuple(media)
+        if not media:
+            return messages
         cache: dict[str, str | None] = {}
-        out = []
-        for message in messages:
-            if self._plain.get(id(message)) is message:
-                out.append(message)
-                continue
-            content = message.get("content")
-            if isinstance(content, (list, tuple)) and any(_has_media(b) for b in content):
-                message = {**message, "content": [await self._fill(b, cache) for b in content]}
-            else:
-                if len(self._plain) >= self.REMEMBERED:
-                    self._plain.clear()
-                self._plain[id(message)] = message
-            out.append(message)
+        out = list(messages)
+        for i in media:
+            out[i] = {**out[i], "content": [await self._fill(b, cache) for b in out[i]["content"]]}
         return tuple(out)
 
     async def _fill(self, block: Mapping[str, Any], cache: dict[str, str | None]) -> Mapping[str, Any]:
@@ -69,6 +78,11 @@ class MediaFill:
         if cache[digest] is None:
             return {"type": "text", "text": f"[{block['type']} {block.get('media_type', '')}: no longer stored]"}
         return {**block, "data": cache[digest]}
+
+
+def _holds_media(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, (list, tuple)) and any(_has_media(b) for b in content)
 
 
 def _has_media(block: Mapping[str, Any]) -> bool:

@@ -36,6 +36,7 @@ from ..folder._prompt import summary_text
 from ..providers import ModelReply, ModelRequest, ProviderError, ToolSpec
 from ..tools import ToolRegistry, change_preview, real_path
 from ._sessions import Session, Track
+from ._media import MediaMemo
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,10 @@ SUMMARIZE_REQUEST = "Summarize the conversation above for yourself, to continue 
 FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
 #: The specs of the named tools, as the track's model is offered them.
 ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
+#: A call's messages with the bytes of their media parts (see ``_media.MediaFill``).
+ResolveMedia = Callable[[Sequence[Mapping[str, Any]], MediaMemo | None], Awaitable[tuple[Mapping[str, Any], ...]]]
 #: The PreToolUse hooks of a reply's calls: what they said, and why the run must stop (see
 #: ``ToolCalls.pre_hooks``).
-#: A call's messages with the bytes of their media parts (see ``_media.MediaFill``).
-ResolveMedia = Callable[[Sequence[Mapping[str, Any]]], Awaitable[tuple[Mapping[str, Any], ...]]]
 PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
 
 
@@ -115,6 +116,7 @@ class ModelCalls:
             # after the part a provider caches.
             system_tail="\n\n".join(p for p in (plan.recalled if plan else "", summary_text(effect.summary)) if p),
             messages=effect.messages,
+            memo=track.live.media if track.live is not None else None,
             tools=tuple(self._tool_specs(effect.tools, track)),
             think=settings.think if settings is not None else None,
             web_search=plan.web_search if plan is not None else None,
@@ -185,14 +187,15 @@ class ModelCalls:
         await self._feed_result(session, track, effect.run, result)
 
     async def _stream(
-        self, session: Session, track: Track, model: str, on_delta: Any, **request: Any
+        self, session: Session, track: Track, model: str, on_delta: Any, memo: MediaMemo | None = None, **request: Any
     ) -> ModelReply | ModelFailed:
-        """One call of the track's resolved model; every failure comes back as ModelFailed."""
+        """One call of the track's resolved model (its media filled in, knowing what the
+        track sent last from ``memo``); every failure comes back as ModelFailed."""
         try:
             resolved = track.plan.model if track.plan is not None else None
             if resolved is None or resolved.model_id != model:
                 raise ProviderError(f"{model}: no provider resolved for this run")
-            request["messages"] = await self._resolve_media(request["messages"])
+            request["messages"] = await self._resolve_media(request["messages"], memo)
             call = ModelRequest(model=resolved.model, cwd=track.state.cwd, **request)
             return await resolved.provider.stream(call, on_delta)
         except ProviderError as exc:
