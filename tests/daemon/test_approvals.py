@@ -102,10 +102,12 @@ async def test_an_open_request_survives_a_daemon_restart(tmp_path: Path, project
         async with open_client(d.socket_path) as c:
             [still] = (await c.call("pending"))["pending"]
             assert still["call_id"] == first["call_id"]
+            assert (await c.call("status"))["runs"] == 1
             assert (await c.call("sessions.list"))["sessions"][0]["status"] == "waiting"
             since = (await c.call("attach", session=run["session"]))["last_seq"]
             await c.call("permission.respond", session=run["session"], call_id=first["call_id"], decision="approve")
             events = await events_until(c, finished(run["run"]))
+            assert (await c.call("status"))["runs"] == 0
     assert events[-1]["reason"] == "done" and events[-1]["text"] == "carried on"
     results = {e["call_id"]: e for e in of_type(events, "tool.finished")}
     assert results[first["call_id"]]["result"] == "" and (project / "restart.txt").read_text() == "after\n"
@@ -113,6 +115,20 @@ async def test_an_open_request_survives_a_daemon_restart(tmp_path: Path, project
     interrupted = [e for e in stored(events) if e["seq"] <= since and e["type"] == "tool.finished"]
     assert [e["call_id"] for e in interrupted] == [second["call_id"]]
     assert interrupted[0]["result"].startswith("interrupted")
+
+
+async def test_status_counts_the_runs_in_flight_among_many_sessions(client: TrioClient, project: Path) -> None:
+    model = write_script(project, [bash("true")], [text("done")])
+    for _ in range(5):  # idle sessions, loaded
+        await client.call("sessions.create", cwd=str(project))
+    runs = [await client.call("dispatch", task="t", model=model, cwd=str(project), attach=True) for _ in range(2)]
+    asks = [(await events_until(client, asked))[-1] for _ in runs]
+    assert (await client.call("status"))["runs"] == 2
+    for request in asks:
+        await client.call("permission.respond", session=request["session"], call_id=request["call_id"], decision="approve")
+        await events_until(client, finished(request["run"]))
+        left = (await client.call("status"))["runs"]
+        assert left == (1 if request is asks[0] else 0)
 
 
 async def test_denied_calls_reach_the_model_as_errors(client: TrioClient, project: Path) -> None:

@@ -357,6 +357,7 @@ class Conductor:
     async def _run(self, session: Session, first: Input, *, task_status: Any) -> None:
         """The session's run, from ``first`` until it ends."""
         unstored: StoreError | None = None
+        self.sessions.running(session)
         async with self.live(session, session.track) as live:
             try:
                 await self.feed(session, first)

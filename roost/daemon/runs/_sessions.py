@@ -235,29 +235,39 @@ class SessionTable:
         self._taken: set[str] = set()
         #: Sessions forgotten with a run their log still has open: id -> why it ended.
         self.unsettled: dict[str, str] = {}
+        #: The sessions in memory that may have a run in flight: each loaded with one, and
+        #: each whose run started since (:meth:`running`); the others have none. Those
+        #: without one any more leave it when :meth:`status` looks.
+        self._maybe_running: set[Session] = set()
 
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
         return list(self._sessions.values())
 
-    def runs_in_flight(self) -> int:
-        """Sessions with a run in flight."""
-        # Attributes, not properties, and no lists: ``status`` asks this of every session
-        # in memory (a thousand, under bench/scale.py's load).
-        return sum(1 for s in self._sessions.values() if s.track.state.run is not None)
+    def running(self, session: Session) -> None:
+        """``session``'s run has started (counted by :meth:`status`)."""
+        self._maybe_running.add(session)
 
-    def background_commands(self) -> int:
-        """Background commands running (``bash`` with ``run_in_background``), in every run
-        and sub-agent's run."""
-        total = 0
-        for session in self._sessions.values():
-            live = session.track.live
-            if live is not None:
-                total += live.shells.running()
-            for sub in session.subruns.values():
-                if sub.live is not None:
-                    total += sub.live.shells.running()
-        return total
+    def status(self) -> tuple[int, int]:
+        """The sessions with a run in flight, and the background commands running (``bash``
+        with ``run_in_background``) in every run and sub-agent's run.
+
+        Only the sessions that may have a run are looked at: ``status`` is asked every few
+        milliseconds by some clients, of a daemon with thousands of sessions in memory.
+        """
+        runs = commands = 0
+        for session in list(self._maybe_running):
+            if self._sessions.get(session.id) is not session:
+                self._maybe_running.discard(session)  # forgotten, or deleted
+                continue
+            has_run = session.track.state.run is not None
+            runs += has_run
+            for track in session.tracks():
+                if track.live is not None:
+                    commands += track.live.shells.running()
+            if not has_run and session.track.live is None:
+                self._maybe_running.discard(session)
+        return runs, commands
 
     def known(self, session_id: str) -> bool:
         """Whether :meth:`get` would find the session (else it raises SessionNotFound),
@@ -326,6 +336,8 @@ class SessionTable:
                 start = restore(snap) if snap is not None else SessionState(session_id)
                 state = fold(events, start)
                 session = self._sessions[session_id] = Session(Track(state), snapshot_seq=start.last_seq)
+                if state.run is not None:
+                    self._maybe_running.add(session)
                 self.keep_snapshot(session)
                 why = self.unsettled.get(session_id)
                 if why is not None and self._settle is not None and state.run is not None:
