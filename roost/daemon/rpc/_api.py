@@ -121,7 +121,6 @@ class Api:
                 config = {"files": list(setup.config.files), "warnings": list(setup.config.warnings), "error": None}
             except ConfigError as exc:
                 config = {"files": [], "warnings": [], "error": str(exc)}
-        runs, commands = self.conductor.sessions.status()
         return {
             "config": config,
             "pid": os.getpid(),
@@ -129,8 +128,8 @@ class Api:
             "socket": self.socket,
             "uptime": time.monotonic() - self.started,
             "sessions": self.conductor.store.session_count(),
-            "runs": runs,
-            "background_commands": commands,
+            "runs": self.conductor.sessions.runs_in_flight(),
+            "background_commands": len(self.conductor.background),
             "database": str(self.conductor.store.path),
             "store": {"ok": True},
             "sandbox": self.conductor.planner.sandbox.availability.to_map(),

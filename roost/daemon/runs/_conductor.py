@@ -64,7 +64,7 @@ from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
 from ._media import MediaFill, stored_parts
-from ..tools import ProcessLedger, ToolRegistry
+from ..tools import ProcessLedger, Shell, ToolRegistry
 from ..tools._media import Media
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
@@ -105,6 +105,8 @@ class Conductor:
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust, memory)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
+        #: The background commands running, in every run (``status`` counts them).
+        self.background: set[Shell] = set()
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
         publish = fanout.publish
         self.memory = MemoryFeed(memory, publish)  # what runs leave to recall (see memory._feed)
@@ -299,6 +301,7 @@ class Conductor:
             if last is not None:  # a stored event always has its seq
                 state = replace(state, last_seq=last)
             session.state = state
+            self.sessions.noted(session)
         for event in stored:
             self.fanout.publish(event.to_map())
         self.transcripts.add(session.id, session.state.cwd, stored)
@@ -357,7 +360,6 @@ class Conductor:
     async def _run(self, session: Session, first: Input, *, task_status: Any) -> None:
         """The session's run, from ``first`` until it ends."""
         unstored: StoreError | None = None
-        self.sessions.running(session)
         async with self.live(session, session.track) as live:
             try:
                 await self.feed(session, first)
@@ -383,7 +385,16 @@ class Conductor:
                 await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
         shown = self.transcripts.shown(session.id)
-        return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed, shown=shown)
+        return live_run(
+            session.state.cwd,
+            track,
+            caller,
+            mcp=self.mcp,
+            ledger=self.ledger,
+            on_failure=failed,
+            shown=shown,
+            background=self.background,
+        )
 
 
 def _on_track(track: Track, events: tuple[Event, ...]) -> tuple[Event, ...]:

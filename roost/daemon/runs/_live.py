@@ -12,7 +12,7 @@ import trio
 
 from ..mcp import McpManager
 from ..sandbox import RunSandbox
-from ..tools import ProcessLedger, Shells
+from ..tools import ProcessLedger, Shell, Shells
 from ._media import MediaMemo
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ async def live_run(
     ledger: ProcessLedger | None,
     on_failure: Callable[[str], Awaitable[None]],
     shown: tuple[str, ...] = (),
+    background: set[Shell] | None = None,
 ) -> AsyncIterator[LiveRun]:
     """``track``'s run while the block lasts: its MCP servers held, its sandbox (its
     caller's, when that one holds it: a sub-agent with the same policy; else its own, built
@@ -80,7 +81,7 @@ async def live_run(
                 RunSandbox(own, cwd, ledger=ledger, on_failure=on_failure, shown=shown) if own is not None else nullcontext()
             ) as box, trio.open_nursery() as nursery:
                 sandbox = box if own is not None else (caller_box if confined is not None else None)
-                shells = Shells(nursery)
+                shells = Shells(nursery, running=background)
                 live = track.live = LiveRun(nursery, sandbox, done, shells)
                 if shared is not None:
                     live.tool_limiter = shared.tool_limiter

@@ -235,39 +235,25 @@ class SessionTable:
         self._taken: set[str] = set()
         #: Sessions forgotten with a run their log still has open: id -> why it ended.
         self.unsettled: dict[str, str] = {}
-        #: The sessions in memory that may have a run in flight: each loaded with one, and
-        #: each whose run started since (:meth:`running`); the others have none. Those
-        #: without one any more leave it when :meth:`status` looks.
-        self._maybe_running: set[Session] = set()
+        #: The sessions in memory whose own run is in flight (see :meth:`noted`).
+        self._running: set[Session] = set()
 
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
         return list(self._sessions.values())
 
-    def running(self, session: Session) -> None:
-        """``session``'s run has started (counted by :meth:`status`)."""
-        self._maybe_running.add(session)
+    def noted(self, session: Session) -> None:
+        """``session``'s own state has changed (its run may have started or ended)."""
+        if session.track.state.run is None or self._sessions.get(session.id) is not session:
+            self._running.discard(session)
+        else:
+            self._running.add(session)
 
-    def status(self) -> tuple[int, int]:
-        """The sessions with a run in flight, and the background commands running (``bash``
-        with ``run_in_background``) in every run and sub-agent's run.
-
-        Only the sessions that may have a run are looked at: ``status`` is asked every few
-        milliseconds by some clients, of a daemon with thousands of sessions in memory.
-        """
-        runs = commands = 0
-        for session in list(self._maybe_running):
-            if self._sessions.get(session.id) is not session:
-                self._maybe_running.discard(session)  # forgotten, or deleted
-                continue
-            has_run = session.track.state.run is not None
-            runs += has_run
-            for track in session.tracks():
-                if track.live is not None:
-                    commands += track.live.shells.running()
-            if not has_run and session.track.live is None:
-                self._maybe_running.discard(session)
-        return runs, commands
+    def runs_in_flight(self) -> int:
+        """Sessions with a run in flight: counted as runs start and end, not looked for
+        (``status``, asked every few milliseconds by some clients, would look through
+        thousands of sessions)."""
+        return len(self._running)
 
     def known(self, session_id: str) -> bool:
         """Whether :meth:`get` would find the session (else it raises SessionNotFound),
@@ -336,8 +322,7 @@ class SessionTable:
                 start = restore(snap) if snap is not None else SessionState(session_id)
                 state = fold(events, start)
                 session = self._sessions[session_id] = Session(Track(state), snapshot_seq=start.last_seq)
-                if state.run is not None:
-                    self._maybe_running.add(session)
+                self.noted(session)
                 self.keep_snapshot(session)
                 why = self.unsettled.get(session_id)
                 if why is not None and self._settle is not None and state.run is not None:
@@ -393,6 +378,7 @@ class SessionTable:
         for track in session.tracks():
             track.state = replace(track.state, run=None)
         self._sessions.pop(session.id, None)
+        self.noted(session)
         self.unsettled[session.id] = why
 
     async def prune(

@@ -6,7 +6,7 @@ from ._glob import list_files, walk_files
 from ._ledger import ProcessLedger
 from ._preview import change_preview
 from ._registry import BUILTIN_TOOLS, ToolRegistry
-from ._shells import Shells
+from ._shells import Shell, Shells
 from ._spawn import Process, spawn
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "Process",
     "ProcessLedger",
     "Repository",
+    "Shell",
     "Shells",
     "Tool",
     "ToolContext",

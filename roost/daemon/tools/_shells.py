@@ -164,9 +164,12 @@ class Shells:
         closes their output files.
     """
 
-    def __init__(self, nursery: trio.Nursery, folder: Path | None = None) -> None:
+    def __init__(self, nursery: trio.Nursery, folder: Path | None = None, running: set[Shell] | None = None) -> None:
+        """Watch commands in ``nursery``, their output in ``folder``; each is in ``running``
+        (shared by every run's, for the daemon's count) while it runs."""
         self._nursery = nursery
         self._folder = folder
+        self._everywhere = running if running is not None else set()
         self._shells: dict[str, Shell] = {}
         self._ids = itertools.count(1)
 
@@ -199,6 +202,7 @@ class Shells:
         process, recorded = begun
         shell = Shell(f"bg{next(self._ids)}", command, process, _Output(folder), ctx.ledger if recorded else None)
         self._shells[shell.id] = shell
+        self._everywhere.add(shell)
         self._nursery.start_soon(self._watch, shell)
         return ToolResult(
             f"started {shell.id} in the background; bash_output reads what it writes, kill_shell ends it",
@@ -241,6 +245,7 @@ class Shells:
             if shell.status is None:
                 shell.status = process.returncode
                 shell.killed = True
+            self._everywhere.discard(shell)
             shell.exited.set()
             if shell.ledger is not None:
                 shell.ledger.remove(process.pid)
