@@ -26,6 +26,7 @@ relative ones too.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
 import shutil
@@ -72,6 +73,9 @@ class EnvPolicy:
     passed: tuple[str, ...] = ()
 
 
+# Remembered: every dispatch asks of the client's whole environment, the same names and
+# values each time.
+@functools.lru_cache(maxsize=4096)
 def is_secret(name: str) -> bool:
     """Whether a variable of this name is kept from tool processes."""
     upper = name.upper()
@@ -79,6 +83,7 @@ def is_secret(name: str) -> bool:
     return upper in SECRET_NAMES or any(w in upper for w in SECRET_WORDS) or any(p in SECRET_PARTS for p in parts[1:] or ())
 
 
+@functools.lru_cache(maxsize=4096)
 def carries_secret(value: str) -> bool:
     """Whether a variable's value holds a secret (a password in a URL, a known token)."""
     return _SECRET_VALUE.search(value) is not None

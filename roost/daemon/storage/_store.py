@@ -68,12 +68,11 @@ class EventStore:
         self._writer = writer
         self._reader = reader
         self._checkpointer = checkpointer
-        # One thread commits, one reads (one read at a time): two are all the store uses.
-        threads = trio.CapacityLimiter(2)
+        # One thread commits (the writer's), one reads at a time.
         self._seqs = Numbering.read(writer)
         self._checkpoints = Checkpointer(checkpointer)
-        self._commits = Writer(path, writer, threads, self._checkpoints.committed)
-        self._reads = Reader(path, reader, threads, self._seqs)
+        self._commits = Writer(path, writer, self._checkpoints.committed)
+        self._reads = Reader(path, reader, trio.CapacityLimiter(1), self._seqs)
 
     @classmethod
     def open(cls, path: Path, *, sync: str = "normal") -> EventStore:

@@ -31,6 +31,7 @@ import trio
 
 from roost.loop import Event
 
+from .._threads import in_worker
 from ._blobs import Blob, compress, pack_body
 from ._errors import StoreError, store_error
 from ._schema import transaction
@@ -63,19 +64,18 @@ class Writer:
 
     Resource handling:
         Run :meth:`run` in a nursery for the store's lifetime; :meth:`stop` lets it finish
-        what is queued and return. Its thread comes from the store's limiter; the
-        connection is the store's, which closes it.
+        what is queued and return. It commits on one of trio's worker threads, one batch
+        at a time (:func:`in_worker`); the connection is the store's, which closes it.
 
     Error handling:
         :meth:`submit` and :meth:`work` raise :class:`StoreError` (see the module).
     """
 
     def __init__(
-        self, path: Path, db: sqlite3.Connection, threads: trio.CapacityLimiter, committed: Callable[[int], None]
+        self, path: Path, db: sqlite3.Connection, committed: Callable[[int], None]
     ) -> None:
         self._path = path
         self._db = db
-        self._threads = threads
         self._committed = committed
         self._queue_send, self._queue_receive = trio.open_memory_channel[_Queued](256)
 
@@ -91,8 +91,9 @@ class Writer:
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 # Once numbered, the rows must reach the disk even if the daemon is stopping.
+                # One batch at a time: one thread writes.
                 with trio.CancelScope(shield=True):
-                    await trio.to_thread.run_sync(self._commit_batch, batch, limiter=self._threads)
+                    await in_worker(self._commit_batch, batch)
                 for _, done, _ in batch:
                     done.set()
                 self._committed(sum(len(rows) for rows, _, _ in batch))
