@@ -141,7 +141,11 @@ class ToolCalls:
             PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         confined = plan.confinement
-        shown = (await self._transcripts.sync(session.id),)
+        # The sandbox is built at its first command, showing the session's transcript as it
+        # is then: made current only when something will run there (a dispatch without
+        # lines or such hooks does not wait for every session's transcripts to be written).
+        runs = plan.lines or any(hook.kind in ("session_start", "prompt") for hook in plan.hooks)
+        shown = (await self._transcripts.sync(session.id),) if confined and runs else ()
         async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
             task = first.task
             if plan.lines:
