@@ -35,7 +35,7 @@ def main() -> None:
         walls = []
         for _ in range(args.sessions):
             ran = env.run_roost("dispatch", "list the files here and count them",
-                                "--model", "scripted/demo")
+                                "--model", "scripted/demo", "--yes")
             walls.append(ran.wall)
         with env.client() as client:
             info = client.call("status")
@@ -45,7 +45,7 @@ def main() -> None:
     fig = Figure(
         key="rss.daemon_peak_mib", title=f"daemon peak RSS after {args.sessions} sessions",
         value=after["VmHWM"] / 1024, unit="MiB", better="lower", target=TARGET_MIB,
-        how=f"VmHWM from /proc/PID/status after {args.sessions} sequential `roost dispatch "
+        how=f"VmHWM from /proc/PID/status after {args.sessions} sequential `roost dispatch --yes "
             f"--model scripted/demo` runs (new session each; 3 model calls, 2 bash calls)",
         details=[f"at the end: VmRSS {after['VmRSS'] / 1024:.1f} MiB; status reports "
                  f"{info['sessions']} sessions; the dispatches took {sum(walls):.1f} s in all"],
