@@ -9,7 +9,10 @@ SQLite) does real work. Context lines give the floors (a bare interpreter, ``roo
 
 The floor of the CLI is click itself: ``roost --version``, ``roost status`` and ``roost
 pending`` are timed in rounds with ``python -c "import click"``, one of each per round, and
-each is printed as a multiple of it (target: 1.3).
+each is printed as a multiple of it (target: 1.3). So is ``roost bridge`` (what ``roost
+--host ssh://...`` runs on the remote machine), from Popen to the answer of a ``status``
+request written to its stdin read whole from its stdout (then its stdin is closed and it
+exits).
 
     uv run python bench/status_cli.py [--runs 20]
 """
@@ -20,6 +23,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import msgpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -65,14 +70,41 @@ def wall(argv: list[str], env: BenchEnv, runs: int) -> list[float]:
 
 def rounds(commands: dict[str, list[str]], env: BenchEnv, runs: int) -> dict[str, list[float]]:
     """Wall seconds of each command, one of each per round (so they share the machine's
-    moment), after one warm-up round."""
+    moment), after one warm-up round; ``roost bridge`` to its first answer (see
+    :func:`bridged`)."""
     out: dict[str, list[float]] = {name: [] for name in commands}
     for i in range(runs + 1):
         for name, argv in commands.items():
-            elapsed = run_timed(argv, env.env, env.project).wall
+            elapsed = bridged(argv, env) if argv[1:] == ["bridge"] else run_timed(argv, env.env, env.project).wall
             if i:
                 out[name].append(elapsed)
     return out
+
+
+def bridged(argv: list[str], env: BenchEnv) -> float:
+    """Seconds from Popen of ``roost bridge`` to a ``status`` request's answer read whole
+    from its stdout; then its stdin is closed and it is waited for."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env.env, cwd=env.project, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(msgpack.packb([0, 1, "status", [{}]]))
+    proc.stdin.flush()
+    unpacker = msgpack.Unpacker()
+    while True:
+        chunk = proc.stdout.read1(65536)
+        if not chunk:
+            raise RuntimeError("roost bridge ended before it answered")
+        unpacker.feed(chunk)
+        answer = next(unpacker, None)
+        if answer is not None:
+            break
+    elapsed = time.perf_counter() - started
+    if answer[2] is not None:
+        raise RuntimeError(f"roost bridge relayed an error: {answer[2]}")
+    proc.stdin.close()
+    proc.wait(10)
+    proc.stdout.close()
+    return elapsed
 
 
 def main() -> None:
@@ -92,7 +124,8 @@ def main() -> None:
         light = rounds({"import click": [PYTHON, "-c", "import click"],
                         "--version": [roost_exe(), "--version"],
                         "status": [roost_exe(), "status"],
-                        "pending": [roost_exe(), "pending"]}, env, args.runs)
+                        "pending": [roost_exe(), "pending"],
+                        "bridge": [roost_exe(), "bridge"]}, env, args.runs)
     context.append(f"floors (median of 10): `python -c pass` {median(bare) * 1000:.1f} ms; "
                    f"`roost --version` {median(version) * 1000:.1f} ms")
     context.append(f"where the time goes (the status command run in-process, median of 11): "
@@ -108,7 +141,7 @@ def main() -> None:
     )
     click = median(light["import click"])
     figures = [fig]
-    for name in ("--version", "status", "pending"):
+    for name in ("--version", "status", "pending", "bridge"):
         ratio = median(light[name]) / click
         figures.append(Figure(
             key=f"status.click_ratio_{name.strip('-')}", title=f"`roost {name}` / `import click`",
