@@ -174,7 +174,7 @@ def attach_media(task: str, place: Place, policy: Policy) -> list[tuple[str, Med
     is not sent. Blocking."""
     attached: list[tuple[str, Media | str]] = []
     within = None if place.trusted else place.root
-    for name in [n for n in file_references(task) if _attached(n)][:MAX_FILES]:
+    for name in media_references(task):
         path = os.path.join(place.cwd, os.path.expanduser(name))
         if not os.path.isfile(path):
             continue
@@ -189,6 +189,12 @@ def attach_media(task: str, place: Place, policy: Policy) -> list[tuple[str, Med
         except (OSError, MediaError, PdfError) as exc:
             attached.append((name, f"not attached: {exc}"))
     return attached
+
+
+def media_references(task: str) -> list[str]:
+    """The ``@path`` references of ``task`` that :func:`attach_media` reads (no file is
+    looked at: most tasks name none, and need no worker thread for them)."""
+    return [n for n in file_references(task) if _attached(n)][:MAX_FILES]
 
 
 def _attached(name: str) -> bool:

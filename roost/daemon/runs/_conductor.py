@@ -110,7 +110,9 @@ class Conductor:
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
         publish = fanout.publish
         self.memory = MemoryFeed(memory, publish)  # what runs leave to recall (see memory._feed)
-        self.sessions = SessionTable(store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned)
+        self.sessions = SessionTable(
+            store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned, self.transcripts.created
+        )
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)

@@ -49,7 +49,15 @@ from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, Web
 from ..sandbox import Confinement, Sandbox, SandboxPolicy
 from ..tools import ToolRegistry
 from ..tools._media import Media
-from ._command_lines import LineRefused, LinesNeedApproval, attach_media, granted_rules, include_files, judge_lines
+from ._command_lines import (
+    LineRefused,
+    LinesNeedApproval,
+    attach_media,
+    granted_rules,
+    include_files,
+    judge_lines,
+    media_references,
+)
 from ._delegation import agent_specs, delegates
 from ._mcp_task import PromptError, is_prompt, prompt_task, with_resources
 from ._run_tools import mcp_selected, mcp_tools, read_only, servers_of, tools_size
@@ -544,7 +552,7 @@ async def _ready(
     lines: tuple[str, ...] = ()
     if found is not None:
         task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
-    named = await trio.to_thread.run_sync(attach_media, text, setup.place, settings.policy)
+    named = await trio.to_thread.run_sync(attach_media, text, setup.place, settings.policy) if media_references(text) else []
     task = await with_resources(mcp, setup, request.task, task)
     images = [*named, *request.images]
     notes = [

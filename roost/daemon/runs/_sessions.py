@@ -218,8 +218,11 @@ class SessionTable:
         publish: Callable[[dict[str, Any]], None] = lambda event: None,
         deleted: Deleted | None = None,
         ending: Deleted | None = None,
+        created: Callable[[str], None] = lambda session: None,
     ) -> None:
         self._store = store
+        #: Told of each session :meth:`create` made (whose transcript has nothing to catch up).
+        self._created = created
         #: Told of the sessions :meth:`prune` deleted (their transcripts go with them), and
         #: before, of those it is about to delete (their SessionEnd hooks).
         self._deleted = deleted
@@ -436,6 +439,7 @@ class SessionTable:
         stored = await self._store.create_session(session_id, cwd, now, transition.events)
         session = Session(Track(fold(stored, SessionState(session_id))))
         self._sessions[session_id] = session
+        self._created(session_id)
         for event in stored:
             self._publish(event.to_map())
         return session

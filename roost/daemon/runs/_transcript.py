@@ -109,6 +109,12 @@ class Transcripts:
         self._added += 1
         self._wake.set()
 
+    def created(self, session: str) -> None:
+        """``session`` was made just now: its transcript has nothing to catch up (its file
+        is not read, nor its history, when its first lines are written)."""
+        self._caught_up.add(session)
+        self._ends[Path(self.path(session))] = (None, 0, "")
+
     async def sync(self, session: str) -> str:
         """Wait until what was added so far is written; the session's transcript (made,
         empty, if nothing was written yet)."""
