@@ -129,7 +129,7 @@ class Api:
             "uptime": time.monotonic() - self.started,
             "sessions": self.conductor.store.session_count(),
             "runs": self.conductor.sessions.runs_in_flight(),
-            "background_commands": len(self.conductor.background),
+            "background_commands": len(self.conductor.sessions.background),
             "database": str(self.conductor.store.path),
             "store": {"ok": True},
             "sandbox": self.conductor.planner.sandbox.availability.to_map(),

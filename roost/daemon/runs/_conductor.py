@@ -64,7 +64,7 @@ from ..providers import ProviderRegistry
 from ..sandbox import Sandbox, Unsupported
 from ..storage._store import EventStore, StoreError
 from ._media import MediaFill, stored_parts
-from ..tools import ProcessLedger, Shell, ToolRegistry
+from ..tools import ProcessLedger, ToolRegistry
 from ..tools._media import Media
 from ._fanout import Fanout
 from ._model_calls import ModelCalls, tool_specs
@@ -105,14 +105,10 @@ class Conductor:
         self.planner = Planner(providers, tools, confines, nursery, mcp, trust, memory)
         # Each session's transcript in Claude Code's format, for hooks (see _transcript).
         self.transcripts = Transcripts(store.events)
-        #: The background commands running, in every run (``status`` counts them).
-        self.background: set[Shell] = set()
         self.session_ends = ends = SessionEnds(self.planner, self.transcripts, ledger, nursery)
         publish = fanout.publish
         self.memory = MemoryFeed(memory, publish)  # what runs leave to recall (see memory._feed)
-        self.sessions = SessionTable(
-            store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned, self.transcripts.created
-        )
+        self.sessions = SessionTable(store, self._settle, nursery, publish, self.transcripts.deleted, ends.pruned, self.transcripts.created)
         self._nursery = nursery
         self._request_ids: dict[str, tuple[str, str]] = {}
         nursery.start_soon(self.transcripts.run)
@@ -298,11 +294,8 @@ class Conductor:
             session.state = fold(stored, session.state) if stored else session.state
             track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
         else:
-            state = transition.state
-            last = stored[-1].seq if stored else None
-            if last is not None:  # a stored event always has its seq
-                state = replace(state, last_seq=last)
-            session.state = state
+            last = stored[-1].seq if stored else None  # a stored event always has its seq
+            session.state = replace(transition.state, last_seq=last) if last is not None else transition.state
             self.sessions.noted(session)
         for event in stored:
             self.fanout.publish(event.to_map())
@@ -386,17 +379,8 @@ class Conductor:
             if track.state.run is not None:
                 await self.feed_result(session, track, track.state.run.id, RunFailed(why, time.time()))
 
-        shown = self.transcripts.shown(session.id)
-        return live_run(
-            session.state.cwd,
-            track,
-            caller,
-            mcp=self.mcp,
-            ledger=self.ledger,
-            on_failure=failed,
-            shown=shown,
-            background=self.background,
-        )
+        return live_run(session.state.cwd, track, caller, mcp=self.mcp, ledger=self.ledger, on_failure=failed,
+                        shown=self.transcripts.shown(session.id), background=self.sessions.background)
 
 
 def _on_track(track: Track, events: tuple[Event, ...]) -> tuple[Event, ...]:

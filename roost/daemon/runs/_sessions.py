@@ -34,6 +34,7 @@ from roost.loop import (
 )
 
 from ..storage._store import EventStore, SessionRow, StoreError
+from ..tools import Shell
 from ._live import LiveRun
 from ._plan import RunPlan
 
@@ -240,6 +241,8 @@ class SessionTable:
         self.unsettled: dict[str, str] = {}
         #: The sessions in memory whose own run is in flight (see :meth:`noted`).
         self._running: set[Session] = set()
+        #: The background commands running, in every run (each run's Shells keeps it).
+        self.background: set[Shell] = set()
 
     def loaded(self) -> list[Session]:
         """The sessions in memory."""
