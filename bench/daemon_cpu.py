@@ -12,6 +12,10 @@ daemon's main thread (the trio loop) and its other threads (the store's writer, 
 workers), from ``/proc/PID/task/*/stat``; the bash processes it reaped; and the stored events
 per step by type.
 
+*Per dispatch*: before those runs, the same daemon's CPU over 200 dispatches of a one-reply
+run, each on an idle session made beforehand, attached and followed to its end as ``roost
+dispatch`` does (planning, the run's events, its transcript and memory), per dispatch.
+
 *Profile*: a second daemon started the same way but under cProfile, switched on for one
 300-step run and off after (SIGUSR1, SIGUSR2: the start-up and the warm-up run are left out).
 cProfile sees the main thread only (its clock is that thread's CPU time), and slows what it
@@ -54,6 +58,8 @@ from _common import (  # noqa: E402
 
 STEP_TARGET_MS = 1.0
 EVENT_TARGET_US = 100.0
+#: One-reply runs dispatched for the CPU per dispatch.
+DISPATCHES = 200
 #: The stages an event goes through, by the function that does each (file suffix, name):
 #: their cumulative time in the profile, per stored event.
 STAGES = (
@@ -96,12 +102,38 @@ def stored_types(env: BenchEnv, session: str) -> collections.Counter[str]:
     return collections.Counter(e["type"] for e in events)
 
 
+def per_dispatch(env: BenchEnv, count: int) -> float:
+    """The daemon's CPU (seconds) per dispatch of a one-reply run on an idle session made
+    beforehand, attached as ``roost dispatch`` is, followed to its end (after a few to
+    warm up)."""
+    script = env.write_script("word.json", [{"content": [{"type": "text", "text": "ok"}]}])
+    with env.client() as client:
+        sessions = [client.call("sessions.create", cwd=str(env.project))["session"] for _ in range(count + 5)]
+
+        def run(session: str) -> None:
+            run = client.call("dispatch", session=session, task="t", model=f"scripted/{script}", yes=True,
+                              sandbox="off", attach=True)["run"]
+            for event in client.events():
+                if event.get("type") == "run.finished" and event.get("run") == run:
+                    client.call("detach", session=session)
+                    return
+
+        for session in sessions[:5]:
+            run(session)
+        before = sum(process_cpu(env.daemon_pid))
+        for session in sessions[5:]:
+            run(session)
+        return (sum(process_cpu(env.daemon_pid)) - before) / count
+
+
 def measure(rounds: int, steps: int) -> dict[str, Any]:
-    """The counters: per round, the daemon's CPU for a long and a short run, and events."""
+    """The counters: per round, the daemon's CPU for a long and a short run, and events;
+    and per dispatch."""
     out: dict[str, Any] = {"cpu": {1: [], steps: []}, "main": {1: [], steps: []}, "tools": {1: [], steps: []},
                            "events": {1: [], steps: []}, "types": {}, "wall": {1: [], steps: []}}
     with BenchEnv("dcpu") as env:
         env.start_daemon()
+        out["dispatch"] = per_dispatch(env, DISPATCHES)
         pid = env.daemon_pid
         scripts = {n: env.write_script(f"s{n}.json", tool_steps_script(n)) for n in (1, steps)}
         for i in range(rounds + 1):  # the first pair warms up
@@ -254,6 +286,12 @@ def main() -> None:
                value=per_event * 1e6, unit="µs/event", better="lower", target=EVENT_TARGET_US,
                how=how + "; / the difference of the stored events",
                details=[f"stored events per step: {median(events) / (n - 1):.2f} ({per_type})"]),
+        Figure(key="daemon_cpu.per_dispatch_ms", title="daemon CPU per dispatch (one-reply run)",
+               value=m["dispatch"] * 1000, unit="ms", better="lower", informational=True,
+               how=f"daemon CPU (utime+stime, /proc/PID/stat) over {DISPATCHES} dispatches, each of a one-reply "
+                   f"scripted run on an idle session made beforehand, `sandbox off`, attached and followed to its "
+                   f"end as `roost dispatch` does / {DISPATCHES}: planning, the run's events, its transcript and "
+                   f"memory"),
     ]
     if not args.no_profile:
         stats, stored = profile_run(n, args.profile_out)
