@@ -141,11 +141,11 @@ class ToolCalls:
             PromptBlocked: a UserPromptSubmit hook refused the task.
         """
         confined = plan.confinement
-        # The sandbox is built at its first command, showing the session's transcript as it
-        # is then: made current only when something will run there (a dispatch without
-        # lines or such hooks does not wait for every session's transcripts to be written).
-        runs = plan.lines or any(hook.kind in ("session_start", "prompt") for hook in plan.hooks)
-        shown = (await self._transcripts.sync(session.id),) if confined and runs else ()
+        # A sandbox shows the session's transcript only if the file is there when it is
+        # built (at its first command): made now when a hook or a line may run in this one
+        # or in the run's, which hooks read it in. Without hooks or lines, a dispatch does
+        # not wait for every session's pending transcript lines to be written.
+        shown = (await self._transcripts.sync(session.id),) if confined and (plan.lines or plan.hooks) else ()
         async with RunSandbox(confined, session.state.cwd, ledger=self._ledger, shown=shown) if confined else nullcontext() as box:
             task = first.task
             if plan.lines:
