@@ -111,10 +111,10 @@ def per_dispatch(env: BenchEnv, count: int) -> float:
         sessions = [client.call("sessions.create", cwd=str(env.project))["session"] for _ in range(count + 5)]
 
         def run(session: str) -> None:
-            run = client.call("dispatch", session=session, task="t", model=f"scripted/{script}", yes=True,
-                              sandbox="off", attach=True)["run"]
+            started = client.call("dispatch", session=session, task="t", model=f"scripted/{script}", yes=True,
+                                  sandbox="off", attach=True)["run"]
             for event in client.events():
-                if event.get("type") == "run.finished" and event.get("run") == run:
+                if event.get("type") == "run.finished" and event.get("run") == started:
                     client.call("detach", session=session)
                     return
 

@@ -167,14 +167,14 @@ def include_files(task: str, place: Place, policy: Policy) -> str:
     return "\n\n".join([task, *included]) if included else task
 
 
-def attach_media(task: str, place: Place, policy: Policy) -> list[tuple[str, Media | str]]:
-    """The images (``.png``, ``.jpg``, ``.jpeg``, ``.gif``, ``.webp``) and PDFs ``task``'s
-    ``@path`` references name, read under the rules :func:`include_files` reads files
-    under; each the media to send (an image scaled down when large, a PDF whole), or why it
-    is not sent. Blocking."""
+def attach_media(names: list[str], place: Place, policy: Policy) -> list[tuple[str, Media | str]]:
+    """The images (``.png``, ``.jpg``, ``.jpeg``, ``.gif``, ``.webp``) and PDFs a task's
+    ``@path`` references ``names`` (see :func:`media_references`), read under the rules
+    :func:`include_files` reads files under; each the media to send (an image scaled down
+    when large, a PDF whole), or why it is not sent. Blocking."""
     attached: list[tuple[str, Media | str]] = []
     within = None if place.trusted else place.root
-    for name in media_references(task):
+    for name in names:
         path = os.path.join(place.cwd, os.path.expanduser(name))
         if not os.path.isfile(path):
             continue
@@ -192,8 +192,8 @@ def attach_media(task: str, place: Place, policy: Policy) -> list[tuple[str, Med
 
 
 def media_references(task: str) -> list[str]:
-    """The ``@path`` references of ``task`` that :func:`attach_media` reads (no file is
-    looked at: most tasks name none, and need no worker thread for them)."""
+    """The ``@path`` references of ``task`` that name media, for :func:`attach_media` (no
+    file is looked at: most tasks name none, and need no worker thread for them)."""
     return [n for n in file_references(task) if _attached(n)][:MAX_FILES]
 
 

@@ -552,7 +552,8 @@ async def _ready(
     lines: tuple[str, ...] = ()
     if found is not None:
         task, settings, lines = await _prepared(task, found, settings, setup.place, request.approved_lines)
-    named = await trio.to_thread.run_sync(attach_media, text, setup.place, settings.policy) if media_references(text) else []
+    names = media_references(text)
+    named = await trio.to_thread.run_sync(attach_media, names, setup.place, settings.policy) if names else []
     task = await with_resources(mcp, setup, request.task, task)
     images = [*named, *request.images]
     notes = [

@@ -83,6 +83,7 @@ class ProcessLedger:
 
     def add(self, pid: int) -> None:
         """Record the group led by ``pid``, spawned just now with a new session."""
+        # One tick more: the float clock read here may round below the kernel's own count.
         by = int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS) + 1
         self._live[pid] = by
         self._append(f"+{pid} {by} {self._boot}\n")
