@@ -176,8 +176,23 @@ def safe_text(value: Any) -> Any:
     ``"\\ud800"``, a file name that is not UTF-8 as Python decodes it) become U+FFFD.
 
     Such strings cannot be encoded as UTF-8, so neither stored nor sent; every event's data
-    passes through here when it is made. Strings already fine are returned as they are.
+    passes through here when it is made. Strings already fine are returned as they are;
+    maps and lists are copied (a tuple becomes a list), as the wire would.
     """
+    cls = type(value)
+    # Exact types first, and leaves checked in place: an event holds a few dozen values,
+    # most of them numbers and ASCII strings, and this runs on every event.
+    if cls is str:
+        return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
+    if cls is dict:
+        return {
+            (k if type(k) is str and k.isascii() else safe_text(k)): (
+                v if type(v) in _LEAVES or (type(v) is str and v.isascii()) else safe_text(v)
+            )
+            for k, v in value.items()
+        }
+    if cls is list or cls is tuple:
+        return [v if type(v) in _LEAVES or (type(v) is str and v.isascii()) else safe_text(v) for v in value]
     if isinstance(value, str):
         return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
     if isinstance(value, dict):
@@ -185,3 +200,7 @@ def safe_text(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [safe_text(v) for v in value]
     return value
+
+
+#: Values with no text in them (exact types: a subclass goes the long way).
+_LEAVES = frozenset({int, float, bool, type(None), bytes})
