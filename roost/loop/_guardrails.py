@@ -64,8 +64,12 @@ class Guardrail:
 
 
 def secrets_guardrails() -> tuple[Guardrail, ...]:
-    """The built-in ``secrets`` guardrail, one tripwire per kind of credential."""
-    return tuple(Guardrail("secrets", INPUT, pattern, what) for what, pattern in SECRET_PATTERNS)
+    """The built-in ``secrets`` guardrail, one tripwire per kind of credential (the same
+    values for every run: a run in flight holds them, not a copy)."""
+    return _SECRETS
+
+
+_SECRETS = tuple(Guardrail("secrets", INPUT, pattern, what) for what, pattern in SECRET_PATTERNS)
 
 
 def tripped(guardrails: Iterable[Guardrail], on: str, texts: Iterable[str]) -> str | None:

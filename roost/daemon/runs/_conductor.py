@@ -158,7 +158,7 @@ class Conductor:
 
     async def _start(self, session: Session, plan: RunPlan) -> None:
         session.track.plan = plan
-        await self._nursery.start(self._run, session, plan.first)
+        await self._nursery.start(self._run, session, plan)
 
     def find_request(self, request_id: str) -> tuple[str, str] | None:
         """The (session, run) a dispatch with this idempotency key started, if any."""
@@ -352,12 +352,12 @@ class Conductor:
                 if isinstance(effect, FinishRun):
                     log.info("session %s: run %s finished: %s", session.id, effect.run, effect.reason)
 
-    async def _run(self, session: Session, first: Input, *, task_status: Any) -> None:
-        """The session's run, from ``first`` until it ends."""
+    async def _run(self, session: Session, plan: RunPlan, *, task_status: Any) -> None:
+        """The session's run, from its plan's first input until it ends."""
         unstored: StoreError | None = None
         async with self.live(session, session.track) as live:
             try:
-                await self.feed(session, first)
+                await self.feed(session, plan.first)
             except StoreError as exc:
                 unstored = exc  # the run never started, or was ended at once
                 live.nursery.cancel_scope.cancel()
@@ -366,6 +366,8 @@ class Conductor:
                 # The run lasts until FinishRun cancels this scope, even while nothing
                 # runs in it (a call waiting for a person).
                 await trio.sleep_forever()
+        if session.track.plan is plan:  # not the next run's: it may have started meanwhile
+            session.track.plan = None  # what it read (config, prompt, tools) is not kept idle
         if unstored is not None:
             raise unstored
         self.sessions.keep_snapshot(session)

@@ -61,7 +61,8 @@ class Track:
 
     state: SessionState
     path: tuple[str, ...] = ()
-    #: What its run in flight (or its last) was prepared with.
+    #: What its run in flight was prepared with (a sub-agent's: also once it ended, for its
+    #: caller's report; the session's own drops it then: it is a lot to keep per idle session).
     plan: RunPlan | None = None
     #: Its run in flight (None: none, or it is winding down).
     live: LiveRun | None = None
