@@ -133,6 +133,11 @@ class SessionState:
         """The run's phase, or IDLE when no run is in flight."""
         return self.run.phase if self.run is not None else Phase.IDLE
 
+    def stored_up_to(self, seq: int) -> SessionState:
+        """This state with its events stored up to ``seq`` (the store numbers the events a
+        step made after the step)."""
+        return replace(self, last_seq=seq)
+
 
 def fold(events: Iterable[Event], state: SessionState | None = None) -> SessionState:
     """The state after ``events`` (starting from ``state``, or from nothing)."""

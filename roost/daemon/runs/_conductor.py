@@ -295,7 +295,7 @@ class Conductor:
             track.finished = next((e.data for e in stored if e.type == "run.finished"), track.finished)
         else:
             last = stored[-1].seq if stored else None  # a stored event always has its seq
-            session.state = replace(transition.state, last_seq=last) if last is not None else transition.state
+            session.state = transition.state.stored_up_to(last) if last is not None else transition.state
             self.sessions.noted(session)
         for event in stored:
             self.fanout.publish(event.to_map())
