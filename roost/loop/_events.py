@@ -179,26 +179,20 @@ def safe_text(value: Any) -> Any:
     passes through here when it is made. Strings already fine are returned as they are;
     maps and lists are copied (a tuple becomes a list), as the wire would.
     """
-    cls = type(value)
-    # Exact types first, and leaves checked in place: an event holds a few dozen values,
-    # most of them numbers and ASCII strings, and this runs on every event.
-    if cls is str:
+    # The leaves of a map or list are checked in place, by exact type (anything else, a str
+    # subclass too, goes through here): an event holds a few dozen values, most of them
+    # numbers and ASCII strings, and this runs on every event.
+    if isinstance(value, str):
         return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
-    if cls is dict:
+    if isinstance(value, dict):
         return {
             (k if type(k) is str and k.isascii() else safe_text(k)): (
                 v if type(v) in _LEAVES or (type(v) is str and v.isascii()) else safe_text(v)
             )
             for k, v in value.items()
         }
-    if cls is list or cls is tuple:
-        return [v if type(v) in _LEAVES or (type(v) is str and v.isascii()) else safe_text(v) for v in value]
-    if isinstance(value, str):
-        return value if value.isascii() else _SURROGATES.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {safe_text(k): safe_text(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [safe_text(v) for v in value]
+        return [v if type(v) in _LEAVES or (type(v) is str and v.isascii()) else safe_text(v) for v in value]
     return value
 
 
