@@ -33,8 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, BenchEnv, Figure, median, parser, percentile, prepare, process_cpu, report  # noqa: E402
 
 TARGET_US = 50.0
-#: The round trip as a multiple of a blocking Python ping-pong on a socketpair.
-PINGPONG_RATIO_TARGET = 1.2
 #: Each answer timed as a multiple of the same against a minimal trio server (issue 30).
 TRIO_RATIO_TARGET = 1.1
 
@@ -261,10 +259,11 @@ def main() -> None:
         ),
         Figure(
             key="rpc.pingpong_ratio", title="RPC round trip / blocking ping-pong",
-            value=median(detach) / median(raw), unit="x", better="lower", target=PINGPONG_RATIO_TARGET,
+            value=median(detach) / median(raw), unit="x", better="lower", informational=True,
             how=("median of the calls above / median of 20-byte round trips between two blocking Python "
                  "processes on a socketpair (an echo child), timed in blocks of 1,000 taking turns "
-                 "with roost's calls and the trio floor's"),
+                 "with roost's calls and the trio floor's; context: the target is against the trio "
+                 "floor (issue 30), since trio is the daemon's event loop by design"),
             details=[f"roost {median(detach):.1f} µs, ping-pong {median(raw):.1f} µs (p99 "
                      f"{percentile(raw, 99):.1f} µs) -> {median(detach) / median(raw):.2f}x"],
         ),

@@ -75,6 +75,10 @@ class ErrorCode(enum.IntEnum):
     INTERNAL = 99
 
 
+#: Each code's name, looked up without the enum's call (every error response names its code).
+_NAMES = {int(code): code.name for code in ErrorCode}
+
+
 class RoostError(Exception):
     """Base class of every exception raised by :mod:`roost.protocol`."""
 
@@ -91,10 +95,7 @@ class RpcError(RoostError):
     @property
     def name(self) -> str:
         """The symbolic name of :attr:`code`, or ``"UNKNOWN"`` for a code we do not know."""
-        try:
-            return ErrorCode(self.code).name
-        except ValueError:
-            return "UNKNOWN"
+        return _NAMES.get(self.code, "UNKNOWN")
 
     def to_wire(self) -> dict[str, Any]:
         """The error as the map sent in a response."""

@@ -82,6 +82,10 @@ class Method:
                 if required:
                     raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} is required")
                 continue
+            if type(value) is str and str in types:  # the usual param, checked at once
+                if "\0" in value:
+                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} must not hold a NUL character")
+                continue
             if not isinstance(value, types) or (numeric and isinstance(value, bool)):
                 raise RpcError(
                     ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} must be {type_name}, not {type(value).__name__}"
@@ -544,8 +548,6 @@ METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}
 
 def _out_of_range(value: Any) -> str:
     """What is wrong with a value of the right type ("" when nothing)."""
-    if type(value) is str:  # the usual param, first
-        return "must not hold a NUL character" if "\0" in value else ""
     if isinstance(value, float) and not math.isfinite(value):
         return "must be a finite number"
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:

@@ -88,10 +88,10 @@ class Api:
         trip)."""
         try:
             params = check_params(request)
-            if request.method in _READ_A_SESSION and not self.conductor.sessions.known(params["session"]):
-                raise no_session(params["session"])
         except RpcError as exc:
             return encode_response(request.msgid, exc.to_wire(), None)
+        if request.method in _READ_A_SESSION and not self.conductor.sessions.known(params["session"]):
+            return encode_response(request.msgid, no_session(params["session"]).to_wire(), None)
         return None
 
     async def answer(self, connection: Connection, request: Request) -> bytes:
