@@ -82,7 +82,7 @@ def user_settings(switches: dict[str, bool]) -> Path:
 
 
 def setup_of(project: Path, trust: Trust = NO_TRUST) -> FolderSetup:
-    return load_folder(str(project), {**os.environ, "PLUGIN_PYTHON": sys.executable}, trust, ())
+    return load_folder(str(project), {**os.environ, "PLUGIN_PYTHON": sys.executable}, trust)
 
 
 def test_an_enabled_plugins_parts_load_named_as_claude_code_names_them(project: Path) -> None:

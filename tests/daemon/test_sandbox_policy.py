@@ -12,6 +12,9 @@ import pytest
 
 from roost.daemon.folder._agents import AgentError, parse_agent
 from roost.daemon.folder._config import ConfigError, load_config
+from roost.daemon.folder._setup import load_folder, with_sandbox_paths
+from roost.daemon.folder._trust import NO_TRUST
+from roost.daemon.runs._settings import find_agent, sandbox_policy
 from roost.daemon.sandbox import SandboxConfig, SandboxPolicy, _bwrap, build_policy, explain
 from roost.daemon.sandbox._bwrap import mounts
 from roost.daemon.sandbox._home import hidden_and_protected
@@ -268,3 +271,20 @@ def test_a_refused_change_to_a_protected_path_is_named() -> None:
     assert note is not None and "/p/.git/config is protected" in note and "may write only" not in note
     moved = explain("mv: cannot move '.git' to 'x': Device or resource busy\n", 1, p, "/p")
     assert moved is not None and "/p/.git/config is protected" in moved
+
+
+def test_a_setup_read_to_describe_a_folder_never_makes_a_sandbox(tmp_path: Path) -> None:
+    # Listing agents or checking the config reads no sandbox paths (a walk of the whole
+    # folder); a run's settings made from such a setup would hide and protect nothing, so
+    # they are refused.
+    nested = tmp_path / "vendor" / "lib"
+    (nested / ".git").mkdir(parents=True)
+    (nested / ".git" / "config").write_text("[core]\n")
+    described = load_folder(str(tmp_path), dict(os.environ), NO_TRUST)
+    assert described.sandbox_paths is None
+    with pytest.raises(RuntimeError, match="without its sandbox's paths"):
+        sandbox_policy(described, find_agent(described, None))
+    ready = with_sandbox_paths(described, ["/daemon/state"])
+    sandbox = sandbox_policy(ready, find_agent(ready, None))
+    assert "/daemon/state" in sandbox.hidden
+    assert str(nested / ".git" / "config") in sandbox.protected

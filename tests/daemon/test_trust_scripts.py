@@ -58,12 +58,12 @@ def store() -> TrustStore:
 
 def setup(cwd: Path) -> FolderSetup:
     """The folder's setup under the trust store as it is now."""
-    return load_folder(str(cwd), dict(os.environ), store().snapshot(), [])
+    return load_folder(str(cwd), dict(os.environ), store().snapshot())
 
 
 def trust_now(root: Path) -> FolderSetup:
     """Trust ``root`` as ``roost trust --yes`` does: what its setup shows, recorded."""
-    shown = load_folder(str(root), dict(os.environ), NO_TRUST, [])
+    shown = load_folder(str(root), dict(os.environ), NO_TRUST)
     store().add(str(root), shown.trust_files)
     return setup(root)
 

@@ -48,9 +48,10 @@ class FolderSetup:
     config: Config
     agents: AgentSet
     mcp_config: McpServers
-    #: What the config's ``[sandbox]`` tables name, and what the daemon always hides,
-    #: resolved.
-    sandbox_paths: SandboxPaths
+    #: What the config's ``[sandbox]`` tables name, what the daemon always hides, and what
+    #: is protected in the writable folders, resolved; None in a setup read to describe the
+    #: folder, not to run in it (see :func:`with_sandbox_paths`).
+    sandbox_paths: SandboxPaths | None
     #: The user trusted the folder (its files may then link outside it).
     trusted: bool = False
     #: What Claude Code's settings files say (hooks, rules, env, model): the user's, and the project's.
@@ -143,10 +144,10 @@ class FolderSetup:
         return tool_environment(self.environment(environ), keys=keys, policy=policy)
 
 
-def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iterable[str]) -> FolderSetup:
-    """Read ``cwd``'s config, agents, MCP servers, Claude Code hooks and custom commands,
-    and resolve the sandbox paths (``hidden``: what the sandbox always hides) (in a worker
-    thread).
+def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSetup:
+    """Read ``cwd``'s config, agents, MCP servers, Claude Code hooks and custom commands (in
+    a worker thread). The sandbox's paths are not resolved: a run's setup gets them from
+    :func:`with_sandbox_paths`.
 
     Raises:
         ConfigError: a config file cannot be used.
@@ -163,7 +164,7 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
         replace(config_from(files), claude_model=claude.model),
         agents_from(files),
         mcp_servers_from(files),
-        SandboxPaths(),
+        None,
         place.trusted,
         claude,
         commands=commands_from(files),
@@ -172,11 +173,20 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust, hidden: Iter
     )
     # Stdio servers also get what makes TLS and proxies work here (see mcp._environment).
     setup = replace(setup, mcp_config=with_environment(setup.mcp_config, files.environ, setup.tool_environment(environ)))
-    protected = protected_files(setup, trust)
-    # What trust records and trusted entries run is read-only in the sandbox too.
+    return replace(setup, protected=protected_files(setup, trust))
+
+
+def with_sandbox_paths(setup: FolderSetup, hidden: Iterable[str]) -> FolderSetup:
+    """``setup`` with the paths the sandbox of a run there uses resolved (``hidden``: what
+    the sandbox always hides). Blocking: it walks the writable folders for what they
+    protect (bounded, see ``sandbox._protected``), which only a run needs, so that listing
+    a big folder's agents or its config does not pay for it."""
     config = setup.config
-    paths = sandbox_paths(cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=protected)
-    return replace(setup, sandbox_paths=paths, protected=protected)
+    # What trust records and trusted entries run is read-only in the sandbox too.
+    paths = sandbox_paths(
+        setup.cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=setup.protected
+    )
+    return replace(setup, sandbox_paths=paths)
 
 
 #: The files at a project's root that widen what roost does when trusted.

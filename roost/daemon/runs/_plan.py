@@ -38,7 +38,7 @@ from ..folder._command_text import substitute
 from ..folder._custom_commands import CustomCommand, find_skill, parse_invocation
 from ..folder._project import FrontMatterError, Place
 from ..folder._prompt import Layer, PromptCache, compose, render, sizes
-from ..folder._setup import FolderSetup, load_folder
+from ..folder._setup import FolderSetup, load_folder, with_sandbox_paths
 from ..folder._trust import NO_TRUST, TrustError, TrustStore
 from ..mcp import McpManager, McpServerConfig
 from ..memory import MemoryIndex
@@ -214,8 +214,10 @@ class Planner:
         self.prompts = PromptCache()
         self._nursery = nursery
 
-    async def load_folder(self, cwd: str, environ: Mapping[str, str]) -> FolderSetup:
-        """What ``cwd``'s files say for a run, under the user's trust as it is now.
+    async def load_folder(self, cwd: str, environ: Mapping[str, str], *, run: bool = False) -> FolderSetup:
+        """What ``cwd``'s files say, under the user's trust as it is now; with ``run``, also
+        the paths its sandbox uses (what a run's settings need: see
+        :func:`~roost.daemon.folder._setup.with_sandbox_paths`).
 
         Raises:
             ConfigError: a config file (or the trust store) cannot be used.
@@ -226,7 +228,8 @@ class Planner:
                 trust = self.trust.snapshot() if self.trust is not None else NO_TRUST
             except TrustError as exc:
                 raise ConfigError(str(exc)) from None
-            return load_folder(cwd, environ, trust, self.sandbox.hidden)
+            setup = load_folder(cwd, environ, trust)
+            return with_sandbox_paths(setup, self.sandbox.hidden) if run else setup
 
         setup = await trio.to_thread.run_sync(load)
         embed_with(self.memory, self.providers, setup.config, setup.environment(environ))
@@ -253,7 +256,7 @@ class Planner:
             PlanError: the task names an unknown command, or the settings cannot make a run.
             ProviderError: the model's provider cannot be used here.
         """
-        setup = await self.load_folder(request.cwd, request.environ)
+        setup = await self.load_folder(request.cwd, request.environ, run=True)
         if request.mcp_servers:
             try:
                 setup = setup.with_servers(request.mcp_servers, request.environ)
@@ -419,7 +422,7 @@ class Planner:
             ConfigError, PlanError (a negative ``keep_turns``, a model that cannot be
             used), ProviderError: as for :meth:`dispatch`.
         """
-        setup = await self.load_folder(request.cwd, request.environ)
+        setup = await self.load_folder(request.cwd, request.environ, run=True)
         keep = request.keep_turns if request.keep_turns is not None else setup.config.keep_turns
         if keep < 0:
             raise PlanError("keep_turns must not be negative")

@@ -52,7 +52,7 @@ async def recover(
         if run.waiting or run.settings.mode == Mode.EXEC or subruns:
             # The dispatching terminal is gone: the daemon's own environment stands in.
             try:
-                setup = await planner.load_folder(session.state.cwd, os.environ)
+                setup = await planner.load_folder(session.state.cwd, os.environ, run=True)
             except ConfigError as exc:
                 log.warning("session %s: the waiting run cannot go on: %s", session_id, exc)
         plan = await planner.recorded(Recorded(session.state.cwd, run), setup)

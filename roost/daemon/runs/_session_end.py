@@ -86,7 +86,7 @@ class SessionEnds:
 
     async def _end(self, session: str, cwd: str, reason: str) -> None:
         try:
-            setup = await self._planner.load_folder(cwd, os.environ)
+            setup = await self._planner.load_folder(cwd, os.environ, run=True)
             policy = sandbox_policy(setup, find_agent(setup, None))
         except (ConfigError, SettingsError, OSError) as exc:
             log.warning("session %s: no SessionEnd hooks: its folder cannot be read: %s", session, exc)

@@ -234,7 +234,14 @@ def _first(*values: Any) -> Any:
 
 def sandbox_policy(setup: FolderSetup, agent: Agent, dispatch: str | None = None) -> SandboxPolicy:
     """The sandbox of a run of ``agent`` in ``setup``'s folder (``dispatch``: the mode a
-    dispatch asked for, None: none)."""
+    dispatch asked for, None: none).
+
+    Raises:
+        RuntimeError: ``setup`` was read without its sandbox's paths (a bug): no run is
+            made with a sandbox that would hide and protect nothing.
+    """
+    if setup.sandbox_paths is None:
+        raise RuntimeError(f"the setup of {setup.cwd} was read without its sandbox's paths")
     config = setup.config
     return build_policy(
         setup.cwd,
