@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from roost.daemon.storage._schema import MIGRATIONS
-from roost.daemon.storage._store import EventStore, StoreDamaged, StoreFull, set_aside
+from roost.daemon.storage._store import EventStore, StoreDamaged, StoreError, StoreFull, set_aside
+from roost.daemon.storage._writer import Writer
 from roost.loop import Event
 from tests._disk import fill
 
@@ -364,3 +366,66 @@ async def test_every_append_commits_on_the_writers_thread_never_the_loops(tmp_pa
 
     await _with_store(db, body, sync=sync)
     assert writers == [False] * 67
+
+
+async def test_what_was_queued_is_stored_when_its_caller_and_the_writer_are_cancelled(tmp_path: Path) -> None:
+    db = tmp_path / "roost.db"
+    store = EventStore.open(db)
+    stored: list[list[int]] = []
+    try:
+        async with trio.open_nursery() as outer:
+            await outer.start(store.run_writer)
+            await store.create_session("s", "/p", 1.0)
+
+            async def append(i: int) -> None:
+                stored.append([e.seq for e in await store.append([Event("message.user", "s", "r", 2.0, {"text": str(i)})])])
+
+            async with trio.open_nursery() as runs:
+                for i in range(20):
+                    runs.start_soon(append, i)
+                await trio.testing.wait_all_tasks_blocked()
+                # Every append is queued and waiting: the runs and the writer are cancelled
+                # (the daemon stopping on a failure), and each append still returns, stored.
+                outer.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert sorted(seq for seqs in stored for seq in seqs) == list(range(1, 21))
+    other = sqlite3.connect(db)
+    try:
+        assert other.execute("SELECT count(*) FROM events").fetchone() == (20,)
+    finally:
+        other.close()
+
+
+async def test_a_bug_in_committing_fails_its_appends_and_the_writer_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: Writer, rows: list) -> None:
+        raise RuntimeError("a bug in the writer")
+
+    store = EventStore.open(tmp_path / "roost.db")
+    failed: list[str] = []
+
+    async def append(text: str) -> None:
+        try:
+            await store.append([Event("message.user", "s", "r", 2.0, {"text": text})])
+        except RuntimeError as exc:
+            failed.append(str(exc))
+
+    try:
+        with pytest.raises(BaseExceptionGroup) as caught:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(store.run_writer)
+                await store.create_session("s", "/p", 1.0)
+                monkeypatch.setattr(Writer, "_commit", broken)
+                with trio.fail_after(5):  # none is left waiting, and the writer's failure ends it all
+                    async with trio.open_nursery() as runs:
+                        for text in "abc":
+                            runs.start_soon(append, text)
+                    await trio.sleep_forever()
+    finally:
+        store.close()
+    assert failed == ["a bug in the writer"] * 3
+    assert caught.group_contains(RuntimeError, match="a bug in the writer")
+    with pytest.raises(StoreError, match="is closing"):
+        await store.append([Event("message.user", "s", "r", 2.0, {"text": "d"})])

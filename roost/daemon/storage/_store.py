@@ -1,12 +1,12 @@
 """The event store: SQLite in WAL mode, one writer with group commit.
 
 Design: every stored event gets the next per-session ``seq`` the moment it is appended (in
-the trio thread, so numbering follows call order), then joins a batch that one writer task
-commits in a single transaction on a worker thread. ``append`` returns only once the batch
-is committed, so an event is durable before anyone publishes it. Reads use a second
-connection (WAL lets them run beside the writer). The store's worker threads are its own
-(a limiter of two: the writer and the reader), so no amount of other work in threads (tool
-calls, config reads) can keep it from committing.
+the trio thread, so numbering follows call order), then joins a batch that the writer's
+own thread commits in a single transaction. ``append`` returns only once the batch is
+committed, so an event is durable before anyone publishes it. Reads use a second
+connection (WAL lets them run beside the writer), one at a time under a limiter of their
+own. Neither uses trio's default worker threads, so no amount of other work in threads
+(tool calls, config reads) can keep the store from committing.
 
 :class:`EventStore` is the one face of the store; it opens the database, owns its three
 connections and hands each to the part that uses it:

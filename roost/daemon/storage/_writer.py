@@ -1,11 +1,14 @@
 """The store's one writer: what is appended, committed in batches (group commit).
 
 Events arrive numbered (``_numbering.py``) as rows (:func:`event_row`); each caller queues
-its rows and waits. One task takes everything queued, commits it in a single transaction
-on a worker thread, and only then wakes the callers: an event is durable before anyone
-publishes it, and the runs appending at the same time share a commit (and its fsync). Once
-queued, rows reach the disk even if their caller, or the daemon, is cancelled: the wait
-and the commit are shielded.
+its rows and waits. The writer's own thread takes everything queued, commits it in a single
+transaction, and only then wakes the callers, all with one call into the event loop: an
+event is durable before anyone publishes it, and the runs appending at the same time share
+a commit (and its fsync). The event loop only queues and is woken: a hop through a trio
+task and one of trio's worker threads per batch cost about 100 µs of its CPU per step more
+(bench/daemon_cpu.py). Once queued, rows reach the disk even if their caller, or the
+daemon, is cancelled: the wait cannot be cancelled, and a cancelled writer commits what
+is queued before it stops.
 
 Work of the store's own that writes (a snapshot, deleting sessions, collecting garbage:
 ``_maintenance.py``) goes through the same queue, in a transaction of its own or batched
@@ -24,14 +27,15 @@ Error handling:
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+from queue import Empty, SimpleQueue
 from typing import Any, Callable, Sequence, TypeVar
 
 import trio
 
 from roost.loop import Event
 
-from .._threads import in_worker
 from ._blobs import Blob, compress, pack_body
 from ._errors import StoreError, store_error
 from ._schema import transaction
@@ -43,9 +47,9 @@ _T = TypeVar("_T")
 #: :func:`event_row`); ``("work", work, out)``, ``work(db)`` run in the transaction, its
 #: result put in the list ``out``.
 Row = tuple[Any, ...]
-#: What is queued: a caller's rows, the event set once they are committed (or not), and
-#: the errors that say why not.
-_Queued = tuple[list[Row], trio.Event, list[BaseException]]
+#: What is queued: a caller's rows, the task that waits for them to be committed (or
+#: not), and the errors that say why not.
+_Queued = tuple[list[Row], trio.lowlevel.Task, list[BaseException]]
 
 
 def session_row(session: str, cwd: str, created: float, parent: str | None, forked_at: int | None) -> Row:
@@ -64,8 +68,8 @@ class Writer:
 
     Resource handling:
         Run :meth:`run` in a nursery for the store's lifetime; :meth:`stop` lets it finish
-        what is queued and return. It commits on one of trio's worker threads, one batch
-        at a time (:func:`in_worker`); the connection is the store's, which closes it.
+        what is queued and return. It commits on a thread of its own, which it starts and
+        joins, one batch at a time; the connection is the store's, which closes it.
 
     Error handling:
         :meth:`submit` and :meth:`work` raise :class:`StoreError` (see the module).
@@ -77,47 +81,57 @@ class Writer:
         self._path = path
         self._db = db
         self._committed = committed
-        self._queue_send, self._queue_receive = trio.open_memory_channel[_Queued](256)
+        # Unbounded: a caller waits for its own rows, so there is at most one append per
+        # task waiting (and the store's own work).
+        self._queue: SimpleQueue[_Queued | None] = SimpleQueue()
+        self._stopped = False
+        self._crashed: Exception | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Commit what is queued, in batches, until :meth:`stop`; then return."""
+        """Commit what is queued, in batches, on the writer's thread, until :meth:`stop`;
+        then return, once everything queued before it is committed. Cancelled, it stops the
+        same way: what was queued still reaches the disk.
+
+        Raises:
+            Exception: a bug in committing (not a store error: those are the callers'), once
+            the callers of its batch were told.
+        """
+        ended, finished = trio.Event(), trio.Event()
+        token = trio.lowlevel.current_trio_token()
+        thread = threading.Thread(
+            target=self._write, args=(token, ended, finished), name="roost store writer", daemon=True
+        )
+        thread.start()
         task_status.started()
-        async with self._queue_receive:
-            async for first in self._queue_receive:
-                batch = [first]
-                while True:
-                    try:
-                        batch.append(self._queue_receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                # Once numbered, the rows must reach the disk even if the daemon is stopping.
-                # One batch at a time: one thread writes.
-                with trio.CancelScope(shield=True):
-                    await in_worker(self._commit_batch, batch)
-                for _, done, _ in batch:
-                    done.set()
-                self._committed(sum(len(rows) for rows, _, _ in batch))
+        try:
+            await ended.wait()
+        finally:
+            self.stop()
+            with trio.CancelScope(shield=True):
+                await finished.wait()
+            thread.join()
+        if self._crashed is not None:
+            raise self._crashed
 
     def stop(self) -> None:
-        """Let :meth:`run` finish the queued batches and return."""
-        self._queue_send.close()
+        """Let :meth:`run` finish the queued batches and return; appends after this fail."""
+        if not self._stopped:
+            self._stopped = True
+            self._queue.put(None)
 
     async def submit(self, rows: list[Row]) -> None:
         """Queue ``rows`` and wait until they are committed.
 
         Raises:
-            StoreError: none of them was stored.
+            StoreError: none of them was stored (or the writer has stopped).
         """
-        done = trio.Event()
+        if self._stopped:
+            raise StoreError(self._path, f"{self._path} is closing: nothing more is stored")
         errors: list[BaseException] = []
-        # Once numbered, the rows must reach the disk even if the caller is cancelled.
-        with trio.CancelScope(shield=True):
-            try:
-                # Without the scheduler pass of ``send``: the writer is woken either way.
-                self._queue_send.send_nowait((rows, done, errors))
-            except trio.WouldBlock:
-                await self._queue_send.send((rows, done, errors))
-            await done.wait()
+        self._queue.put((rows, trio.lowlevel.current_task(), errors))
+        # Not cancellable: once numbered, the rows must reach the disk even if the caller is
+        # cancelled, and it learns whether they did.
+        await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
         if errors:
             raise errors[0]
 
@@ -131,6 +145,43 @@ class Writer:
         out: list[_T] = []
         await self.submit([("work", work, out)])
         return out[0]
+
+    def _write(self, token: trio.lowlevel.TrioToken, ended: trio.Event, finished: trio.Event) -> None:
+        """The writer's thread: take everything queued, commit it as one batch, and wake its
+        callers with one call into the event loop; until :meth:`stop`. After a bug in
+        committing, each batch fails with it (no caller is left waiting) and :meth:`run`
+        is told at once."""
+        queue = self._queue
+        stopping = False
+        while not stopping:
+            batch = [queue.get()]
+            while True:
+                try:
+                    batch.append(queue.get_nowait())
+                except Empty:
+                    break
+            stopping = None in batch
+            appends = [item for item in batch if item is not None]
+            if not appends:
+                continue
+            if self._crashed is None:
+                try:
+                    self._commit_batch(appends)
+                except Exception as exc:
+                    self._crashed = exc
+                    token.run_sync_soon(ended.set)
+            if self._crashed is not None:
+                for _, _, errors in appends:
+                    errors.append(self._crashed)
+            token.run_sync_soon(self._wake, appends)
+        token.run_sync_soon(ended.set)
+        token.run_sync_soon(finished.set)
+
+    def _wake(self, batch: list[_Queued]) -> None:
+        """In the event loop: the batch's callers go on, and the checkpointer counts."""
+        for _, task, _ in batch:
+            trio.lowlevel.reschedule(task)
+        self._committed(sum(len(rows) for rows, _, _ in batch))
 
     def _commit_batch(self, batch: list[_Queued]) -> None:
         """Commit a batch of appends in one transaction (blocking); when that fails, each
