@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from roost.cli._main import _COMMANDS, cli
-from roost.cli._render import EXIT_STATUS
+from roost.cli._exits import EXIT_STATUS
 from roost.cli.shell._slash import COMMANDS as SLASH
 from roost.daemon.folder._config_keys import _SCHEMA
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from roost.cli._render import EXIT_STATUS
+from roost.cli._exits import EXIT_STATUS
 from roost.loop import MODE, Mode
 from roost.protocol import MODES, STOP_REASONS, SUCCESS_REASONS
 

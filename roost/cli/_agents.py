@@ -12,7 +12,8 @@ from roost.protocol import MODES
 
 from ._connect import daemon, env_param, resolve_session, target, workdir
 from ._follow import follow
-from ._render import exit_status, visible
+from ._exits import exit_status
+from ._render import visible
 
 
 @click.command()

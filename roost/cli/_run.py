@@ -11,7 +11,7 @@ import click
 from roost.protocol import DISPATCH_IMAGE_BYTES, MODES, SANDBOX_MODES, Client, ConnectionClosed, ErrorCode, RpcError
 
 from ._connect import DaemonError, daemon, env_param, last_session, resolve_session, target, workdir
-from ._render import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, Renderer, exit_status, printable
+from ._exits import EXIT_APPROVAL_TIMEOUT, EXIT_STATUS, exit_status
 
 _EXITS = ", ".join(f"{status} {reason}" for reason, status in EXIT_STATUS.items())
 #: Claude Code's names for its print mode's formats and permission modes (``_headless``
@@ -166,9 +166,10 @@ def dispatch(
         started = _dispatched(client, params, ask=sys.stdin.isatty() and not (as_json or output_format))
         for warning in started.get("warnings") or []:
             click.secho(f"warning: {warning}", fg="yellow", err=True)
-        # Imported once the daemon is at work: json alone takes ~1 ms to load, and the
-        # run need not wait for this process's printer.
+        # Imported once the daemon is at work: json and the renderer take ~3 ms to load,
+        # and the run need not wait for this process's printer.
         from ._follow import print_json
+        from ._render import Renderer
 
         if detach:
             if as_json:
@@ -220,6 +221,8 @@ def _dispatched(client: Client, params: dict[str, Any], *, ask: bool) -> dict[st
         lines = (exc.data or {}).get("lines") if isinstance(exc.data, dict) else None
         if exc.code != ErrorCode.APPROVAL_NEEDED or not ask or not lines:
             raise
+    from ._render import printable
+
     click.echo("The command runs these lines before its task is sent:")
     for line in lines:
         # Escaped: a control character must not hide what would run.
