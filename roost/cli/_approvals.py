@@ -13,7 +13,7 @@ from roost.protocol import Client, RpcError
 
 from . import _approval_keys as keys
 from ._connect import daemon, resolve_session
-from ._render import brief
+from ._render import brief, visible
 
 
 @click.command()
@@ -84,26 +84,32 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
     for row in rows:
         click.echo(describe_request(row))
         if row.get("kind") != "human":
-            click.echo(click.style(f"  {keys.offer(row)}", dim=True))
+            click.echo(click.style(f"  {visible(keys.offer(row))}", dim=True))
         click.echo(click.style(f"  {answer_hint(row)}", dim=True))
+
+
+# What a request shows comes from the model (a command, a question, its choices, the call's
+# id), so it passes through ``visible``: an escape sequence in it must not reach the
+# terminal (OSC 52 writes the clipboard), nor may a carriage return or a bidirectional
+# override make the command a person approves look like another.
 
 
 def describe_request(row: dict[str, Any]) -> str:
     """One open request in one line: session, call, and what is asked."""
     if row.get("kind") == "human":
         choices = row.get("choices") or []
-        offer = f" [{' / '.join(choices)}]" if choices else ""
-        return f"{row['session']} {row['call_id']} question: {row.get('question', '')}{offer}"
+        offer = f" [{' / '.join(map(str, choices))}]" if choices else ""
+        return visible(f"{row['session']} {row['call_id']} question: {row.get('question', '')}{offer}")
     tool = row.get("name") or row.get("tool", "")
-    return f"{row['session']} {row['call_id']} {tool} {brief(row.get('input'))}"
+    return visible(f"{row['session']} {row['call_id']} {tool} {brief(row.get('input'))}")
 
 
 def answer_hint(row: dict[str, Any]) -> str:
     """The commands that answer ``row``."""
     session, call = row["session"], row["call_id"]
     if row.get("kind") == "human":
-        return f'roost answer {session} {call} "..."'
-    return f"roost approve {session} {call}{keys.approve_flags(row)} · roost deny {session} {call} [--reason ...]"
+        return visible(f'roost answer {session} {call} "..."')
+    return visible(f"roost approve {session} {call}{keys.approve_flags(row)} · roost deny {session} {call} [--reason ...]")
 
 
 def _respond(obj: dict[str, Any], method: str, which: tuple[str, ...], **params: Any) -> str:
@@ -160,7 +166,7 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
         if event["type"] == "human.asked":
             choices = event.get("choices") or []
             for i, choice in enumerate(choices, 1):
-                click.echo(f"  {i}. {choice}")
+                click.echo(f"  {i}. {visible(str(choice))}")
             text = click.prompt("  answer", default="", show_default=False)
             if text.isdigit() and 1 <= int(text) <= len(choices):
                 text = choices[int(text) - 1]
@@ -178,7 +184,7 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
 
 def _approval(event: dict[str, Any]) -> tuple[str, str]:
     """The decision and scope the person at this terminal gives, by keys alone (no Enter)."""
-    line = " · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event))
+    line = visible(" · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event)))
     choosing = False
     while True:
         click.echo("  1 / 2 (Esc: back) › " if choosing else f"  {line} › ", nl=False)
@@ -201,7 +207,7 @@ def _approval(event: dict[str, Any]) -> tuple[str, str]:
                 return given.decision, given.scope
             choosing = True
             for number, what, also in keys.scope_lines(event):
-                click.echo(f"    {number}  {what}" + click.style(f"  ({also})" if also else "", dim=True))
+                click.echo(f"    {number}  {visible(what)}" + click.style(f"  ({visible(also)})" if also else "", dim=True))
 
 
 def _keys() -> str:

@@ -220,15 +220,16 @@ class Renderer:
 
     def _permission_requested(self, e: dict[str, Any]) -> None:
         self._end_line()
-        self._out(f"? {e.get('tool')} {brief(e.get('input'))} waits for approval ({e.get('reason')})", fg="yellow")
+        # What a person is asked to trust: a bidirectional override must not disguise it.
+        self._out(f"? {visible(str(e.get('tool')))} {visible(brief(e.get('input')))} waits for approval ({e.get('reason')})", fg="yellow")
         if e.get("diff"):
             self._diff(str(e["diff"]))
             self._diffed.add(str(e.get("call_id")))
         if self._answering:
             return  # the question at this terminal says what the keys add
-        self._out(f"  {keys.offer(e)}", dim=True)
+        self._out(f"  {visible(keys.offer(e))}", dim=True)
         session, call = e.get("session"), e.get("call_id")
-        self._out(f"  roost approve {session} {call}{keys.approve_flags(e)} · roost deny {session} {call}", dim=True)
+        self._out(visible(f"  roost approve {session} {call}{keys.approve_flags(e)} · roost deny {session} {call}"), dim=True)
 
     def _diff(self, diff: str) -> None:
         """A unified diff, each line as it is (its indentation kept), coloured."""

@@ -226,3 +226,26 @@ def test_media_parts_are_shown_by_size_in_the_cli_and_the_shell() -> None:
     renderer.render(steered)
     assert lines == ["(steering queued: and this)", "  [image 800x600, 45 KB]"]
     assert [shell.plain(line) for line in transcript.feed(steered)][-1] == "  [image 800x600, 45 KB]"
+
+
+def test_what_a_person_is_asked_to_approve_or_answer_shows_every_hidden_character() -> None:
+    # The command, question, choices and rules come from the model: an escape sequence
+    # must not reach the terminal, and a carriage return or a right-to-left override must
+    # not make the command approved look like another (the text shown is in the order it
+    # runs, with each such character written out).
+    from roost.cli._approvals import answer_hint, describe_request
+
+    disguised = "echo safe \u202e\x1b]52;c;ZXZpbA==\x07; rm -rf ~ #\rls"
+    request = {"type": "permission.requested", "session": "s-1", "run": "r", "call_id": "c\x1b[2J", "tool": "bash",
+               "name": "bash", "input": {"command": disguised}, "reason": "asks", "session_rules": [f"bash({disguised})"]}
+    question = {"kind": "human", "session": "s-1", "call_id": "q", "question": "Pick\u202e one\x1b]0;t\x07",
+                "choices": ["a\u2066", "b\x9b"]}
+    lines: list[str] = []
+    Renderer(lambda text, nl=True, color=None: lines.append(text), color=False).render(request)
+    shown = [*map(click.unstyle, lines), describe_request(request), answer_hint(request), describe_request(question)]
+    for line in shown:
+        assert not any(c in line for c in "\x1b\x07\x9b\r\u202e\u2066"), line
+    # (A line break, a carriage return among them, is a space in a one-line summary.)
+    assert "bash echo safe \\u202e\\x1b]52;c;ZXZpbA==\\x07; rm -rf ~ # ls" in describe_request(request)
+    assert "echo safe \\u202e" in shown[0] and "bash(echo safe \\u202e" in shown[1]
+    assert "Pick\\u202e one\\x1b]0;t\\x07 [a\\u2066 / b\\x9b]" in describe_request(question)

@@ -82,6 +82,16 @@ def test_an_approval_panel_names_the_call_and_the_keys() -> None:
     ]
 
 
+def test_an_approval_panel_writes_out_what_could_disguise_the_command() -> None:
+    hostile = "echo safe \u202e\x1b]52;c;ZXZpbA==\x07 #"
+    request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": hostile},
+                      session_rules=(f"bash({hostile})",), session_rules_any=("bash(echo *)",))
+    shown = "\n".join(text(r.request_panel(request, 110.0, 200)) + text(r.request_panel(request, 110.0, 200, choosing=True)))
+    assert "\u202e" not in shown and "\x1b" not in shown and "\x07" not in shown
+    assert "╭ approve bash? echo safe \\u202e]52;c;ZXZpbA== #" in shown
+    assert "exactly this: bash(echo safe \\u202e\\x1b]52;c;ZXZpbA==\\x07 #)" in shown
+
+
 def test_an_approval_panel_offers_two_scopes_for_the_session_and_says_what_the_wider_allows() -> None:
     request = Request("c1", "permission", "r1", 100.0, tool="bash", input={"command": "echo  'a  b'"},
                       reason="bash asks in agent mode", session_rules=("bash(echo a  b)",),

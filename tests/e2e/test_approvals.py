@@ -184,3 +184,18 @@ def test_approve_from_another_terminal_with_any_arguments_and_the_diff_shown_onc
     assert watcher.wait(timeout=10) == 0
     printed = "".join(out.lines)
     assert "→ bash git log -n 1" in printed and printed.count("+    return  2") == 1
+
+
+def test_pending_shows_a_hostile_command_with_every_hidden_character_written_out(e2e: E2E) -> None:
+    # A model (steered by a hostile repository) asks to run a command that would write the
+    # clipboard (OSC 52) and, by a right-to-left override, read as another: `roost pending`
+    # and the dispatch's guidance on stderr show it as it runs, escapes written out.
+    hostile = "echo safe \u202e\x1b]52;c;ZXZpbA==\x07 #"
+    model = e2e.script([bash(hostile)], [text("Done.")])
+    started = json.loads(e2e.ok("dispatch", "go", "--model", model, "--detach", "--json").stdout)
+    [row] = wait_until(lambda: pending(e2e), what="the open request")
+    assert row["input"]["command"] == hostile
+    listed = e2e.ok("pending").stdout
+    assert "\x1b]" not in listed and "\u202e" not in listed and "\x07" not in listed
+    assert "bash echo safe \\u202e\\x1b]52;c;ZXZpbA==\\x07 #" in listed
+    e2e.ok("deny", started["session"])

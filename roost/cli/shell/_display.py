@@ -351,8 +351,10 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
                       ("class:dim", "type the answer" + (" or its number" if request.choices else "")
                        + ", then Enter" + position + left)])
         return indent(lines, request.depth)
-    arg = brief_input(request.input, max(10, width - len(request.tool) - 20))
-    lines = [[("class:request.title", f"╭ approve {request.tool}? "), ("class:tool.arg", arg)]]
+    # What a person is asked to trust: every character that could hide or reorder a part
+    # of it written out (a right-to-left override would show another command).
+    arg = visible(brief_input(request.input, max(10, width - len(request.tool) - 20)))
+    lines = [[("class:request.title", f"╭ approve {visible(request.tool)}? "), ("class:tool.arg", arg)]]
     bar = ("class:request.title", "│ ")
     if request.reason:
         lines.append([bar, ("class:dim", clean(request.reason))])
@@ -362,13 +364,13 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
     if choosing:
         lines.append([bar, ("class:request", "for the session:")])
         for number, what, also in keys.scope_lines(offered):
-            lines.append([bar, ("class:key", f"  {number}"), ("", f"  {clean(what)}"),
-                          ("class:dim", f"  ({also})" if also else "")])
+            lines.append([bar, ("class:key", f"  {number}"), ("", f"  {visible(what)}"),
+                          ("class:dim", f"  ({visible(also)})" if also else "")])
         answer = [("class:key", "1"), ("", " / "), ("class:key", "2"), ("", " · "), ("class:key", "Esc"), ("", " back")]
     else:
         answer = []
         for key, meaning in keys.key_parts(offered):
-            answer += [*([("", " · ")] if answer else []), ("class:key", key), ("", f" {clean(meaning)}")]
+            answer += [*([("", " · ")] if answer else []), ("class:key", key), ("", f" {visible(meaning)}")]
     lines.append([("class:request.title", "╰ "), *answer, ("class:dim", position + left)])
     return indent(lines, request.depth)
 
