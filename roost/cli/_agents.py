@@ -13,7 +13,7 @@ from roost.protocol import MODES
 from ._connect import daemon, env_param, resolve_session, target, workdir
 from ._follow import follow
 from ._exits import exit_status
-from ._render import visible
+from ._safe_text import printable, visible
 
 
 @click.command()
@@ -41,19 +41,19 @@ def agents(obj: dict[str, Any], as_json: bool) -> None:
             extras.append(agent["model"] + (f" = {resolved}" if resolved and resolved != agent["model"] else ""))
         if agent.get("tools") is not None:
             extras.append("tools: " + ", ".join(agent["tools"]))
-        click.echo(click.style(agent["name"], bold=True) + (f"  ({'; '.join(extras)})" if extras else ""))
+        click.echo(click.style(printable(agent["name"]), bold=True) + printable(f"  ({'; '.join(extras)})" if extras else ""))
         size = ""
         if agent.get("description"):
-            click.echo(f"  {agent['description'].splitlines()[0]}")
+            click.echo(printable(f"  {agent['description'].splitlines()[0]}"))
             # What the task tool's list carries of it with every model call.
             size = f" · description {len(' '.join(agent['description'].split())):,} chars"
-        click.echo(click.style(f"  {agent['source']}{size}", dim=True))
+        click.echo(click.style(printable(f"  {agent['source']}{size}"), dim=True))
     for problem in result["problems"]:
-        click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
+        click.echo(click.style(printable(f"skipped: {problem}"), fg="yellow"), err=True)
     for agent in result["agents"]:
         if agent.get("unknown_tools"):
             line = f"{agent['name']}: tools roost does not have: {', '.join(agent['unknown_tools'])}"
-            click.echo(click.style(line + " (its runs go without them)", fg="yellow"), err=True)
+            click.echo(click.style(printable(line) + " (its runs go without them)", fg="yellow"), err=True)
 
 
 def _untrusted(agent: dict[str, Any]) -> None:
@@ -87,12 +87,12 @@ def commands(obj: dict[str, Any], as_json: bool) -> None:
         hint = f" {command['argument_hint']}" if command.get("argument_hint") else ""
         kind = command.get("kind", "command")
         kind = kind if kind.startswith(command["scope"]) else f"{command['scope']} {kind}"
-        click.echo(click.style(typed, bold=True) + hint + click.style(f"  ({kind})", dim=True))
+        click.echo(click.style(printable(typed), bold=True) + printable(hint) + click.style(printable(f"  ({kind})"), dim=True))
         if command.get("description"):
-            click.echo(f"  {command['description'].splitlines()[0]}")
-        click.echo(click.style(f"  {command['source']}", dim=True))
+            click.echo(printable(f"  {command['description'].splitlines()[0]}"))
+        click.echo(click.style(printable(f"  {command['source']}"), dim=True))
     for problem in result["problems"]:
-        click.echo(click.style(f"skipped: {problem}", fg="yellow"), err=True)
+        click.echo(click.style(printable(f"skipped: {problem}"), fg="yellow"), err=True)
 
 
 @click.command()
@@ -155,12 +155,12 @@ def compact(obj: dict[str, Any], session: str, model: str | None, keep_turns: in
             if event.get("type") == "compacted":
                 done["compacted"] = event
             elif event.get("type") == "error":
-                click.echo(f"error: {event.get('message')}", err=True)
+                click.echo(printable(f"error: {event.get('message')}"), err=True)
 
         finished = follow(client, started["session"], on_event, since=0, until_run=started["run"], attached=True)
     if finished is None:
         raise SystemExit(1)
-    click.echo(finished.get("text") or finished.get("reason"))
+    click.echo(printable(str(finished.get("text") or finished.get("reason"))))
     if "compacted" in done:
-        click.echo(click.style(done["compacted"]["summary"], dim=True))
+        click.echo(click.style(printable(done["compacted"]["summary"]), dim=True))
     raise SystemExit(exit_status(finished["reason"]))

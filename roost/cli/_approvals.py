@@ -13,7 +13,8 @@ from roost.protocol import Client, RpcError
 
 from . import _approval_keys as keys
 from ._connect import daemon, resolve_session
-from ._render import brief, visible
+from ._render import brief
+from ._safe_text import visible
 
 
 @click.command()

@@ -25,6 +25,7 @@ from ._connect import (
     workdir,
 )
 from ._hosts import load_hosts
+from ._safe_text import printable
 
 
 @click.command()
@@ -78,13 +79,16 @@ def status(obj: dict[str, Any], as_json: bool, all_hosts: bool) -> None:
             )
     for notice in info.get("notices") or []:
         click.secho(f"notice   {notice}", fg="yellow")
+    if not config:
+        return
+    # What the config says of itself quotes the project's files (a key, a table's name):
+    # printable only.
     if config.get("error"):
-        click.secho(f"config   BROKEN: {config['error']}; every dispatch here fails until it is fixed", fg="red")
+        click.secho(printable(f"config   BROKEN: {config['error']}; every dispatch here fails until it is fixed"), fg="red")
         raise SystemExit(1)
-    if config:
-        click.echo(f"config   {', '.join(config.get('files') or []) or 'none (built-in defaults)'}")
+    click.echo(printable(f"config   {', '.join(config.get('files') or []) or 'none (built-in defaults)'}"))
     for warning in config.get("warnings") or []:
-        click.secho(f"         {warning}", fg="yellow")
+        click.secho(printable(f"         {warning}"), fg="yellow")
 
 
 def _all_hosts(obj: dict[str, Any], as_json: bool) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from ._connect import daemon, env_param, local_socket, target, workdir
-from ._render import printable, untrusted
+from ._render import untrusted
+from ._safe_text import printable
 
 
 @click.group(invoke_without_command=True)
@@ -39,7 +40,7 @@ def mcp(ctx: click.Context, as_json: bool) -> None:
         return
     servers = listing["servers"]
     for problem in listing.get("problems", []):
-        click.echo(f"config: {problem}", err=True)
+        click.echo(printable(f"config: {problem}"), err=True)
     if not servers:
         click.echo("no MCP servers configured (add [mcp.servers.NAME] to config.toml, or a .mcp.json)")
         return
@@ -62,12 +63,12 @@ def restart(obj: dict[str, Any], name: str) -> None:
         servers = client.call("mcp.list", **here)["servers"]
     server = next((s for s in servers if s["name"] == name), None)
     if server is None:
-        click.echo(f"restarted {name}")
+        click.echo(printable(f"restarted {name}"))
     elif server["state"] == "failed":
         said = "".join(f"\n  {printable(line)}" for line in server.get("stderr", []))
-        raise click.ClickException(f"{name} failed to start: {server['error']} (log: {server['log']}){said}")
+        raise click.ClickException(printable(f"{name} failed to start: {server['error']} (log: {server['log']})") + said)
     else:
-        click.echo(f"{name}: {server['state']}, {server['tools']} tools")
+        click.echo(printable(f"{name}: {server['state']}, {server['tools']} tools"))
 
 
 @mcp.command()

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from ._connect import daemon, env_param, target, workdir
-from ._render import visible, when
+from ._render import when
+from ._safe_text import visible
 
 
 @click.group()

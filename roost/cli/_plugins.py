@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ._connect import daemon, env_param, target, workdir
+from ._safe_text import printable
 
 
 @click.command()
@@ -35,22 +36,23 @@ def plugins(obj: dict[str, Any], as_json: bool) -> None:
         else:
             state = f"installed, turned off{by}" if by else "installed, not enabled"
         version = f" {plugin['version']}" if plugin.get("version") else ""
-        head = click.style(plugin["name"], bold=True) + f"{version} @ {plugin['marketplace']}  ({state})"
+        # Names, descriptions and problems come from the plugins' files: printable only.
+        head = click.style(printable(plugin["name"]), bold=True) + printable(f"{version} @ {plugin['marketplace']}  ({state})")
         click.echo(head)
         if plugin.get("description"):
-            click.echo(f"  {plugin['description'].splitlines()[0]}")
+            click.echo(printable(f"  {plugin['description'].splitlines()[0]}"))
         for label, key, mark in (("agents", "agents", ""), ("commands", "commands", "/"), ("skills", "skills", ""),
                                  ("MCP servers", "mcp_servers", "")):
             if plugin[key]:
-                click.echo(f"  {label}: " + ", ".join(mark + name for name in plugin[key]))
+                click.echo(printable(f"  {label}: " + ", ".join(mark + name for name in plugin[key])))
         for hook in plugin["hooks"]:
-            click.echo(f"  hook {hook}")
+            click.echo(printable(f"  hook {hook}"))
         if plugin.get("root"):
-            click.echo(click.style(f"  {plugin['root']}", dim=True))
+            click.echo(click.style(printable(f"  {plugin['root']}"), dim=True))
         for problem in plugin["problems"]:
-            click.echo(click.style(f"  problem: {problem}", fg="yellow"))
+            click.echo(click.style(printable(f"  problem: {problem}"), fg="yellow"))
     for problem in result["problems"]:
-        click.echo(click.style(f"problem: {problem}", fg="yellow"), err=True)
+        click.echo(click.style(printable(f"problem: {problem}"), fg="yellow"), err=True)
     for item in result["untrusted"]:
         line = f"{item['source']} turns on {item['name']}, but it is not trusted: roost trust to let it"
-        click.echo(click.style(line, fg="yellow"), err=True)
+        click.echo(click.style(printable(line), fg="yellow"), err=True)

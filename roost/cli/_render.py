@@ -4,7 +4,6 @@ checklist when it changes, a summary."""
 from __future__ import annotations
 
 import datetime
-import re
 from typing import Any, Callable, Iterable
 
 import click
@@ -12,31 +11,10 @@ import click
 from roost.protocol import SUCCESS_REASONS
 
 from . import _approval_keys as keys
+from ._safe_text import printable, visible
 
 #: Lines of a task shown in a run's header; the rest is counted.
 TASK_LINES = 8
-
-
-#: Control characters: C0 but tab and newline, DEL, C1. Without ESC (and C1's CSI, OSC and
-#: DCS) no escape sequence is left, so a model's text or a command's output can neither
-#: write the clipboard (OSC 52), plant links (OSC 8) nor move the cursor.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(text: str) -> str:
-    """``text`` without control characters (see :data:`_CONTROL`): safe for a terminal."""
-    return _CONTROL.sub("", text)
-
-
-#: What could hide or reorder text on one line: every control character (newline and tab
-#: too), the bidirectional overrides and isolates, zero-width characters and separators.
-_HIDING = re.compile(r"[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-
-
-def visible(text: str) -> str:
-    """``text`` on one line with whatever could hide or reorder a part of it shown as an
-    escape (``\\n``, ``\\x1b``, ``\\u202e``): for what a person is asked to trust."""
-    return _HIDING.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
 #: The events whose first line ``roost logs`` marks with their seq.

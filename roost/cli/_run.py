@@ -221,7 +221,7 @@ def _dispatched(client: Client, params: dict[str, Any], *, ask: bool) -> dict[st
         lines = (exc.data or {}).get("lines") if isinstance(exc.data, dict) else None
         if exc.code != ErrorCode.APPROVAL_NEEDED or not ask or not lines:
             raise
-    from ._render import printable
+    from ._safe_text import printable
 
     click.echo("The command runs these lines before its task is sent:")
     for line in lines:

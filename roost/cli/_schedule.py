@@ -11,7 +11,8 @@ import click
 from roost.protocol import MODES
 
 from ._connect import daemon, target, workdir
-from ._render import visible, when
+from ._render import when
+from ._safe_text import visible
 
 
 @click.group()

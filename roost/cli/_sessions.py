@@ -15,7 +15,8 @@ from roost.protocol import Client, ConnectionClosed, Timeout
 
 from ._connect import DaemonError, Target, connect, daemon, last_session, resolve_session, target, workdir
 from ._follow import follow, print_json
-from ._render import Renderer, printable, session_tree, size, tree_id, when
+from ._render import Renderer, session_tree, size, tree_id, when
+from ._safe_text import printable
 
 #: Seconds ``logs --follow`` waits for a daemon that went away (or the connection to its
 #: host) to come back.

@@ -19,7 +19,8 @@ from typing import Any, Iterable
 from roost.protocol import SUCCESS_REASONS
 
 from .. import _approval_keys as keys
-from .._render import applied_diff, media_lines, printable, sandbox_line, searched, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, visible, when
+from .._render import applied_diff, media_lines, sandbox_line, searched, seconds, session_tree, shorten, summary, tools_changed, tree_id, untrusted, when
+from .._safe_text import printable, visible
 from ._markdown import Fragments
 from ._view import Phase, Request, SessionView, ToolCall
 
