@@ -11,6 +11,7 @@ import click
 from ._connect import daemon, env_param, target, workdir
 from ._follow import print_json
 from ._run import think_value
+from ._safe_text import printable
 
 
 @click.command()
@@ -28,15 +29,16 @@ def providers(obj: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(listing))
         return
-    click.echo(f"default model: {listing['default_model']}")
+    # Providers and models come from config files, a project's too: printable only.
+    click.echo(printable(f"default model: {listing['default_model']}"))
     click.echo(f"{'NAME':<12} {'KIND':<10} {'USABLE':<7} {'KEY':<20} BASE URL")
     for p in listing["providers"]:
         usable = "yes" if p["usable"] else "no"
         key = p["api_key_env"] or "-"
         line = f"{p['name']:<12} {p['kind']:<10} {usable:<7} {key:<20} {p['base_url'] or '-'}"
-        click.echo(line + (f"  ({p['problem']})" if p["problem"] else ""))
+        click.echo(printable(line + (f"  ({p['problem']})" if p["problem"] else "")))
     for path in listing["files"]:
-        click.echo(f"config: {path}")
+        click.echo(printable(f"config: {path}"))
 
 
 @click.command()
@@ -81,9 +83,9 @@ def chat(
         if as_json:
             print_json(event)
         elif event.get("type") == "text.delta":
-            click.echo(event.get("text", ""), nl=False)
+            click.echo(printable(event.get("text", "")), nl=False)
         elif event.get("type") == "reasoning.delta":
-            click.echo(click.style(event.get("text", ""), dim=True), nl=False)
+            click.echo(click.style(printable(event.get("text", "")), dim=True), nl=False)
 
     with daemon(obj) as client:
         params.update(cwd=workdir(target(obj), client), **env_param(target(obj)))
@@ -94,13 +96,13 @@ def chat(
     click.echo("")
     for block in reply["content"]:
         if block.get("type") == "tool_use":
-            click.echo(f"→ {block.get('name')} {json.dumps(block.get('input', {}))}")
+            click.echo(printable(f"→ {block.get('name')} {json.dumps(block.get('input', {}))}"))
     usage = reply.get("usage") or {}
     cost = f" · ${reply['cost']:.4f}" if reply.get("cost") is not None else ""
     click.echo(
         click.style(
-            f"■ {reply['stop_reason']} · {reply['model']} · {usage.get('input_tokens', 0):,} in, "
-            f"{usage.get('output_tokens', 0):,} out{cost} · {reply['latency']:.1f}s",
+            printable(f"■ {reply['stop_reason']} · {reply['model']} · {usage.get('input_tokens', 0):,} in, "
+                      f"{usage.get('output_tokens', 0):,} out{cost} · {reply['latency']:.1f}s"),
             dim=True,
         ),
         err=True,

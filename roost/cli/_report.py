@@ -11,6 +11,7 @@ import click
 
 from ._connect import daemon, last_session, resolve_session, target, workdir
 from ._render import seconds, shorten
+from ._safe_text import printable
 
 #: What a figure that the run's daemon did not record shows as.
 UNKNOWN = "unknown"
@@ -48,7 +49,7 @@ def report(obj: dict[str, Any], which: str | None, as_json: bool) -> None:
         return
     width = max(len(name) for name, _ in report_rows(found))
     for name, value in report_rows(found):
-        click.echo(f"{name:<{width}}  {value}")
+        click.echo(printable(f"{name:<{width}}  {value}"))
 
 
 def report_rows(report: dict[str, Any], depth: int = 0) -> list[tuple[str, str]]:

@@ -37,3 +37,10 @@ def test_a_projects_files_print_without_escape_sequences(e2e: E2E) -> None:
     assert "]52;c;ZXZpbA==]0;pwned[2J1A helps" in agents.stdout
     assert "]52;c;ZXZpbA==]0;pwned[2J1A tidies" in commands.stdout
     assert "]52;c;ZXZpbA==]0;pwned[2J1A" in status.stdout
+
+
+def test_a_models_reply_to_roost_chat_prints_without_escape_sequences(e2e: E2E) -> None:
+    model = e2e.script([{"type": "text", "text": f"hello {HOSTILE} there"}])
+    done = e2e.ok("chat", "hi", "--model", model)
+    _no_escapes(done.stdout + done.stderr)
+    assert "hello ]52;c;ZXZpbA==]0;pwned[2J1A there" in done.stdout
