@@ -112,6 +112,9 @@ class MemoryIndex:
         self._vectors = VectorTable(db)
         #: The entries' embeddings (no model configured: lexical search only).
         self.embedder = Embedder(self)
+        # No entry since it opened: a search finds nothing without a trip to the index's
+        # thread (every dispatch searches it; most people's has nothing in it yet).
+        self._empty = db.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None
 
     @classmethod
     def open(cls, path: Path) -> MemoryIndex:
@@ -151,7 +154,10 @@ class MemoryIndex:
             "INSERT OR IGNORE INTO entries (scope, kind, text, source, created, digest) VALUES (?, ?, ?, ?, ?, ?)",
             (scope, kind, text, source, created, digest),
         )
-        return cursor.lastrowid if cursor.rowcount else None
+        if not cursor.rowcount:
+            return None
+        self._empty = False
+        return cursor.lastrowid
 
     async def sync_files(self, files: Iterable[tuple[str, Path, Path | None]]) -> None:
         """Index memory files as they are now: ``(scope, path, within)`` each (``within``: the
@@ -226,6 +232,8 @@ class MemoryIndex:
         BM25 (any of its words); with an embeddings model, fused with the entries nearest
         the query's embedding, if that comes within ``embed_within`` seconds (None: by the
         words alone; the score is then the fusion's)."""
+        if self._empty:
+            return []
         match = fts_query(query)
         vector = await self.embedder.query(query, embed_within) if embed_within is not None else None
         if match is None and vector is None:
