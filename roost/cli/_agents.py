@@ -122,8 +122,9 @@ def prompt(obj: dict[str, Any], session: str | None, agent: str | None, mode: st
         return
     for layer in result["layers"]:
         source = f" · {layer['source']}" if layer.get("source") else ""
-        click.echo(click.style(f"── {layer['name']} ({layer['chars']:,} chars{source})", fg="cyan", bold=True))
-        click.echo(layer["text"].rstrip())
+        # The layers hold the project's files (CLAUDE.md, AGENTS.md, skills): printable only.
+        click.echo(click.style(printable(f"── {layer['name']} ({layer['chars']:,} chars{source})"), fg="cyan", bold=True))
+        click.echo(printable(layer["text"].rstrip()))
     total = sum(layer["chars"] for layer in result["layers"])
     click.echo(click.style(f"── {total:,} chars in all · agent {result['agent']} · {result['mode']} mode", dim=True))
 

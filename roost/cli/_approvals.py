@@ -180,7 +180,7 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
             params = {"decision": decision, **({"reason": reason} if reason else {})}
         client.call("permission.respond", session=session, call_id=call_id, **params)
     except RpcError as exc:
-        click.echo(click.style(f"  {exc.message}", fg="yellow"), err=True)
+        click.echo(click.style(visible(f"  {exc.message}"), fg="yellow"), err=True)
 
 
 def _approval(event: dict[str, Any]) -> tuple[str, str]:

@@ -127,16 +127,19 @@ def main() -> None:
         from roost.protocol import ConnectionClosed, RoostError, Timeout
 
         from ._connect import EXIT_REFUSED, daemon_log
+        from ._safe_text import printable
 
+        # A refusal may quote a project's file (a config that does not parse), ssh or the
+        # remote side: printable only.
         if isinstance(exc, ConnectionClosed):
             # Over ssh the message says what ssh and the remote side last said.
-            click.echo(f"roost: {exc}", err=True)
+            click.echo(printable(f"roost: {exc}"), err=True)
         elif isinstance(exc, Timeout):
             # A daemon reached over ssh (its URL is in the message) logs on its own machine.
             log = "in ~/.local/state/roost/log/ there" if " at ssh://" in str(exc) else daemon_log()
-            click.echo(f"roost: {exc}; is it stuck? Its log is {log}", err=True)
+            click.echo(printable(f"roost: {exc}; is it stuck? Its log is {log}"), err=True)
         elif isinstance(exc, RoostError):
-            click.echo(f"roost: {exc}", err=True)
+            click.echo(printable(f"roost: {exc}"), err=True)
         else:
             raise
         sys.exit(EXIT_REFUSED)

@@ -1,6 +1,6 @@
 """A hostile repository's files reach the terminal as text, never as escape sequences: what
-`roost status`, `roost agents` and `roost commands` print of a project's config keys,
-agents and command files (an OSC 52 sequence would write the clipboard, another could
+`roost status`, `roost agents`, `roost commands` and `roost prompt` print of a project's
+config keys, agents, command files and CLAUDE.md (an OSC 52 sequence would write the clipboard, another could
 rewrite what is on the screen)."""
 
 from __future__ import annotations
@@ -26,17 +26,20 @@ def test_a_projects_files_print_without_escape_sequences(e2e: E2E) -> None:
     toml_escapes = HOSTILE.encode("unicode_escape").decode().replace("\\x", "\\u00")
     (roost / "config.toml").write_text(f'"{toml_escapes}" = 1\n')
     (roost / "agents" / "helper.md").write_text(f"---\nname: helper\ndescription: \"{toml_escapes} helps\"\n---\nHelp.\n")
+    (e2e.project / "CLAUDE.md").write_text(f"Build with make. {HOSTILE} Then test.\n")
     (commands_dir / "tidy.md").write_text(f"---\ndescription: \"{toml_escapes} tidies\"\n---\nTidy up.\n")
     e2e.ok("daemon")
     status = e2e.ok("status")
     agents = e2e.ok("agents")
     commands = e2e.ok("commands")
-    for done in (status, agents, commands):
+    prompt = e2e.ok("prompt")
+    for done in (status, agents, commands, prompt):
         _no_escapes(done.stdout + done.stderr)
     # The words are all there, as text.
     assert "]52;c;ZXZpbA==]0;pwned[2J1A helps" in agents.stdout
     assert "]52;c;ZXZpbA==]0;pwned[2J1A tidies" in commands.stdout
     assert "]52;c;ZXZpbA==]0;pwned[2J1A" in status.stdout
+    assert "Build with make. ]52;c;ZXZpbA==]0;pwned[2J1A Then test." in prompt.stdout
 
 
 def test_a_models_reply_to_roost_chat_prints_without_escape_sequences(e2e: E2E) -> None:
