@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from ..mcp import McpServerConfig, McpServers, client_servers, mcp_servers_from, with_environment
 from ..runs._environ import tool_environment
-from ..sandbox import SandboxPaths, sandbox_paths
+from ..sandbox import SandboxPaths, Walks, sandbox_paths
 from ._agents import AgentSet, agents_from
 from ._claude_rules import ClaudeRules, claude_rules_from
 from ._claude_settings import ClaudeSettings, claude_settings_from
@@ -176,15 +176,17 @@ def load_folder(cwd: str, environ: Mapping[str, str], trust: Trust) -> FolderSet
     return replace(setup, protected=protected_files(setup, trust))
 
 
-def with_sandbox_paths(setup: FolderSetup, hidden: Iterable[str]) -> FolderSetup:
+def with_sandbox_paths(setup: FolderSetup, hidden: Iterable[str], walks: Walks | None = None) -> FolderSetup:
     """``setup`` with the paths the sandbox of a run there uses resolved (``hidden``: what
     the sandbox always hides). Blocking: it walks the writable folders for what they
-    protect (bounded, see ``sandbox._protected``), which only a run needs, so that listing
-    a big folder's agents or its config does not pay for it."""
+    protect (bounded, see ``sandbox._protected``; ``walks``: what earlier walks read),
+    which only a run needs, so that listing a big folder's agents or its config does not
+    pay for it."""
     config = setup.config
     # What trust records and trusted entries run is read-only in the sandbox too.
     paths = sandbox_paths(
-        setup.cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=setup.protected
+        setup.cwd, user=config.sandbox, project=config.project_sandbox, hidden=hidden, protect=setup.protected,
+        walks=walks,
     )
     return replace(setup, sandbox_paths=paths)
 

@@ -46,7 +46,7 @@ from ..memory._embedder import embed_with
 from ..memory._learning import Learning
 from ..memory._recall import recall_layer
 from ..providers import ProviderError, ProviderRegistry, Resolved, ToolSpec, WebSearch, check_script
-from ..sandbox import Confinement, Sandbox, SandboxPolicy
+from ..sandbox import Confinement, Sandbox, SandboxPolicy, Walks
 from ..tools import ToolRegistry
 from ..tools._media import Media
 from ._command_lines import (
@@ -212,12 +212,13 @@ class Planner:
         self.trust = trust
         #: What composing system prompts read from files that did not change since.
         self.prompts = PromptCache()
+        #: What the walks for protected paths read, of the folders that did not change.
+        self.walks = Walks()
         self._nursery = nursery
 
     async def load_folder(self, cwd: str, environ: Mapping[str, str], *, run: bool = False) -> FolderSetup:
         """What ``cwd``'s files say, under the user's trust as it is now; with ``run``, also
-        the paths its sandbox uses (what a run's settings need: see
-        :func:`~roost.daemon.folder._setup.with_sandbox_paths`).
+        the paths its sandbox uses (``with_sandbox_paths``: what a run's settings need).
 
         Raises:
             ConfigError: a config file (or the trust store) cannot be used.
@@ -229,7 +230,7 @@ class Planner:
             except TrustError as exc:
                 raise ConfigError(str(exc)) from None
             setup = load_folder(cwd, environ, trust)
-            return with_sandbox_paths(setup, self.sandbox.hidden) if run else setup
+            return with_sandbox_paths(setup, self.sandbox.hidden, self.walks) if run else setup
 
         setup = await trio.to_thread.run_sync(load)
         embed_with(self.memory, self.providers, setup.config, setup.environment(environ))
@@ -459,13 +460,8 @@ class Planner:
         return offered + tuple(specs), specs, servers, team
 
     def _equipped(
-        self,
-        settings: RunSettings,
-        tools: tuple[str, ...],
-        specs: Mapping[str, ToolSpec],
-        servers: Mapping[str, McpServerConfig],
-        team: tuple[str, ...],
-        sandbox: SandboxPolicy | None,
+        self, settings: RunSettings, tools: tuple[str, ...], specs: Mapping[str, ToolSpec],
+        servers: Mapping[str, McpServerConfig], team: tuple[str, ...], sandbox: SandboxPolicy | None,
     ) -> RunSettings:
         """``settings`` with the run's tools: which are agents, which only read, and the
         sandbox as ``run.started`` records it (None: not said)."""

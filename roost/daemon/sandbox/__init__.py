@@ -61,6 +61,7 @@ A macOS backend (``sandbox-exec``, Seatbelt; Codex's anchor) fills the same inte
 from ._bwrap import Bubblewrap
 from ._explain import explain
 from ._policy import MODES, OFF, READ_ONLY, WORKSPACE, SandboxConfig, SandboxPaths, SandboxPolicy, build_policy, sandbox_paths
+from ._protected import Walks
 from ._run import RunSandbox, SandboxedProcess
 from ._sandbox import Availability, Backend, Confinement, Sandbox, SandboxUnavailable, Unsupported, default_backend
 
@@ -81,6 +82,7 @@ __all__ = [
     "SandboxedProcess",
     "Unsupported",
     "WORKSPACE",
+    "Walks",
     "build_policy",
     "default_backend",
     "explain",

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from roost.protocol import SANDBOX_MODES
 
 from ._home import home_readable, system_secrets
-from ._protected import protected_paths
+from ._protected import Walks, protected_paths
 
 #: The sandbox modes: the session folder writable; nothing writable but a private /tmp;
 #: no sandbox.
@@ -153,11 +153,13 @@ def sandbox_paths(
     hidden: Iterable[str] = (),
     protect: Iterable[str] = (),
     home: str | None = None,
+    walks: Walks | None = None,
 ) -> SandboxPaths:
     """What the sandbox of a run in ``cwd`` makes writable, hides, shows of the home folder
     and protects, from the user's and the project's ``[sandbox]`` (see :func:`build_policy`);
     ``protect``: more project files to protect (what trust records and trusted entries run).
-    Reads the disk (a bounded walk of the writable folders)."""
+    Reads the disk (a bounded walk of the writable folders; ``walks``: what earlier walks
+    read, of the folders that did not change)."""
     home = home if home is not None else os.path.expanduser("~")
     project = project or SandboxConfig()
     extra = [_resolve(p, user.root or cwd, home) for p in user.writable or ()]
@@ -184,7 +186,7 @@ def sandbox_paths(
     interpreter = os.path.realpath(sys.base_prefix)
     if within(interpreter, "/tmp"):
         readable.append(interpreter)
-    protected = [*protected_paths(writable), *(os.path.realpath(p) for p in protect)]
+    protected = [*protected_paths(writable, walks=walks), *(os.path.realpath(p) for p in protect)]
     return SandboxPaths(
         writable=writable,
         hidden=tuple(dict.fromkeys(os.path.realpath(p) for p in hide)),
