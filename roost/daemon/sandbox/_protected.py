@@ -127,7 +127,7 @@ def _walk(root: str, limit: int, known: dict[str, _Folder], settled_before: int)
         folder = _folder(folder_path, known.get(folder_path))
         if folder is None:
             continue
-        if folder.stat[2] < settled_before:
+        if 0 < folder.stat[2] < settled_before:  # (a file system that keeps no ctime says 0)
             read[folder_path] = folder
         marks = folder.marks
         if folder_path == root or folder.git_dir is not None or not marks.isdisjoint(_OTHER_MARKERS):
