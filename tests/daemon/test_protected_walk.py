@@ -16,11 +16,11 @@ from roost.daemon.sandbox import _protected
 from roost.daemon.sandbox._protected import Walks, protected_paths
 
 #: Short for the tests: their file system's clock ticks in far less (ext4, tmpfs: ns).
-SETTLED = 0.05
+SETTLED = 0.03
 
 
 def settle() -> None:
-    time.sleep(SETTLED * 2)
+    time.sleep(SETTLED * 1.5)
 
 
 def tree(root: Path) -> None:
