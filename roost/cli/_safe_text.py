@@ -18,7 +18,8 @@ def _control() -> re.Pattern[str]:
 
 def printable(text: str) -> str:
     """``text`` without control characters but tab and newline: safe for a terminal."""
-    return _control().sub("", text)
+    # A control character is never printable: most text needs no pattern (nor its compiling).
+    return text if text.isprintable() else _control().sub("", text)
 
 
 @functools.cache
@@ -32,4 +33,6 @@ def _hiding() -> re.Pattern[str]:
 def visible(text: str) -> str:
     """``text`` on one line with whatever could hide or reorder a part of it shown as an
     escape (``\\n``, ``\\x1b``, ``\\u202e``): for what a person is asked to trust."""
+    if text.isprintable():  # none of them is printable (categories Cc, Cf, Zl and Zp)
+        return text
     return _hiding().sub(lambda m: m.group().encode("unicode_escape").decode(), text)

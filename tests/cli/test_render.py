@@ -4,6 +4,7 @@ warning, a graceful stop), in the shell too."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -249,3 +250,17 @@ def test_what_a_person_is_asked_to_approve_or_answer_shows_every_hidden_characte
     assert "bash echo safe \\u202e\\x1b]52;c;ZXZpbA==\\x07; rm -rf ~ # ls" in describe_request(request)
     assert "echo safe \\u202e" in shown[0] and "bash(echo safe \\u202e" in shown[1]
     assert "Pick\\u202e one\\x1b]0;t\\x07 [a\\u2066 / b\\x9b]" in describe_request(question)
+
+
+def test_text_that_is_all_printable_is_left_as_it_is_without_the_patterns() -> None:
+    # printable() and visible() skip their patterns for text that str.isprintable() passes:
+    # exact only while every character the patterns take out is not printable.
+    from roost.cli import _safe_text
+
+    for pattern in (_safe_text._control(), _safe_text._hiding()):
+        ranges = re.findall(r"\\x([0-9a-f]{2})-\\x([0-9a-f]{2})|\\u([0-9a-f]{4})(?:-\\u([0-9a-f]{4}))?", pattern.pattern)
+        taken = [chr(c) for a, b, u, v in ranges for c in range(int(a or u, 16), int(b or v or u, 16) + 1)]
+        assert len(taken) > 60 and all(pattern.match(c) and not c.isprintable() for c in taken)
+    for text in ("plain words", "ünïcödé → ok", "tab\there", "a\u202eb", "x\x1b[2Jy", "line\nbreak"):
+        assert _safe_text.printable(text) == _safe_text._control().sub("", text)
+        assert _safe_text.visible(text) == _safe_text._hiding().sub(lambda m: m.group().encode("unicode_escape").decode(), text)
