@@ -84,7 +84,7 @@ class Method:
                 continue
             if type(value) is str and str in types:  # the usual param, checked at once
                 if "\0" in value:
-                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} must not hold a NUL character")
+                    raise RpcError(ErrorCode.INVALID_PARAMS, f"{self.name}: {name!r} {_NUL}")
                 continue
             if not isinstance(value, types) or (numeric and isinstance(value, bool)):
                 raise RpcError(
@@ -546,6 +546,9 @@ METHODS: tuple[Method, ...] = (
 METHODS_BY_NAME: dict[str, Method] = {m.name: m for m in METHODS}
 
 
+_NUL = "must not hold a NUL character"
+
+
 def _out_of_range(value: Any) -> str:
     """What is wrong with a value of the right type ("" when nothing)."""
     if isinstance(value, float) and not math.isfinite(value):
@@ -553,5 +556,5 @@ def _out_of_range(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > _MAX_INT:
         return f"must be between -{_MAX_INT} and {_MAX_INT}"
     if isinstance(value, str) and "\0" in value:
-        return "must not hold a NUL character"
+        return _NUL
     return ""
