@@ -429,3 +429,23 @@ async def test_a_bug_in_committing_fails_its_appends_and_the_writer_loudly(
     assert caught.group_contains(RuntimeError, match="a bug in the writer")
     with pytest.raises(StoreError, match="is closing"):
         await store.append([Event("message.user", "s", "r", 2.0, {"text": "d"})])
+
+
+async def test_reading_after_the_last_seq_finds_nothing_without_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body(store: EventStore) -> None:
+        await store.create_session("s", "/p", 1.0)
+        await store.append([Event("message.user", "s", "r", 2.0, {"text": str(i)}) for i in range(3)])
+        last = store.last_seq("s")
+        assert [seq for seq, _ in await store.packed_events("s", last - 1)] == [last]
+        assert [e.seq for e in await store.events("s", last - 2)] == [last - 1, last]
+        reads: list[str] = []
+        for name in ("events", "packed_events"):
+            real = getattr(store._reads, name)
+            monkeypatch.setattr(store._reads, name, lambda *a, real=real, name=name: reads.append(name) or real(*a))
+        # A client that has seen everything, or a session there is not: nothing, and no read.
+        assert await store.packed_events("s", last) == [] and await store.events("s", last) == []
+        assert await store.packed_events("nope", 0) == []
+        assert reads == []
+        assert [seq for seq, _ in await store.packed_events("s", last - 1)] == [last] and reads == ["packed_events"]
+
+    await _with_store(tmp_path / "roost.db", body)

@@ -231,12 +231,21 @@ class EventStore:
         """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
         stored apart put back; for a fork: its ancestors' up to where it forked, then its
         own, all with ``session`` its id)."""
+        if since >= self._seqs.last_seq(session):
+            return []  # nothing stored after it: no trip to the reading thread
         return await self._reads.events(session, since, limit)
 
     async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
         """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
         as (seq, the event map in msgpack): what is sent to clients, as stored (packed
-        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
+        again only when it refers to texts stored apart, or is a fork's ancestor's).
+
+        Known without reading when there is none: a client attaching with the seq it has
+        seen, or a dispatch attaching to its idle session, makes no trip to the reading
+        thread (under load, that trip waits its turn on the event loop). Everything stored
+        was numbered, so nothing is stored after the last seq numbered."""
+        if since >= self._seqs.last_seq(session):
+            return []
         return await self._reads.packed_events(session, since, limit)
 
     async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
