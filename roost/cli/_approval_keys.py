@@ -6,12 +6,15 @@ denies (a reason is asked next). For the session, a request offers what the daem
 add: exactly what it asked (``session_rules``), and for a command line also the wider
 choice, its commands with any arguments (``session_rules_any``, as Claude Code's
 ``Bash(git *)``); when it offers both, ``1`` or ``2`` picks one. Rules are shown as the
-daemon wrote them, never reflowed.
+daemon wrote them, never reflowed, with every character that could hide or reorder a part
+of them written out (``visible``: they come from the model's call), in every client.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
+
+from ._safe_text import visible
 
 #: ``permission.respond``'s decisions and scopes, and the answer that asks for the scope.
 APPROVE, DENY, CHOOSE = "approve", "deny", "choose"
@@ -45,10 +48,10 @@ class Answer(NamedTuple):
 
 def scopes(request: Mapping[str, Any]) -> tuple[Scope, ...]:
     """The scopes approving ``request`` for the session offers (none: once only)."""
-    exact = tuple(str(r) for r in request.get("session_rules") or ())
+    exact = tuple(visible(str(r)) for r in request.get("session_rules") or ())
     if not exact:
         return ()
-    wide = tuple(str(r) for r in request.get("session_rules_any") or ())
+    wide = tuple(visible(str(r)) for r in request.get("session_rules_any") or ())
     first = Scope("1", SESSION, "exactly this" if wide else "for the session", exact)
     if not wide:
         return (first,)

@@ -85,7 +85,7 @@ def pending(obj: dict[str, Any], session: str | None, as_json: bool) -> None:
     for row in rows:
         click.echo(describe_request(row))
         if row.get("kind") != "human":
-            click.echo(click.style(f"  {visible(keys.offer(row))}", dim=True))
+            click.echo(click.style(f"  {keys.offer(row)}", dim=True))
         click.echo(click.style(f"  {answer_hint(row)}", dim=True))
 
 
@@ -185,7 +185,7 @@ def prompt_answer(client: Client, event: dict[str, Any]) -> None:
 
 def _approval(event: dict[str, Any]) -> tuple[str, str]:
     """The decision and scope the person at this terminal gives, by keys alone (no Enter)."""
-    line = visible(" · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event)))
+    line = " · ".join(f"{k} {meaning}" for k, meaning in keys.key_parts(event))
     choosing = False
     while True:
         click.echo("  1 / 2 (Esc: back) › " if choosing else f"  {line} › ", nl=False)
@@ -208,7 +208,7 @@ def _approval(event: dict[str, Any]) -> tuple[str, str]:
                 return given.decision, given.scope
             choosing = True
             for number, what, also in keys.scope_lines(event):
-                click.echo(f"    {number}  {visible(what)}" + click.style(f"  ({visible(also)})" if also else "", dim=True))
+                click.echo(f"    {number}  {what}" + click.style(f"  ({also})" if also else "", dim=True))
 
 
 def _keys() -> str:

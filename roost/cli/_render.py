@@ -205,7 +205,7 @@ class Renderer:
             self._diffed.add(str(e.get("call_id")))
         if self._answering:
             return  # the question at this terminal says what the keys add
-        self._out(f"  {visible(keys.offer(e))}", dim=True)
+        self._out(f"  {keys.offer(e)}", dim=True)
         session, call = e.get("session"), e.get("call_id")
         self._out(visible(f"  roost approve {session} {call}{keys.approve_flags(e)} · roost deny {session} {call}"), dim=True)
 

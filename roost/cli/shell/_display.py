@@ -365,13 +365,13 @@ def request_panel(request: Request, now: float, width: int, *, position: str = "
     if choosing:
         lines.append([bar, ("class:request", "for the session:")])
         for number, what, also in keys.scope_lines(offered):
-            lines.append([bar, ("class:key", f"  {number}"), ("", f"  {visible(what)}"),
-                          ("class:dim", f"  ({visible(also)})" if also else "")])
+            lines.append([bar, ("class:key", f"  {number}"), ("", f"  {what}"),
+                          ("class:dim", f"  ({also})" if also else "")])
         answer = [("class:key", "1"), ("", " / "), ("class:key", "2"), ("", " · "), ("class:key", "Esc"), ("", " back")]
     else:
         answer = []
         for key, meaning in keys.key_parts(offered):
-            answer += [*([("", " · ")] if answer else []), ("class:key", key), ("", f" {visible(meaning)}")]
+            answer += [*([("", " · ")] if answer else []), ("class:key", key), ("", f" {meaning}")]
     lines.append([("class:request.title", "╰ "), *answer, ("class:dim", position + left)])
     return indent(lines, request.depth)
 
