@@ -231,22 +231,25 @@ class EventStore:
         """Stored events of ``session`` with ``seq > since``, in order, whole (the texts
         stored apart put back; for a fork: its ancestors' up to where it forked, then its
         own, all with ``session`` its id)."""
-        if since >= self._seqs.last_seq(session):
-            return []  # nothing stored after it: no trip to the reading thread
+        if self._none_after(session, since):
+            return []
         return await self._reads.events(session, since, limit)
 
     async def packed_events(self, session: str, since: int = 0, limit: int | None = None) -> list[tuple[int, bytes]]:
         """Stored events of ``session`` with ``seq > since`` (at most ``limit``), in order,
         as (seq, the event map in msgpack): what is sent to clients, as stored (packed
-        again only when it refers to texts stored apart, or is a fork's ancestor's).
-
-        Known without reading when there is none: a client attaching with the seq it has
-        seen, or a dispatch attaching to its idle session, makes no trip to the reading
-        thread (under load, that trip waits its turn on the event loop). Everything stored
-        was numbered, so nothing is stored after the last seq numbered."""
-        if since >= self._seqs.last_seq(session):
+        again only when it refers to texts stored apart, or is a fork's ancestor's)."""
+        if self._none_after(session, since):
             return []
         return await self._reads.packed_events(session, since, limit)
+
+    def _none_after(self, session: str, since: int) -> bool:
+        """Whether no event of ``session`` can be stored after ``since``, known without
+        reading: everything stored was numbered, and nothing after the last seq numbered.
+        A client attaching with the seq it has seen, or a dispatch attaching to its idle
+        session, then makes no trip to the reading thread (under load, that trip waits its
+        turn on the event loop)."""
+        return since >= self._seqs.last_seq(session)
 
     async def history(self, session: str, format: str) -> tuple[Any, list[Event]]:
         """What loading ``session`` folds: its snapshot of that ``format`` (None: none),
