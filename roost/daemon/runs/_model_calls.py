@@ -215,9 +215,9 @@ def tool_specs(tools: ToolRegistry, mcp: Any, names: tuple[str, ...], track: Tra
     found = {t.name: t for t in mcp.tools(servers, names)} if mcp is not None else {}
     specs = []
     for name in names:
-        tool = tools.get(name)
-        if tool is not None:
-            specs.append(ToolSpec(tool.name, tool.description, tool.input_schema))
+        spec = tools.spec(name)
+        if spec is not None:
+            specs.append(spec)
         elif name in agents:
             specs.append(agents[name])
         elif name in found:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import trio
 
+from ..providers import ToolSpec
 from ._ask_human import ASK_HUMAN
 from ._base import Tool, ToolContext, ToolResult
 from ._bash import BASH
@@ -52,6 +53,9 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = BUILTIN_TOOLS, *, threads: int = TOOL_THREADS) -> None:
         self._tools = {tool.name: tool for tool in tools}
+        # Made once: every model call offers them, and what a call holds lives as long as
+        # it does (seconds), past the collector's young generation (bench/scale.py).
+        self._specs = {tool.name: ToolSpec(tool.name, tool.description, tool.input_schema) for tool in self._tools.values()}
         self._validators: dict[str, Any] = {}
         self.threads = trio.CapacityLimiter(threads)
 
@@ -62,6 +66,10 @@ class ToolRegistry:
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""
         return self._tools.get(name)
+
+    def spec(self, name: str) -> ToolSpec | None:
+        """How the tool called ``name`` is offered to a model, if there is one."""
+        return self._specs.get(name)
 
     async def call(self, name: str, input: Any, ctx: ToolContext) -> ToolResult:
         """Check and run one call; every failure comes back as an error result."""
