@@ -53,21 +53,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _settle_collector() -> None:
-    """Shorter and fewer pauses of the cycle collector in a process that lives long and holds
-    many sessions: what is imported is never scanned again (``gc.freeze``), and collections
-    come less often. With 600 sessions running (bench/scale.py), the longest full
-    collection took 130 ms (steps waited for it) and collections 0.7 s in all; frozen and
-    less often, 18 ms and 0.2 s. A read of a long history (thousands of events decoded at
-    once) no longer pays a collection every few hundred events either.
+    """Short pauses of the cycle collector in a process that lives long and holds many
+    sessions: what is imported is never scanned again (``gc.freeze``), and each collection
+    scans few objects.
 
-    The middle generation is collected after every 10 young collections, not 50: with 1,000
-    sessions running, one after 50 held every run for 140 to 200 ms, one after 10 for at
-    most 50 to 67 ms, for about the same time in all. The oldest is collected as rarely as
-    before (after 500 of those: 5,000 young collections).
+    A pause lasts as long as the scan of what is alive in the generations collected, and
+    while many runs wait for their models, most of what a step makes is alive: the model
+    call in flight. With 1,000 sessions running (bench/scale.py), young collections after
+    10,000 allocations took up to 18 ms, and the middle generation (after 10 of them) 47 to
+    62 ms, held every run; after 2,000 and 5, at most 4 ms and 14 ms, for about the same time
+    in all (0.7 s over the 50 s run). The oldest generation is collected after as many
+    allocations as before (5,000 middle collections: 50 million), so full scans of every
+    session's history come no more often.
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(10_000, 10, 500)
+    gc.set_threshold(2_000, 5, 5_000)
 
 
 class _PrivateLog(logging.handlers.RotatingFileHandler):
