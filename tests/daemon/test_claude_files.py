@@ -4,6 +4,7 @@ the project root."""
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +16,8 @@ from roost.daemon.folder._agents import agents_from, load_agents
 from roost.daemon.folder._project import find_skills, project_root
 from roost.daemon.folder._prompt import IMPORT_DEPTH, SKILLS_LIMIT, imports
 from roost.daemon.folder._reading import FolderFiles
+from roost.daemon.folder._setup import load_folder
+from roost.daemon.folder._trust import NO_TRUST
 from roost.protocol import ErrorCode, RpcError
 from roost.protocol.trio_client import TrioClient
 
@@ -190,6 +193,28 @@ async def test_trust_is_recorded_for_the_folder_not_for_home(client: TrioClient)
     mcp = write(loose / ".mcp.json", '{"mcpServers": {"notes": {"command": "python3"}}}')
     shown = await client.call("trust.show", cwd=str(loose))
     assert shown["folder"] == str(loose) and list(shown["files"]) == [str(mcp)]
+
+
+def test_a_folders_reading_leaves_no_cycle_to_collect(tmp_path: Path) -> None:
+    # Most files a reading looks for are absent: each absence must not keep the reading
+    # (and every part it made) alive until the cycle collector comes.
+    work = tmp_path / "work"
+    write(work / ".claude" / "agents" / "helper.md", agent("helper"))
+    load_folder(str(work), {}, NO_TRUST)  # the imports' own garbage, once
+    gc.collect()
+    gc.disable()
+    try:
+        setup = load_folder(str(work), {}, NO_TRUST)
+        assert "helper" in setup.agents.agents
+        del setup
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    files = FolderFiles(str(work), {})
+    for _ in range(2):  # asked again, the same error
+        with pytest.raises(FileNotFoundError) as raised:
+            files.read(work / "absent.toml")
+        assert raised.value.filename == str(work / "absent.toml")
 
 
 def test_imports_are_found_outside_code_only() -> None:

@@ -20,6 +20,7 @@ setup keeps no file's content. Blocking: use it in a worker thread.
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, TypeVar
@@ -73,10 +74,13 @@ class FolderFiles:
             try:
                 self._contents[key] = read_bounded(path, limit, within=None if own else self._within)
             except OSError as exc:
-                self._contents[key] = exc
+                # A copy, and a copy raised each time: the error raised holds its traceback,
+                # whose frames hold this reading, which would hold the error (a cycle per
+                # absent file, left to the cycle collector after every folder read).
+                self._contents[key] = copy.copy(exc)
         found = self._contents[key]
         if isinstance(found, OSError):
-            raise found.with_traceback(None)
+            raise copy.copy(found)
         return found
 
     def covers(self, path: Path) -> bool:
