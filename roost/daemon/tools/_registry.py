@@ -55,7 +55,7 @@ class ToolRegistry:
         self._tools = {tool.name: tool for tool in tools}
         # Made once: every model call offers them, and what a call holds lives as long as
         # it does (seconds), past the collector's young generation (bench/scale.py).
-        self._specs = {tool.name: ToolSpec(tool.name, tool.description, tool.input_schema) for tool in self._tools.values()}
+        self._specs = {name: ToolSpec(name, tool.description, tool.input_schema) for name, tool in self._tools.items()}
         self._validators: dict[str, Any] = {}
         self.threads = trio.CapacityLimiter(threads)
 
