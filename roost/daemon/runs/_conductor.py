@@ -33,7 +33,6 @@ import trio
 
 from roost.loop import (
     Abort,
-    CallModel,
     CancelRun,
     Effect,
     Event,
@@ -67,7 +66,7 @@ from ._media import MediaFill, stored_parts
 from ..tools import ProcessLedger, ToolRegistry
 from ..tools._media import Media
 from ._fanout import Fanout
-from ._model_calls import ModelCalls, tool_specs
+from ._model_calls import CallAhead, ModelCalls, tool_specs
 from ._plan import Planner, RunPlan
 from ._recovery import recover
 from ._live import LiveRun, live_run
@@ -117,8 +116,8 @@ class Conductor:
         specs, fill = partial(tool_specs, tools, mcp), MediaFill(store)
         self.model_calls = ModelCalls(publish, self.feed_result, specs, calls.pre_hooks, calls.compact_hooks, fill)
         self.subagents = Subagents(self.planner, self.live, self.feed, self.feed_result)
+        # A model call is started by ModelCalls.start_ahead, while its step's events are stored.
         self._tasks: dict[type[Effect], Callable[[Session, Track, Any], Awaitable[None]]] = {
-            CallModel: self.model_calls.call_model,
             Summarize: self.model_calls.summarize,
             RunTool: self.tool_calls.run_tool,
             StartSubagent: self.subagents.start,
@@ -259,14 +258,17 @@ class Conductor:
         track = session.track if track is None else track
         async with Held(session.lock):
             transition = step(track.state, input)
+            ahead = self.model_calls.start_ahead(session, track, transition)
             # Once stepped, the events must be stored and the state advanced together.
             with trio.CancelScope(shield=True):
                 try:
                     stored = await self.store.append(_on_track(track, transition.events))
                 except StoreError as exc:
+                    if ahead is not None:
+                        ahead.scope.cancel()
                     await self._unstored(session, track, exc)
                     raise
-            self._advance(session, track, transition, stored)
+            self._advance(session, track, transition, stored, ahead)
         return transition
 
     async def feed_result(self, session: Session, track: Track, run: str, result: Input) -> None:
@@ -286,7 +288,7 @@ class Conductor:
             log.exception("session %s: internal error handling %s", session.id, type(result).__name__)
             await self.feed(session, abort_of(track, "internal error in the daemon; see its log"), track)
 
-    def _advance(self, session: Session, track: Track, transition: Transition, stored: list[Event]) -> None:
+    def _advance(self, session: Session, track: Track, transition: Transition, stored: list[Event], ahead: CallAhead | None) -> None:
         """The step's events are stored: advance the state, publish them, perform the effects."""
         if track is not session.track:
             track.state = transition.state
@@ -299,6 +301,8 @@ class Conductor:
             self.sessions.noted(session)
         for event in stored:
             self.fanout.publish(event.to_map())
+        if ahead is not None:
+            ahead.release(self.fanout.publish)
         self.transcripts.add(session.id, session.state.cwd, stored)
         self.memory.add(session.id, session.state.cwd, stored, track.plan.learning if track is session.track and track.plan else None)
         self.tool_calls.notify(session, track, stored)
@@ -320,7 +324,7 @@ class Conductor:
                 stored = await self.store.append(_on_track(ending, transition.events))
             except StoreError:
                 continue
-            self._advance(session, ending, transition, stored)
+            self._advance(session, ending, transition, stored, None)
             return
         log.error("session %s: its run ended in memory only, and in the log once there is room", session.id)
         first = session.id not in self.sessions.unsettled
@@ -341,8 +345,6 @@ class Conductor:
             task = self._tasks.get(type(effect))
             if task is not None:
                 assert live is not None
-                if isinstance(effect, CallModel):
-                    live.streamed = []
                 live.nursery.start_soon(task, session, track, effect)
             elif isinstance(effect, (CancelRun, FinishRun)):
                 # Nothing of the run is left to do (FinishRun): clocks still ticking must

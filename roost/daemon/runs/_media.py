@@ -14,6 +14,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+import trio
+
 from ..storage._store import EventStore
 from ..tools._media import KINDS, Media
 
@@ -48,8 +50,11 @@ class MediaFill:
         self._store = store
 
     async def __call__(
-        self, messages: Sequence[Mapping[str, Any]], memo: MediaMemo | None = None
+        self, messages: Sequence[Mapping[str, Any]], memo: MediaMemo | None = None, stored: trio.Event | None = None
     ) -> tuple[Mapping[str, Any], ...]:
+        """``messages`` with their media's bytes; a call started before its step's events
+        were stored (see ``_model_calls.CallAhead``) waits for ``stored`` first when they
+        hold media, the newest of which may be in those events."""
         messages = tuple(messages)
         known = len(memo.messages) if memo is not None else 0
         if memo is not None and known and messages[:known] == memo.messages:
@@ -60,6 +65,8 @@ class MediaFill:
             memo.messages, memo.media = messages, tuple(media)
         if not media:
             return messages
+        if stored is not None:
+            await stored.wait()
         cache: dict[str, str | None] = {}
         out = list(messages)
         for i in media:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from operator import countOf, itemgetter
 from typing import Any, Awaitable, Callable, Iterable, Mapping, Sequence
 
@@ -26,8 +27,10 @@ from roost.loop import (
     Input,
     ModelFailed,
     ModelFinished,
+    SessionState,
     Summarize,
     Summarized,
+    Transition,
     paths_named,
     safe_text,
 )
@@ -62,10 +65,47 @@ FeedResult = Callable[[Session, Track, str, Input], Awaitable[None]]
 #: The specs of the named tools, as the track's model is offered them.
 ToolSpecs = Callable[[tuple[str, ...], Track], list[ToolSpec]]
 #: A call's messages with the bytes of their media parts (see ``_media.MediaFill``).
-ResolveMedia = Callable[[Sequence[Mapping[str, Any]], MediaMemo | None], Awaitable[tuple[Mapping[str, Any], ...]]]
+ResolveMedia = Callable[
+    [Sequence[Mapping[str, Any]], MediaMemo | None, trio.Event | None], Awaitable[tuple[Mapping[str, Any], ...]]
+]
 #: The PreToolUse hooks of a reply's calls: what they said, and why the run must stop (see
 #: ``ToolCalls.pre_hooks``).
 PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
+
+
+@dataclass
+class CallAhead:
+    """A model call started while the events of the step that asked for it are being
+    stored (see ``Conductor.feed``), and what it must wait for: it sends its request at
+    once, but shows nothing and feeds nothing back before those events are stored and
+    published."""
+
+    #: The session's state once those events are stored: what the call was decided on.
+    state: SessionState
+    #: Set once they are stored and published.
+    stored: trio.Event = field(default_factory=trio.Event)
+    #: The call's deltas that came before, each run of one kind as one delta (published
+    #: right after the events: a burst of thousands would overrun a client's queue).
+    held: list[dict[str, Any]] = field(default_factory=list)
+    #: Cancelled when the events could not be stored: the run ends without the call.
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+    def hold(self, delta: dict[str, Any]) -> None:
+        """Keep ``delta`` until the events are published, joined to the one before it when
+        that is of its kind."""
+        if self.held and self.held[-1]["type"] == delta["type"]:
+            last = self.held[-1]
+            self.held[-1] = {**last, "text": last["text"] + delta["text"]}
+        else:
+            self.held.append(delta)
+
+    def release(self, publish: Callable[[dict[str, Any]], None]) -> None:
+        """The events are stored and published: the call's deltas so far follow them, and
+        the call goes on."""
+        self.stored.set()
+        for delta in self.held:
+            publish(delta)
+        self.held.clear()
 
 
 class ModelCalls:
@@ -90,19 +130,43 @@ class ModelCalls:
         #: The messages with their media parts' bytes put in (see ``_media.MediaFill``).
         self._resolve_media = resolve_media
 
-    async def call_model(self, session: Session, track: Track, effect: CallModel) -> None:
-        """The run's next reply."""
+    def start_ahead(self, session: Session, track: Track, transition: Transition) -> CallAhead | None:
+        """Start the model call ``transition`` asks for, if it asks for one, while its
+        events are being stored: one commit less between a tool's result and the next
+        request, and between a dispatch and its first (bench/scale.py). A model call changes
+        nothing outside the daemon: after a crash before the events were stored, it is made
+        again (a tool never is). What it brings back waits for them (see :class:`CallAhead`)."""
+        call = next((e for e in transition.effects if isinstance(e, CallModel)), None)
+        if call is None:
+            return None
+        assert track.live is not None
+        ahead = CallAhead(transition.state)
+        track.live.streamed = []
+        track.live.nursery.start_soon(self._call_ahead, session, track, call, ahead)
+        return ahead
+
+    async def _call_ahead(self, session: Session, track: Track, effect: CallModel, ahead: CallAhead) -> None:
+        with ahead.scope:
+            await self.call_model(session, track, effect, ahead)
+
+    async def call_model(self, session: Session, track: Track, effect: CallModel, ahead: CallAhead) -> None:
+        """The run's next reply, started before the events that asked for it were stored
+        (see :class:`CallAhead`)."""
         started = time.monotonic()
         path = {"path": list(track.path)} if track.path else {}
-        # A new list for each call (see Conductor._perform): an abort keeps what it holds.
+        # A new list for each call (see start_ahead): an abort keeps what it holds.
         streamed = track.live.streamed if track.live is not None else []
+        state = ahead.state
 
         def on_delta(kind: str, text: str) -> None:
             if kind == "text":
                 streamed.append(text)
             type = TEXT_DELTA if kind == "text" else REASONING_DELTA
-            data = {"text": safe_text(text), **path}
-            self._publish(Event(type, session.id, effect.run, time.time(), data).to_map())
+            delta = Event(type, session.id, effect.run, time.time(), {"text": safe_text(text), **path}).to_map()
+            if not ahead.stored.is_set():
+                ahead.hold(delta)
+            else:
+                self._publish(delta)
 
         plan = track.plan
         settings = plan.settings if plan is not None else None
@@ -121,8 +185,11 @@ class ModelCalls:
             think=settings.think if settings is not None else None,
             web_search=plan.web_search if plan is not None else None,
             **({"max_tokens": settings.max_tokens} if settings is not None and settings.max_tokens else {}),
-            number=countOf(map(itemgetter("role"), track.state.messages), "assistant"),
+            number=countOf(map(itemgetter("role"), state.messages), "assistant"),
+            cwd=state.cwd,
+            stored=ahead.stored,
         )
+        await ahead.stored.wait()
         if isinstance(reply, ModelFailed):
             result: Input = reply
         else:
@@ -178,6 +245,7 @@ class ModelCalls:
             messages=tuple(messages),
             purpose="summary",
             number=track.state.compactions,
+            cwd=track.state.cwd,
         )
         if isinstance(reply, ModelFailed):
             result: Input = reply
@@ -187,16 +255,24 @@ class ModelCalls:
         await self._feed_result(session, track, effect.run, result)
 
     async def _stream(
-        self, session: Session, track: Track, model: str, on_delta: Any, memo: MediaMemo | None = None, **request: Any
+        self,
+        session: Session,
+        track: Track,
+        model: str,
+        on_delta: Any,
+        memo: MediaMemo | None = None,
+        stored: trio.Event | None = None,
+        **request: Any,
     ) -> ModelReply | ModelFailed:
         """One call of the track's resolved model (its media filled in, knowing what the
-        track sent last from ``memo``); every failure comes back as ModelFailed."""
+        track sent last from ``memo``, once ``stored`` is set when the newest may still be
+        being stored); every failure comes back as ModelFailed."""
         try:
             resolved = track.plan.model if track.plan is not None else None
             if resolved is None or resolved.model_id != model:
                 raise ProviderError(f"{model}: no provider resolved for this run")
-            request["messages"] = await self._resolve_media(request["messages"], memo)
-            call = ModelRequest(model=resolved.model, cwd=track.state.cwd, **request)
+            request["messages"] = await self._resolve_media(request["messages"], memo, stored)
+            call = ModelRequest(model=resolved.model, **request)
             return await resolved.provider.stream(call, on_delta)
         except ProviderError as exc:
             return ModelFailed(exc.message, time.time())
