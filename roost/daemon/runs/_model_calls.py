@@ -189,7 +189,8 @@ class ModelCalls:
             cwd=state.cwd,
             stored=ahead.stored,
         )
-        await ahead.stored.wait()
+        if not ahead.stored.is_set():  # a reply quicker than the commit (the stream checkpointed)
+            await ahead.stored.wait()
         if isinstance(reply, ModelFailed):
             result: Input = reply
         else:
