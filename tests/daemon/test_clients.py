@@ -65,7 +65,9 @@ async def test_a_client_that_stops_reading_is_detached_and_slows_nothing(
     daemon: Daemon, client: TrioClient, project: Path
 ) -> None:
     words = " ".join(f"w{i}" for i in range(40_000))
-    model = write_script(project, [text(words)])
+    # The reply starts once its step's events are stored, so that its 40,000 deltas come one
+    # by one (of those that came before, at most 256 would go out: see CallAhead).
+    model = write_script(project, [text(words)], delay=0.2)
     session = (await client.call("sessions.create", cwd=str(project)))["session"]
     stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -73,6 +73,12 @@ ResolveMedia = Callable[
 PreHooks = Callable[[Session, Track, tuple[Mapping[str, Any], ...]], Awaitable[tuple[dict[str, HookVerdict], str | None]]]
 
 
+#: Deltas of a call started ahead held as they came before its step's events are published;
+#: those after are joined: a reply quicker than the commit keeps its pieces, and a flood of
+#: them cannot overrun a client's outbox (``rpc._connection.OUTBOX_SIZE``) when they go out.
+HELD_APART = 256
+
+
 @dataclass
 class CallAhead:
     """A model call started while the events of the step that asked for it are being
@@ -84,16 +90,15 @@ class CallAhead:
     state: SessionState
     #: Set once they are stored and published.
     stored: trio.Event = field(default_factory=trio.Event)
-    #: The call's deltas that came before, each run of one kind as one delta (published
-    #: right after the events: a burst of thousands would overrun a client's queue).
+    #: The call's deltas that came before (published right after the events).
     held: list[dict[str, Any]] = field(default_factory=list)
     #: Cancelled when the events could not be stored: the run ends without the call.
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     def hold(self, delta: dict[str, Any]) -> None:
-        """Keep ``delta`` until the events are published, joined to the one before it when
-        that is of its kind."""
-        if self.held and self.held[-1]["type"] == delta["type"]:
+        """Keep ``delta`` until the events are published; past :data:`HELD_APART`, joined
+        to the one before it when that is of its kind."""
+        if len(self.held) >= HELD_APART and self.held[-1]["type"] == delta["type"]:
             last = self.held[-1]
             self.held[-1] = {**last, "text": last["text"] + delta["text"]}
         else:
