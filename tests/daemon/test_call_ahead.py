@@ -107,7 +107,7 @@ async def test_a_call_whose_step_cannot_be_stored_shows_nothing(small_disk: Path
 
 def test_a_flood_of_deltas_before_the_step_is_stored_goes_out_as_a_bounded_burst() -> None:
     ahead = CallAhead(SessionState("s"))
-    words = [f"w{i} " for i in range(10_000)]
+    words = [f"w{i} " for i in range(200_000)]
     for word in words:
         ahead.hold({"type": "text.delta", "text": word})
     published: list[dict[str, Any]] = []

@@ -90,26 +90,27 @@ class CallAhead:
     state: SessionState
     #: Set once they are stored and published.
     stored: trio.Event = field(default_factory=trio.Event)
-    #: The call's deltas that came before (published right after the events).
-    held: list[dict[str, Any]] = field(default_factory=list)
+    #: The call's deltas that came before (published right after the events), each with
+    #: the texts joined to it (kept apart until then: joining as they come would copy the
+    #: text so far at every delta).
+    held: list[tuple[dict[str, Any], list[str]]] = field(default_factory=list)
     #: Cancelled when the events could not be stored: the run ends without the call.
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
     def hold(self, delta: dict[str, Any]) -> None:
         """Keep ``delta`` until the events are published; past :data:`HELD_APART`, joined
         to the one before it when that is of its kind."""
-        if len(self.held) >= HELD_APART and self.held[-1]["type"] == delta["type"]:
-            last = self.held[-1]
-            self.held[-1] = {**last, "text": last["text"] + delta["text"]}
+        if len(self.held) >= HELD_APART and self.held[-1][0]["type"] == delta["type"]:
+            self.held[-1][1].append(delta["text"])
         else:
-            self.held.append(delta)
+            self.held.append((delta, []))
 
     def release(self, publish: Callable[[dict[str, Any]], None]) -> None:
         """The events are stored and published: the call's deltas so far follow them, and
         the call goes on."""
         self.stored.set()
-        for delta in self.held:
-            publish(delta)
+        for delta, joined in self.held:
+            publish({**delta, "text": delta["text"] + "".join(joined)} if joined else delta)
         self.held.clear()
 
 
